@@ -1,0 +1,1 @@
+"""A distributed Scrapy crawler: shared Redis frontier, item buffer, db_writer."""

@@ -1,0 +1,1 @@
+"""The shared crawl frontier: scheduler, queue, dupefilter and their Redis scripts."""

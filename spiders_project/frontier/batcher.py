@@ -1,0 +1,178 @@
+"""Write-behind to Redis: every write of a worker, in order, one round trip a tick.
+
+New requests, items, acknowledgements and rejects are appended in memory by
+the scheduler and the item pipeline (which never wait for Redis) and sent
+together in one MULTI/EXEC every ``FRONTIER_FLUSH_INTERVAL``. Because one
+transaction carries them in the order they were made, the items and links a
+page produced reach Redis no later than the acknowledgement of that page's
+lease: a worker killed at any moment loses neither.
+
+When Redis is away the writes stay in memory and are retried with backoff;
+a transaction that was applied but whose reply was lost is sent again, which
+at-least-once makes harmless (the dupefilter absorbs repeated links, the
+db_writer upserts repeated items, acks are idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio
+
+from spiders_project.frontier.connection_state import ConnectionState
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_connection import CONNECTION_ERRORS
+
+logger = logging.getLogger(__name__)
+
+# Op kinds, coalesced when consecutive so a tick sends few commands.
+_ENQUEUE, _ITEM, _ACK, _PUSH = "enqueue", "item", "ack", "push"
+
+
+class RedisBatcher:
+    """Buffers writes and flushes them in one transaction per tick."""
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        keys: RedisKeys,
+        state: ConnectionState,
+        interval: float,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.state = state
+        self.interval = interval
+        self.scripts = FrontierScripts(client)
+        self._ops: list[tuple[str, Any]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        # Called with (requests sent, requests enqueued) after each flush.
+        self.on_enqueued: Callable[[int, int], None] | None = None
+        # Called at the start of every flush, to add writes that are due (acks).
+        self.before_flush: Callable[[], None] | None = None
+        self.pending_items = 0
+        self.round_trips = 0
+
+    # --- appending (never waits) ---------------------------------------------
+    def enqueue(self, fingerprint: str, priority: int, payload: bytes) -> None:
+        self._ops.append((_ENQUEUE, (fingerprint, priority, payload)))
+
+    def item(self, payload: bytes) -> None:
+        self._ops.append((_ITEM, payload))
+        self.pending_items += 1
+
+    def ack(self, member: bytes) -> None:
+        self._ops.append((_ACK, member))
+
+    def push(self, key: str, value: bytes) -> None:
+        """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
+        self._ops.append((_PUSH, (key, value)))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def has_pending_requests(self) -> bool:
+        return any(kind == _ENQUEUE for kind, _ in self._ops)
+
+    # --- flushing ---------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            delay = await self.flush()
+            if delay:
+                await asyncio.sleep(delay)
+
+    async def flush(self) -> float:
+        """Send everything buffered; returns 0, or the backoff after a failure."""
+        if self.before_flush is not None:
+            self.before_flush()
+        if not self._ops:
+            return 0.0
+        ops, self._ops = self._ops, []
+        pipe = self.client.pipeline(transaction=True)
+        enqueue_calls: list[tuple[int, int]] = []  # (command index, requests sent)
+        n_commands = 0
+        for kind, batch in _coalesce(ops):
+            if kind == _ENQUEUE:
+                argv: list[Any] = []
+                for fp, prio, payload in batch:
+                    argv += (fp, prio, payload)
+                # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
+                # restarted, script cache empty) would fail this command alone
+                # while the rest of the transaction is applied.
+                pipe.eval(self.scripts.enqueue.script, 3, self.keys.dupefilter,
+                          self.keys.requests, self.keys.requests_seq, *argv)
+                enqueue_calls.append((n_commands, len(batch)))
+                n_commands += 1
+            elif kind == _ITEM:
+                pipe.rpush(self.keys.items, *batch)
+                n_commands += 1
+            elif kind == _ACK:
+                pipe.zrem(self.keys.leases, *batch)
+                pipe.hdel(self.keys.lease_scores, *batch)
+                n_commands += 2
+            else:
+                for key, value in batch:
+                    pipe.lpush(key, value)
+                    n_commands += 1
+        try:
+            results = await pipe.execute(raise_on_error=False)
+        except CONNECTION_ERRORS as exc:
+            self._ops = ops + self._ops
+            return self.state.failed(exc)
+        finally:
+            await pipe.reset()
+        self.round_trips += 1
+        self.state.ok()
+        for result in results:
+            if isinstance(result, Exception):
+                logger.error("Redis refused a buffered write: %s", result)
+        self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
+        if self.on_enqueued is not None:
+            for index, sent in enqueue_calls:
+                added = results[index]
+                self.on_enqueued(sent, added if isinstance(added, int) else 0)
+        return 0.0
+
+    async def close(self, timeout: float) -> bool:
+        """Flush what is left, retrying until ``timeout``; True if nothing is left."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._ops and loop.time() < deadline:
+            delay = await self.flush()
+            if delay:
+                await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
+        if self._ops:
+            logger.error("%d writes could not reach Redis before shutdown", len(self._ops))
+        return not self._ops
+
+
+def _coalesce(ops: list[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
+    """Group consecutive ops of one kind, keeping the overall order."""
+    groups: list[tuple[str, list[Any]]] = []
+    for kind, arg in ops:
+        if groups and groups[-1][0] == kind:
+            groups[-1][1].append(arg)
+        else:
+            groups.append((kind, [arg]))
+    return groups

@@ -1,0 +1,85 @@
+"""Every Redis key the project reads or writes, built in one place.
+
+All keys of a spider share the prefix ``<spider>:`` so one Redis can serve
+several spiders, and an operator can find everything with one pattern.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """Key names of one spider (``RedisKeys("distributed").requests``)."""
+
+    spider: str
+
+    def _key(self, suffix: str) -> str:
+        return f"{self.spider}:{suffix}"
+
+    @property
+    def start_urls(self) -> str:
+        """List of seeds, pushed by operators with LPUSH, read from the right."""
+        return self._key("start_urls")
+
+    @property
+    def start_urls_rejected(self) -> str:
+        """Seeds that could not be parsed, kept raw for inspection."""
+        return self._key("start_urls:rejected")
+
+    @property
+    def requests(self) -> str:
+        """The shared frontier: a sorted set of JSON requests."""
+        return self._key("requests")
+
+    @property
+    def requests_seq(self) -> str:
+        """Counter giving first-in first-out order within one priority."""
+        return self._key("requests:seq")
+
+    @property
+    def leases(self) -> str:
+        """Requests popped by a worker and not yet done: sorted by deadline (ms)."""
+        return self._key("requests:leases")
+
+    @property
+    def lease_scores(self) -> str:
+        """Hash leased request -> its queue score, so it can be put back in place."""
+        return self._key("requests:lease_scores")
+
+    @property
+    def requests_rejected(self) -> str:
+        """Frontier entries that were not requests we wrote."""
+        return self._key("requests:rejected")
+
+    @property
+    def dupefilter(self) -> str:
+        """Set of request fingerprints already scheduled by any worker."""
+        return self._key("dupefilter")
+
+    @property
+    def items(self) -> str:
+        """The item buffer: a list of JSON items for the db_writer."""
+        return self._key("items")
+
+    @property
+    def items_processing(self) -> str:
+        """Items taken by the db_writer and not yet committed."""
+        return self._key("items:processing")
+
+    @property
+    def items_rejected(self) -> str:
+        """Buffered entries that were not valid JSON items."""
+        return self._key("items:rejected")
+
+    @property
+    def dead(self) -> str:
+        """Requests that failed for good, with their error and attempts."""
+        return self._key("dead")
+
+    @property
+    def db_writer_stats(self) -> str:
+        """Hash of db_writer counters (items written, batches, rejects)."""
+        return self._key("db_writer:stats")
+

@@ -1,0 +1,94 @@
+"""Every setting of the project, declared once, with its default.
+
+Values that differ between deployments come from environment variables
+(REDIS_URL, DB_URL, ...); every name here can still be overridden on the
+command line with ``scrapy crawl distributed -s NAME=VALUE``.  The db_writer
+and the monitor load this same module, so a default never lives twice.
+"""
+
+import os
+
+BOT_NAME = "spiders_project"
+SPIDER_MODULES = ["spiders_project.spiders"]
+NEWSPIDER_MODULE = "spiders_project.spiders"
+COMMANDS_MODULE = "spiders_project.commands"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+# --- Connections -------------------------------------------------------------
+# The shared Redis of the cluster. rediss:// and redis://:password@host work.
+REDIS_URL = _env("REDIS_URL", "redis://localhost:6379/0")
+# Where the db_writer stores items, spelled as SQLAlchemy spells URLs:
+# sqlite:///relative.db, sqlite:////abs/path.db, postgresql://user@host/db.
+DB_URL = _env("DB_URL", "sqlite:///data/items.db")
+# Seconds to wait for Redis to answer before a call counts as failed.
+REDIS_SOCKET_TIMEOUT = float(_env("REDIS_SOCKET_TIMEOUT", "10"))
+# Reconnect backoff: first wait and cap, in seconds (doubles each failure).
+REDIS_RECONNECT_BACKOFF = 0.2
+REDIS_RECONNECT_BACKOFF_MAX = 5.0
+
+# --- The frontier (scheduler, queue, dupefilter) -----------------------------
+# scrapy-redis' Scheduler, subclassed so its Redis I/O never blocks the reactor.
+SCHEDULER = "spiders_project.frontier.scheduler.FrontierScheduler"
+DUPEFILTER_CLASS = "spiders_project.frontier.dupefilter.FingerprintDupeFilter"
+SCHEDULER_QUEUE_CLASS = "spiders_project.frontier.queue.JsonPriorityQueue"
+# JSON, never pickle: nothing read from Redis is ever unpickled.
+SCHEDULER_SERIALIZER = "spiders_project.frontier.serialize"
+# Crawl state is shared by the cluster: a stopping worker never flushes it.
+SCHEDULER_PERSIST = True
+SCHEDULER_FLUSH_ON_START = False
+# Pending writes (new requests, items, acks) are sent in one pipeline at most
+# this often, in seconds. Larger batches mean fewer round trips per page.
+FRONTIER_FLUSH_INTERVAL = 0.05
+# How many requests a worker keeps popped ahead of its downloader; 0 means
+# CONCURRENT_REQUESTS. Popped requests are leased, so a small number is enough.
+FRONTIER_PREFETCH = 0
+# Seeds are read from <spider>:start_urls in batches of this size whenever the
+# worker has room, and polled this often (seconds) when the list is empty.
+SEED_BATCH_SIZE = 16
+SEED_POLL_INTERVAL = 1.0
+# Exit (status 0) after this many seconds with nothing to do anywhere in the
+# cluster; 0 waits for new seeds forever. Name kept from scrapy-redis.
+MAX_IDLE_TIME_BEFORE_CLOSE = int(_env("MAX_IDLE_TIME_BEFORE_CLOSE", "0"))
+
+# --- Item buffer and db_writer -----------------------------------------------
+ITEM_PIPELINES = {
+    "spiders_project.pipelines.item_buffer.ItemBufferPipeline": 900,
+}
+# The db_writer commits at most this many items per transaction ...
+DB_WRITER_BATCH_SIZE = int(_env("DB_WRITER_BATCH_SIZE", "500"))
+# ... and waits at most this many seconds to fill a batch before writing it.
+DB_WRITER_MAX_WAIT = float(_env("DB_WRITER_MAX_WAIT", "1.0"))
+
+# --- The spider ----------------------------------------------------------------
+# Link extraction stays on the seed's host; set 0 for no depth limit.
+DEPTH_LIMIT = int(_env("DEPTH_LIMIT", "0"))
+CONCURRENT_REQUESTS = int(_env("CONCURRENT_REQUESTS", "32"))
+CONCURRENT_REQUESTS_PER_DOMAIN = int(_env("CONCURRENT_REQUESTS_PER_DOMAIN", "16"))
+DOWNLOAD_DELAY = float(_env("DOWNLOAD_DELAY", "0"))
+DOWNLOAD_TIMEOUT = int(_env("DOWNLOAD_TIMEOUT", "30"))
+ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", "false").lower() in ("1", "true", "yes")
+USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
+RETRY_TIMES = int(_env("RETRY_TIMES", "2"))
+LOG_LEVEL = _env("LOG_LEVEL", "INFO")
+
+# --- Scrapy behaviour chosen deliberately for production workers ------------
+# Each of these is a listening port on every node; workers are operated
+# through Redis and the monitor instead.
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
+FEED_EXPORT_ENCODING = "utf-8"
+
+# --- Leases (appended to the frontier section's meaning) ----------------------
+# A popped request is leased for this many seconds; a live worker renews its
+# leases every third of it, so only a dead worker's leases expire and are put
+# back in the queue by any other worker.
+FRONTIER_LEASE_TIMEOUT = 60.0
+# How long (seconds) a closing worker keeps trying to hand its writes and
+# unfinished leases back to Redis before giving up (its leases then expire).
+FRONTIER_CLOSE_TIMEOUT = 10.0

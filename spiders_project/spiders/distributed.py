@@ -1,0 +1,55 @@
+"""``scrapy crawl distributed``: one item per HTML page, links on the seed's host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from scrapy import Request
+from scrapy.http import Response, TextResponse
+from w3lib.url import canonicalize_url
+
+from spiders_project.items import PageItem
+from spiders_project.spiders.base import RedisSeedSpider
+from spiders_project.seeds import Seed
+
+
+def host_of(url: str) -> str:
+    """Scope key: scheme-less host[:port], lower case."""
+    return urlsplit(url).netloc.lower()
+
+
+class DistributedSpider(RedisSeedSpider):
+    name = "distributed"
+
+    def make_request_from_seed(self, seed: Seed) -> Request:
+        request = super().make_request_from_seed(seed)
+        request.meta.setdefault("scope", host_of(seed.url))
+        return request
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        if not isinstance(response, TextResponse) or b"html" not in (
+            response.headers.get(b"Content-Type") or b""
+        ):
+            return
+        scope = response.meta.get("scope") or host_of(response.url)
+        yield PageItem(
+            url=canonicalize_url(response.url),
+            status=response.status,
+            title=(response.xpath("//title/text()").get() or "").strip() or None,
+            fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            depth=response.meta.get("depth", 0),
+            spider=self.name,
+            rendered=bool(response.meta.get("playwright")),
+        )
+        seen: set[str] = set()
+        for href in response.xpath("//a/@href").getall():
+            url = urljoin(response.url, href.strip()).split("#", 1)[0]
+            if url in seen or not url.startswith(("http://", "https://")):
+                continue
+            seen.add(url)
+            if host_of(url) != scope:
+                continue
+            yield Request(url, callback=self.parse, meta={"scope": scope})
