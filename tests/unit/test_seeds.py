@@ -1,0 +1,38 @@
+import pytest
+
+from spiders_project.seeds import InvalidSeed, Seed, parse_seed
+
+
+def test_plain_url():
+    assert parse_seed(b"https://example.com/a?b=1") == Seed("https://example.com/a?b=1")
+
+
+def test_plain_url_surrounding_whitespace_is_trimmed():
+    assert parse_seed(b"  http://example.com/\n").url == "http://example.com/"
+
+
+def test_json_with_meta_and_priority():
+    seed = parse_seed(b'{"url": "http://h:81/x", "meta": {"playwright": true}, "priority": 5}')
+    assert seed == Seed("http://h:81/x", {"playwright": True}, 5)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"not a url", "whitespace"),
+        (b"example.com/page", "scheme"),
+        (b"ftp://example.com/", "scheme"),
+        (b"javascript:alert(1)", "scheme"),
+        (b"http:///nohost", "no host"),
+        (b"http://h:notaport/", "not a URL"),
+        (b'{"url": "http://h/"', "invalid JSON"),
+        (b'{"meta": {}}', "non-empty string"),
+        (b'{"url": "http://h/", "meta": []}', "meta"),
+        (b'{"url": "http://h/", "priority": "high"}', "priority"),
+        (b"\xff\xfe", "UTF-8"),
+        (b"", "non-empty"),
+    ],
+)
+def test_invalid_seeds_say_why(raw, reason):
+    with pytest.raises(InvalidSeed, match=reason):
+        parse_seed(raw)
