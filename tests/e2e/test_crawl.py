@@ -1,0 +1,146 @@
+"""Whole crawls: real workers (``scrapy crawl distributed``), real db_writer, real Redis."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sqlite3
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from spiders_project.demo.site import SiteServer
+from spiders_project.keys import RedisKeys
+from tests.processes import db_writer, wait_until, worker
+
+K = RedisKeys("distributed")
+pytestmark = pytest.mark.slow
+
+
+def stored_urls(db_path) -> list[str]:
+    with sqlite3.connect(db_path) as db:
+        return [row[0] for row in db.execute("SELECT url FROM items")]
+
+
+def item_count(log: str) -> int:
+    match = re.search(r"'item_scraped_count': (\d+)", log)
+    return int(match.group(1)) if match else 0
+
+
+@pytest.fixture
+def r(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.close()
+
+
+def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path, procs):
+    db_path = tmp_path / "items.db"
+    with SiteServer(pages=1200, seed=2, flaky_every=40) as site:
+        r.lpush(K.start_urls, site.url)
+        workers = [worker(f"w{i}", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3")
+                   for i in (1, 2)]
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs += [*workers, writer]
+        for w in workers:
+            assert w.wait(240) == 0, w.log()[-3000:]
+        wait_until(lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0,
+                   60, what="the item buffer to drain")
+        assert writer.stop(30) == 0, writer.log()[-3000:]
+
+        urls = stored_urls(db_path)
+        assert len(urls) == len(set(urls))
+        assert set(urls) == site.page_urls()
+        assert len(urls) >= 1200
+        # Every page fetched successfully exactly once across both workers.
+        hits = site.hits()
+        assert {u: n for u, n in hits.items() if n != 1} == {}
+        # Nothing off-site, and nothing but our own host:port was asked for.
+        assert site.offsite_requests() == []
+        own = urlsplit(site.url).netloc
+        assert {host for _, host, _, _ in site.request_log()} == {own}
+    logs = [w.log() for w in workers]
+    # Both workers did real work, and together scraped each page once.
+    assert all(item_count(log) > 0 for log in logs), [item_count(x) for x in logs]
+    assert sum(item_count(log) for log in logs) == len(urls)
+    for log in logs + [writer.log()]:
+        assert "Deprecat" not in log
+        assert "Traceback" not in log
+    # Shared crawl state persisted for the next run: nothing flushed on close.
+    assert r.scard(K.dupefilter) >= len(urls)
+    assert r.zcard(K.leases) == 0 and r.zcard(K.requests) == 0
+
+
+def test_bad_seeds_are_rejected_and_the_worker_keeps_crawling(redis_url, r, tmp_path, procs):
+    bad = [b"not a url", b"ftp://example.com/", b'{"url": ', b'{"meta": {}}', b"\xff\xfe"]
+    with SiteServer(pages=30, seed=3, dead_links=False, offsite_links=False) as site:
+        r.lpush(K.start_urls, *bad[:3], site.url, *bad[3:])
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        assert set(r.lrange(K.start_urls_rejected, 0, -1)) == set(bad)
+        log = w.log()
+        assert log.count("Rejected seed") == len(bad)
+        assert item_count(log) == len(site.page_urls())
+        assert r.llen(K.items) == len(site.page_urls())
+
+
+def test_json_seed_with_meta_and_seeds_read_while_busy(redis_url, r, tmp_path, procs):
+    """A second seed pushed mid-crawl is crawled side by side, not after the first."""
+    with SiteServer(pages=400, seed=4, latency=0.02, hosts=2) as site:
+        first, second = site.urls
+        r.lpush(K.start_urls, first)
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+                   "CONCURRENT_REQUESTS=8")
+        procs.append(w)
+        wait_until(lambda: r.llen(K.items) > 20, 60, what="the first site to be crawling")
+        r.lpush(K.start_urls, f'{{"url": "{second}", "meta": {{"tag": "s2"}}, "priority": 3}}')
+        assert w.wait(240) == 0, w.log()[-3000:]
+        netloc2 = urlsplit(second).netloc
+        times1 = [t for t, host, _, _ in site.request_log() if host != netloc2]
+        times2 = [t for t, host, _, _ in site.request_log() if host == netloc2]
+        assert times2 and times1
+        # The second site started while the first was still being crawled.
+        assert min(times2) < max(times1) - 1.0
+        assert r.llen(K.items) == len(site.page_urls())
+
+
+def test_worker_and_db_writer_exit_with_one_line_when_redis_is_unreachable(tmp_path, procs):
+    url = "redis://:s3cret@127.0.0.1:9/0"
+    w = worker("w", url, tmp_path)
+    d = db_writer("d", url, f"sqlite:///{tmp_path}/x.db", tmp_path)
+    procs += [w, d]
+    for p in (w, d):
+        assert p.wait(60) != 0
+        log = p.log()
+        assert "s3cret" not in log and "Traceback" not in log
+        lines = [line for line in log.splitlines() if "redis://:***@127.0.0.1:9/0" in line]
+        assert len(lines) == 1, log
+
+
+def test_sigterm_returns_unfinished_work(redis_url, r, tmp_path, procs):
+    with SiteServer(pages=300, seed=5, latency=0.05) as site:
+        r.lpush(K.start_urls, site.url)
+        w = worker("w", redis_url, tmp_path, "CONCURRENT_REQUESTS=8")
+        procs.append(w)
+        wait_until(lambda: r.llen(K.items) > 30, 60, what="crawl progress")
+        w.signal(signal.SIGTERM)
+        assert w.wait(60) == 0, w.log()[-3000:]
+        assert r.zcard(K.leases) == 0
+        assert r.zcard(K.requests) > 0
+        # A second worker finishes the crawl; nothing was lost.
+        w2 = worker("w2", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w2)
+        assert w2.wait(120) == 0, w2.log()[-3000:]
+        urls = [x.decode() for x in r.lrange(K.items, 0, -1)]
+        stored = {__import__("json").loads(u)["url"] for u in urls}
+        assert stored == site.page_urls()
