@@ -29,9 +29,18 @@ class RedisKeys:
         return self._key("start_urls:rejected")
 
     @property
-    def requests(self) -> str:
-        """The shared frontier: a sorted set of JSON requests."""
-        return self._key("requests")
+    def hosts(self) -> str:
+        """Ready-set of the frontier: host -> time (ms) it may next be fetched."""
+        return self._key("requests:hosts")
+
+    def host_queue(self, host: str) -> str:
+        """One host's queue: a sorted set of JSON requests, lowest score first."""
+        return self._key(f"requests:host:{host}")
+
+    @property
+    def requests_size(self) -> str:
+        """Counter of requests queued in all host queues (not leased)."""
+        return self._key("requests:size")
 
     @property
     def requests_seq(self) -> str:
@@ -39,14 +48,19 @@ class RedisKeys:
         return self._key("requests:seq")
 
     @property
+    def host_delays(self) -> str:
+        """Hash host -> delay (ms) the site asked for (robots.txt Crawl-delay)."""
+        return self._key("requests:host_delays")
+
+    @property
     def leases(self) -> str:
         """Requests popped by a worker and not yet done: sorted by deadline (ms)."""
         return self._key("requests:leases")
 
     @property
-    def lease_scores(self) -> str:
-        """Hash leased request -> its queue score, so it can be put back in place."""
-        return self._key("requests:lease_scores")
+    def lease_info(self) -> str:
+        """Hash leased request -> "<queue score> <host>", to put it back in place."""
+        return self._key("requests:lease_info")
 
     @property
     def requests_rejected(self) -> str:
@@ -82,4 +96,3 @@ class RedisKeys:
     def db_writer_stats(self) -> str:
         """Hash of db_writer counters (items written, batches, rejects)."""
         return self._key("db_writer:stats")
-

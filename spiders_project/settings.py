@@ -43,9 +43,28 @@ SCHEDULER_FLUSH_ON_START = False
 # Pending writes (new requests, items, acks) are sent in one pipeline at most
 # this often, in seconds. Larger batches mean fewer round trips per page.
 FRONTIER_FLUSH_INTERVAL = 0.05
-# How many requests a worker keeps popped ahead of its downloader; 0 means
-# CONCURRENT_REQUESTS. Popped requests are leased, so a small number is enough.
+# Requests a worker leases beyond its free download slots. 0 keeps leases to
+# what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0
+# A popped request is leased for this many seconds; a live worker renews its
+# leases every third of it, so only a dead worker's leases expire and are put
+# back in their queue by any other worker.
+FRONTIER_LEASE_TIMEOUT = 30.0
+# How long (seconds) a closing worker keeps trying to hand its writes and
+# unfinished leases back to Redis before giving up (its leases then expire).
+FRONTIER_CLOSE_TIMEOUT = 10.0
+
+# --- Politeness, cluster-wide --------------------------------------------------
+# Seconds between two fetches from one host by the whole cluster (not per
+# worker). Enforced by the frontier; each worker's own downloader delay is 0.
+DOWNLOAD_DELAY = float(_env("DOWNLOAD_DELAY", "0"))
+# Per-host overrides, {"host[:port]": seconds}.
+HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
+# Added to every non-zero delay (seconds): absorbs the time between a lease
+# and the request leaving the worker, so the site sees at least the delay.
+POLITENESS_GUARD = 0.02
+# Retry-After of a 429/503 answer pauses its host for that long, capped here.
+RETRY_AFTER_MAX = 600.0
 # Seeds are read from <spider>:start_urls in batches of this size whenever the
 # worker has room, and polled this often (seconds) when the list is empty.
 SEED_BATCH_SIZE = 16
@@ -68,7 +87,6 @@ DB_WRITER_MAX_WAIT = float(_env("DB_WRITER_MAX_WAIT", "1.0"))
 DEPTH_LIMIT = int(_env("DEPTH_LIMIT", "0"))
 CONCURRENT_REQUESTS = int(_env("CONCURRENT_REQUESTS", "32"))
 CONCURRENT_REQUESTS_PER_DOMAIN = int(_env("CONCURRENT_REQUESTS_PER_DOMAIN", "16"))
-DOWNLOAD_DELAY = float(_env("DOWNLOAD_DELAY", "0"))
 DOWNLOAD_TIMEOUT = int(_env("DOWNLOAD_TIMEOUT", "30"))
 ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", "false").lower() in ("1", "true", "yes")
 USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
@@ -81,14 +99,8 @@ LOG_LEVEL = _env("LOG_LEVEL", "INFO")
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
+DOWNLOAD_DELAY_JITTER = 0
+EXTENSIONS = {
+    "spiders_project.extensions.politeness.ClusterPoliteness": 100,
+}
 FEED_EXPORT_ENCODING = "utf-8"
-
-# --- Leases (appended to the frontier section's meaning) ----------------------
-# A popped request is leased for this many seconds; a live worker renews its
-# leases every third of it, so only a dead worker's leases expire and are put
-# back in the queue by any other worker.
-FRONTIER_LEASE_TIMEOUT = 60.0
-# How long (seconds) a closing worker keeps trying to hand its writes and
-# unfinished leases back to Redis before giving up (its leases then expire).
-FRONTIER_CLOSE_TIMEOUT = 10.0

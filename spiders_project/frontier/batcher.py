@@ -22,8 +22,10 @@ from typing import Any
 
 import redis.asyncio
 
+from spiders_project.frontier.calls import ack_commands, enqueue_call
 from spiders_project.frontier.connection_state import ConnectionState
 from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.tasks import stop_tasks, wait_event
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_connection import CONNECTION_ERRORS
 
@@ -60,8 +62,8 @@ class RedisBatcher:
         self.round_trips = 0
 
     # --- appending (never waits) ---------------------------------------------
-    def enqueue(self, fingerprint: str, priority: int, payload: bytes) -> None:
-        self._ops.append((_ENQUEUE, (fingerprint, priority, payload)))
+    def enqueue(self, host: str, fingerprint: str, priority: int, payload: bytes) -> None:
+        self._ops.append((_ENQUEUE, (host, fingerprint, priority, payload)))
 
     def item(self, payload: bytes) -> None:
         self._ops.append((_ITEM, payload))
@@ -89,10 +91,7 @@ class RedisBatcher:
 
     async def _run(self) -> None:
         while not self._closing:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, self.interval)
             self._wake.clear()
             delay = await self.flush()
             if delay:
@@ -110,23 +109,20 @@ class RedisBatcher:
         n_commands = 0
         for kind, batch in _coalesce(ops):
             if kind == _ENQUEUE:
-                argv: list[Any] = []
-                for fp, prio, payload in batch:
-                    argv += (fp, prio, payload)
+                keys, args = enqueue_call(self.keys, batch)
                 # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
                 # restarted, script cache empty) would fail this command alone
                 # while the rest of the transaction is applied.
-                pipe.eval(self.scripts.enqueue.script, 3, self.keys.dupefilter,
-                          self.keys.requests, self.keys.requests_seq, *argv)
+                pipe.eval(self.scripts.enqueue.script, len(keys), *keys, *args)
                 enqueue_calls.append((n_commands, len(batch)))
                 n_commands += 1
             elif kind == _ITEM:
                 pipe.rpush(self.keys.items, *batch)
                 n_commands += 1
             elif kind == _ACK:
-                pipe.zrem(self.keys.leases, *batch)
-                pipe.hdel(self.keys.lease_scores, *batch)
-                n_commands += 2
+                for command in ack_commands(self.keys, batch):
+                    pipe.execute_command(*command)
+                    n_commands += 1
             else:
                 for key, value in batch:
                     pipe.lpush(key, value)
@@ -155,7 +151,7 @@ class RedisBatcher:
         self._closing = True
         self._wake.set()
         if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+            await stop_tasks([self._task])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self._ops and loop.time() < deadline:

@@ -29,7 +29,9 @@ class ConnectionState:
             self.connected = False
             self.logger.warning(
                 "Redis connection lost (%s: %s), reconnecting to %s",
-                type(exc).__name__, exc, self.url,
+                type(exc).__name__,
+                exc,
+                self.url,
             )
         delay = self._delay
         self._delay = min(self._delay * 2, self.backoff_max)

@@ -25,8 +25,13 @@ _contexts: weakref.WeakKeyDictionary[Crawler, WorkerRedis] = weakref.WeakKeyDict
 class WorkerRedis:
     """Everything a worker process uses to talk to the shared Redis."""
 
-    def __init__(self, client: redis.asyncio.Redis, keys: RedisKeys, state: ConnectionState,
-                 flush_interval: float) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        keys: RedisKeys,
+        state: ConnectionState,
+        flush_interval: float,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.state = state

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -31,13 +30,19 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet.defer import Deferred
 
 from spiders_project.frontier import serialize
+from spiders_project.frontier.calls import expired_call, lease_call, requeue_call
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter
+from spiders_project.frontier.politeness import HostPoliteness, host_of
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.frontier.tasks import stop_tasks, wait_event
 from spiders_project.redis_connection import CONNECTION_ERRORS
 
 logger = logging.getLogger(__name__)
+
+# A leased request and the host whose queue it came from.
+Lease = tuple[bytes, str]
 
 # How long an empty refill waits before asking Redis again.
 EMPTY_POLL_INTERVAL = 0.25
@@ -52,15 +57,18 @@ class FrontierScheduler(Scheduler):
         redis: WorkerRedis,
         dupefilter: FingerprintDupeFilter,
         *,
+        concurrency: int,
+        per_host: int,
         prefetch: int,
         lease_timeout: float,
         close_timeout: float,
+        politeness: HostPoliteness,
         persist: bool = True,
     ) -> None:
         super().__init__(
             server=redis.client,
             persist=persist,
-            queue_key=redis.keys.requests,
+            queue_key=redis.keys.hosts,
             queue_cls="spiders_project.frontier.queue.JsonPriorityQueue",
             dupefilter=dupefilter,
             dupefilter_key=redis.keys.dupefilter,
@@ -70,12 +78,16 @@ class FrontierScheduler(Scheduler):
         self.stats = crawler.stats
         self.redis = redis
         self.keys = redis.keys
+        self.concurrency = concurrency
+        self.per_host = per_host
         self.prefetch = prefetch
+        self.politeness = politeness
+        self._candidates: list[str] = []
         self.lease_ms = int(lease_timeout * 1000)
         self.renew_interval = lease_timeout / 3
         self.close_timeout = close_timeout
-        self._prefetched: deque[tuple[Request, bytes]] = deque()
-        self._active: dict[Request, bytes] = {}
+        self._prefetched: deque[tuple[Request, Lease]] = deque()
+        self._active: dict[Request, Lease] = {}
         self._want = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
@@ -84,12 +96,14 @@ class FrontierScheduler(Scheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         settings = crawler.settings
-        prefetch = settings.getint("FRONTIER_PREFETCH") or settings.getint("CONCURRENT_REQUESTS")
         return cls(
             crawler,
             WorkerRedis.of(crawler),
             FingerprintDupeFilter.from_crawler(crawler),
-            prefetch=max(1, prefetch),
+            concurrency=max(1, settings.getint("CONCURRENT_REQUESTS")),
+            per_host=max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")),
+            prefetch=settings.getint("FRONTIER_PREFETCH"),
+            politeness=HostPoliteness.from_settings(settings),
             lease_timeout=settings.getfloat("FRONTIER_LEASE_TIMEOUT"),
             close_timeout=settings.getfloat("FRONTIER_CLOSE_TIMEOUT"),
             persist=settings.getbool("SCHEDULER_PERSIST"),
@@ -103,8 +117,8 @@ class FrontierScheduler(Scheduler):
 
     async def _open(self) -> None:
         if self.flush_on_start:
-            await self.redis.client.delete(self.keys.requests, self.keys.dupefilter)
-        self.remote_size = await self.redis.client.zcard(self.keys.requests)
+            await self._clear_frontier()
+        self.remote_size = int(await self.redis.client.get(self.keys.requests_size) or 0)
         if self.remote_size:
             logger.info("Resuming crawl (%d requests queued)", self.remote_size)
         self.redis.batcher.before_flush = self._ack_finished
@@ -119,11 +133,9 @@ class FrontierScheduler(Scheduler):
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks)
         self._ack_finished()
-        unfinished = [m for _, m in self._prefetched] + list(self._active.values())
+        unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
         self._prefetched.clear()
         self._active.clear()
         batcher = self.redis.batcher
@@ -133,25 +145,35 @@ class FrontierScheduler(Scheduler):
             returned = await self._requeue(unfinished)
         logger.info(
             "Frontier closed (%s): %d unfinished requests handed back to the queue",
-            reason, returned,
+            reason,
+            returned,
         )
         if not self.persist:
-            await self.redis.client.delete(self.keys.requests, self.keys.dupefilter)
+            await self._clear_frontier()
         await self.redis.client.aclose()
 
-    async def _requeue(self, members: list[bytes]) -> int:
+    async def _clear_frontier(self) -> None:
+        """Forget every queued and leased request and every fingerprint."""
+        keys = self.keys
+        hosts = await self.redis.client.zrange(keys.hosts, 0, -1)
+        await self.redis.client.delete(
+            *(keys.host_queue(h.decode()) for h in hosts),
+            keys.hosts, keys.requests_size, keys.leases, keys.lease_info, keys.dupefilter,
+        )
+
+    async def _requeue(self, leases: list[Lease]) -> int:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.close_timeout
+        keys, args = requeue_call(self.keys, leases)
         while True:
             try:
-                result = await self.redis.scripts.requeue(
-                    keys=[self.keys.requests, self.keys.leases, self.keys.lease_scores],
-                    args=[0, *members],
-                )
+                result = await self.redis.scripts.requeue(keys=keys, args=args)
             except CONNECTION_ERRORS as exc:
                 delay = self.redis.state.failed(exc)
                 if loop.time() + delay > deadline:
-                    logger.error("Could not hand back %d leases; they expire and return", len(members))
+                    logger.error(
+                        "Could not hand back %d leases; they expire and return", len(leases)
+                    )
                     return 0
                 await asyncio.sleep(delay)
                 continue
@@ -167,21 +189,22 @@ class FrontierScheduler(Scheduler):
             self.stats.inc_value("frontier/unserializable")
             return False
         if request.dont_filter:
-            fingerprint = "!" + self.df.request_fingerprint(request) if request.meta.get(
-                "seed") else ""
+            fingerprint = (
+                "!" + self.df.request_fingerprint(request) if request.meta.get("seed") else ""
+            )
         else:
             fingerprint = self.df.request_fingerprint(request)
-        self.redis.batcher.enqueue(fingerprint, priority, payload)
+        self.redis.batcher.enqueue(host_of(request.url), fingerprint, priority, payload)
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
 
     def next_request(self) -> Request | None:
-        if len(self._prefetched) <= self.prefetch // 2:
-            self._want.set()
         if not self._prefetched:
+            self._want.set()
             return None
-        request, member = self._prefetched.popleft()
-        self._active[request] = member
+        request, lease = self._prefetched.popleft()
+        self._active[request] = lease
+        self._want.set()
         self.stats.inc_value("scheduler/dequeued/redis")
         return request
 
@@ -197,6 +220,8 @@ class FrontierScheduler(Scheduler):
 
     # --- background work ---------------------------------------------------------------
     def _count_enqueued(self, sent: int, added: int) -> None:
+        if added:
+            self._want.set()  # new work may be ready for us
         if sent > added:
             self.stats.inc_value("dupefilter/filtered", sent - added)
 
@@ -215,7 +240,7 @@ class FrontierScheduler(Scheduler):
         inprogress = slot.inprogress if slot is not None else set()
         done = [request for request in self._active if request not in inprogress]
         for request in done:
-            self.redis.batcher.ack(self._active.pop(request))
+            self.redis.batcher.ack(self._active.pop(request)[0])
 
     def _wake_engine(self) -> None:
         # The engine otherwise polls an empty scheduler only every 5 s.
@@ -223,27 +248,44 @@ class FrontierScheduler(Scheduler):
         if slot is not None:
             slot.nextcall.schedule()
 
+    def _wanted(self) -> int:
+        """How many requests to lease now: free download slots, plus the prefetch."""
+        engine = self.crawler.engine
+        if engine is None or engine.paused:
+            return 0
+        busy = len(engine.downloader.active) + len(self._prefetched)
+        return self.concurrency + self.prefetch - busy
+
     async def _refill_loop(self) -> None:
         state = self.redis.state
         while True:
             await self._want.wait()
             self._want.clear()
-            wanted = self.prefetch - len(self._prefetched)
+            wanted = self._wanted()
             if wanted <= 0:
                 continue
+            candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates]
+            keys, args = lease_call(
+                self.keys,
+                wanted,
+                self.lease_ms,
+                candidates,
+                next_hosts=max(8, 2 * self.concurrency),
+                per_host=self.per_host,
+            )
             try:
-                result = await self.redis.scripts.lease(
-                    keys=[self.keys.requests, self.keys.leases, self.keys.lease_scores],
-                    args=[wanted, self.lease_ms],
+                leased, self._candidates, wait_ms = await self.redis.scripts.lease(
+                    keys=keys, args=args
                 )
             except CONNECTION_ERRORS as exc:
                 await asyncio.sleep(state.failed(exc))
                 self._want.set()
                 continue
             state.ok()
-            self.remote_size = int(result[0])
+            self._candidates = [h.decode() for h in self._candidates]
             added = 0
-            for member in result[1:]:
+            for member, host in zip(leased[::2], leased[1::2], strict=True):
+                lease = (member, host.decode())
                 try:
                     request = self.queue.decode(member)
                 except InvalidEntry as exc:
@@ -252,39 +294,46 @@ class FrontierScheduler(Scheduler):
                     self.redis.batcher.push(self.keys.requests_rejected, member)
                     self.redis.batcher.ack(member)
                     continue
-                self._prefetched.append((request, member))
+                self._prefetched.append((request, lease))
                 added += 1
             if added:
                 self._wake_engine()
-            if len(result) == 1:
-                # Empty: look again soon, even if the engine does not ask.
-                await asyncio.sleep(EMPTY_POLL_INTERVAL)
-                if len(self._prefetched) <= self.prefetch // 2:
-                    self._want.set()
+            if self._candidates:
+                self._want.set()  # more hosts are ready: ask again
+            elif not leased:
+                # Nothing ready: sleep until the next host's turn, or poll.
+                delay = (
+                    EMPTY_POLL_INTERVAL if wait_ms < 0 else min(wait_ms / 1000, EMPTY_POLL_INTERVAL)
+                )
+                await wait_event(self._want, max(delay, 0.001))
+                self._want.set()
 
     async def _lease_loop(self) -> None:
         """Renew our leases and put back the expired leases of dead workers."""
-        keys = [self.keys.requests, self.keys.leases, self.keys.lease_scores]
         while True:
             await asyncio.sleep(self.renew_interval)
-            members = [m for _, m in self._prefetched] + list(self._active.values())
+            members = [lease[0] for _, lease in self._prefetched]
+            members += [lease[0] for lease in self._active.values()]
             try:
                 if members:
                     await self.redis.scripts.renew(
                         keys=[self.keys.leases], args=[self.lease_ms, *members]
                     )
-                moved = await self.redis.scripts.requeue(keys=keys, args=[1000])
+                moved = await self.reclaim_expired()
             except CONNECTION_ERRORS as exc:
                 self.redis.state.failed(exc)
                 continue
             if moved:
                 logger.warning("Put back %d expired leases of a stopped worker", moved)
-                self.stats.inc_value("frontier/leases_reclaimed", int(moved))
+                self.stats.inc_value("frontier/leases_reclaimed", moved)
                 self._want.set()
 
-    def queue_state(self) -> dict[str, Any]:
-        return {
-            "prefetched": len(self._prefetched),
-            "active": len(self._active),
-            "pending_writes": len(self.redis.batcher),
-        }
+    async def reclaim_expired(self, limit: int = 1000) -> int:
+        """Return expired leases to their queues; several workers may race safely."""
+        keys, args = expired_call(self.keys, limit)
+        found = await self.redis.scripts.expired(keys=keys, args=args)
+        if not found:
+            return 0
+        leases = [(m, h.decode()) for m, h in zip(found[::2], found[1::2], strict=True)]
+        keys, args = requeue_call(self.keys, leases)
+        return int(await self.redis.scripts.requeue(keys=keys, args=args))

@@ -23,3 +23,4 @@ class FrontierScripts:
         self.lease = client.register_script(lua_source("lease"))
         self.renew = client.register_script(lua_source("renew"))
         self.requeue = client.register_script(lua_source("requeue"))
+        self.expired = client.register_script(lua_source("expired"))

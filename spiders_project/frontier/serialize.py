@@ -44,9 +44,7 @@ def dumps(d: dict[str, Any]) -> bytes:
     if d.get("method", "GET") != "GET":
         out["method"] = d["method"]
     if d.get("headers"):
-        out["headers"] = {
-            _latin1(k): [_latin1(v) for v in vs] for k, vs in d["headers"].items()
-        }
+        out["headers"] = {_latin1(k): [_latin1(v) for v in vs] for k, vs in d["headers"].items()}
     if d.get("body"):
         out["body"] = base64.b64encode(d["body"]).decode("ascii")
     if d.get("cookies"):
@@ -97,17 +95,26 @@ def loads(data: bytes | str) -> dict[str, Any]:
     headers = obj.get("headers", {})
     _expect(
         isinstance(headers, dict)
-        and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in headers.values()),
+        and all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in headers.values()
+        ),
         "bad headers",
     )
-    d["headers"] = {k.encode("latin-1"): [x.encode("latin-1") for x in v] for k, v in headers.items()}
+    d["headers"] = {
+        k.encode("latin-1"): [x.encode("latin-1") for x in v] for k, v in headers.items()
+    }
     if "body" in obj:
         _expect(isinstance(obj["body"], str), "bad body")
         try:
             d["body"] = base64.b64decode(obj["body"], validate=True)
         except ValueError:
             raise InvalidEntry("bad body") from None
-    for key, kind in (("cookies", (dict, list)), ("meta", dict), ("cb_kwargs", dict), ("flags", list)):
+    for key, kind in (
+        ("cookies", (dict, list)),
+        ("meta", dict),
+        ("cb_kwargs", dict),
+        ("flags", list),
+    ):
         if key in obj:
             _expect(isinstance(obj[key], kind), f"bad {key}")
             d[key] = obj[key]

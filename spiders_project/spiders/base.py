@@ -61,11 +61,9 @@ class RedisSeedSpider(RedisSpider):
 
     async def start(self) -> AsyncIterator[Any]:
         idle_since: float | None = None
-        engine = self.crawler.engine
         while True:
-            if engine.needs_backout():
-                await asyncio.sleep(0.05)
-                continue
+            # Seeds go into the shared frontier, not straight to the
+            # downloader, so they are read even while every slot is busy.
             entries = await self._pop_seeds()
             for raw in entries:
                 try:
@@ -97,8 +95,12 @@ class RedisSeedSpider(RedisSpider):
         return entries or []
 
     def _reject_seed(self, raw: bytes, reason: str) -> None:
-        logger.error("Rejected seed %.200r: %s (kept in %s)", raw, reason,
-                     self.redis.keys.start_urls_rejected)
+        logger.error(
+            "Rejected seed %.200r: %s (kept in %s)",
+            raw,
+            reason,
+            self.redis.keys.start_urls_rejected,
+        )
         self.crawler.stats.inc_value("seeds/rejected")
         self.redis.batcher.push(self.redis.keys.start_urls_rejected, raw)
 
@@ -113,12 +115,12 @@ class RedisSeedSpider(RedisSpider):
         keys = self.redis.keys
         try:
             async with self.redis.client.pipeline(transaction=False) as pipe:
-                pipe.llen(keys.start_urls).zcard(keys.requests).zcard(keys.leases)
+                pipe.llen(keys.start_urls).get(keys.requests_size).zcard(keys.leases)
                 sizes = await pipe.execute()
         except CONNECTION_ERRORS as exc:
             self.redis.state.failed(exc)
             return False
-        return not any(sizes)
+        return not any(int(size or 0) for size in sizes)
 
     def spider_idle(self) -> None:
         """Idle closing is decided in ``start()``; let Scrapy close when it ends."""

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from scrapy import Request
 from scrapy.http import Response, TextResponse
 from w3lib.url import canonicalize_url
 
+from spiders_project.frontier.politeness import host_of
 from spiders_project.items import PageItem
-from spiders_project.spiders.base import RedisSeedSpider
 from spiders_project.seeds import Seed
-
-
-def host_of(url: str) -> str:
-    """Scope key: scheme-less host[:port], lower case."""
-    return urlsplit(url).netloc.lower()
+from spiders_project.spiders.base import RedisSeedSpider
 
 
 class DistributedSpider(RedisSeedSpider):
@@ -39,7 +35,7 @@ class DistributedSpider(RedisSeedSpider):
             url=canonicalize_url(response.url),
             status=response.status,
             title=(response.xpath("//title/text()").get() or "").strip() or None,
-            fetched_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            fetched_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             depth=response.meta.get("depth", 0),
             spider=self.name,
             rendered=bool(response.meta.get("playwright")),

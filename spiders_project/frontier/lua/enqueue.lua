@@ -1,22 +1,35 @@
--- Deduplicate and enqueue a batch of requests in one round trip.
+-- Deduplicate a batch of requests and add them to their hosts' queues, in one
+-- round trip.
 --
--- KEYS[1]  dupefilter: set of request fingerprints
--- KEYS[2]  queue: sorted set of JSON requests, lowest score first
--- KEYS[3]  seq: counter that keeps first-in first-out order within a priority
--- ARGV     triples of (fingerprint, priority, payload):
---            fingerprint ""       never filtered, fingerprint not recorded
---            fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
---            fingerprint "<fp>"   enqueued only if not seen before
---          priority is an integer in [-4000, 4000]; higher pops first.
--- Returns  the number of requests enqueued.
+-- KEYS[1]    dupefilter: set of request fingerprints
+-- KEYS[2]    seq: counter giving first-in first-out order within a priority
+-- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
+-- KEYS[4]    size: counter of queued requests
+-- KEYS[4+i]  queue of the i-th host of this batch (sorted set of JSON requests)
+-- ARGV[1]    H, the number of hosts in this batch
+-- ARGV[1+i]  name of the i-th host (i = 1..H), as in its queue key
+-- ARGV[H+2..] quadruples (fingerprint, priority, payload, host index i):
+--              fingerprint ""       never filtered, not recorded
+--              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
+--              fingerprint "<fp>"   enqueued only if not seen before
+--            priority is an integer in [-4000, 4000]; higher pops first.
+-- Returns    the number of requests enqueued.
 --
--- Score = -priority * 2^40 + seq stays an exact integer in a double.
-local enqueued = 0
-local n = #ARGV / 3
+-- Score = -priority * 2^40 + seq stays an exact integer in a double. A host
+-- already in the ready-set keeps its time (NX), so politeness survives a
+-- queue that ran empty and refilled.
+local h = tonumber(ARGV[1])
+local first = h + 2
+local n = (#ARGV - first + 1) / 4
 if n == 0 then return 0 end
-local seq = redis.call('INCRBY', KEYS[3], n) - n
-for i = 0, n - 1 do
-  local fp = ARGV[i * 3 + 1]
+local seq = redis.call('INCRBY', KEYS[2], n) - n
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local enqueued = 0
+local touched = {}
+for j = 0, n - 1 do
+  local base = first + j * 4
+  local fp = ARGV[base]
   local add = true
   if fp ~= '' then
     if string.sub(fp, 1, 1) == '!' then
@@ -27,9 +40,15 @@ for i = 0, n - 1 do
   end
   if add then
     seq = seq + 1
-    local score = -tonumber(ARGV[i * 3 + 2]) * 1099511627776 + seq
-    redis.call('ZADD', KEYS[2], score, ARGV[i * 3 + 3])
+    local i = tonumber(ARGV[base + 3])
+    local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
+    redis.call('ZADD', KEYS[4 + i], score, ARGV[base + 2])
+    touched[i] = true
     enqueued = enqueued + 1
   end
 end
+for i, _ in pairs(touched) do
+  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1 + i])
+end
+if enqueued > 0 then redis.call('INCRBY', KEYS[4], enqueued) end
 return enqueued

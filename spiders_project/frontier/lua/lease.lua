@@ -1,19 +1,68 @@
--- Pop up to N requests and lease them to the caller instead of deleting them.
+-- Lease requests from hosts whose turn has come, and tell the caller which
+-- hosts to ask for next time.
 --
--- KEYS[1]  queue: sorted set of JSON requests
--- KEYS[2]  leases: sorted set of leased JSON requests, score = deadline (ms)
--- KEYS[3]  lease scores: hash leased request -> its queue score, to requeue it
--- ARGV[1]  N, the most requests to lease
--- ARGV[2]  lease duration in milliseconds (deadline uses the Redis clock)
--- Returns  {queue length after the pop, request, request, ...}
+-- KEYS[1]    hosts: ready-set, host -> time (ms) it may next be fetched
+-- KEYS[2]    leases: sorted set of leased JSON requests, score = deadline (ms)
+-- KEYS[3]    lease info: hash leased request -> "<queue score> <host>"
+-- KEYS[4]    size: counter of queued requests
+-- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
+-- KEYS[5+i]  queue of the i-th candidate host
+-- ARGV[1]    N, the most requests to lease
+-- ARGV[2]    lease duration (ms)
+-- ARGV[3]    how many ready hosts to return as next candidates
+-- ARGV[4]    the most requests one host without delay gives per call
+-- ARGV[5..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
+-- Returns    {{request, host, request, host, ...}, {next candidate host, ...},
+--             ms until a host is ready or -1}
+--
+-- A host with a delay gives one request per call and moves its time forward
+-- by the delay (the larger of the configured one and the site's own), so the
+-- whole cluster fetches from it no faster than that. A host without delay
+-- gives up to ARGV[4]. A host that gave requests goes to the back of the
+-- ready-set (its time becomes now, or now + delay), so hosts take turns and a
+-- seed with a large site never starves the others. Candidates are re-checked
+-- here, so several workers asking for the same hosts at once never get the
+-- same turn.
 local t = redis.call('TIME')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
-local out = {0}
-for i = 1, #popped, 2 do
-  redis.call('ZADD', KEYS[2], deadline, popped[i])
-  redis.call('HSET', KEYS[3], popped[i], popped[i + 1])
-  out[#out + 1] = popped[i]
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local want = tonumber(ARGV[1])
+local deadline = now + tonumber(ARGV[2])
+local leased = {}
+local per_host = tonumber(ARGV[4])
+local ncand = (#ARGV - 4) / 2
+for i = 1, ncand do
+  if want <= 0 then break end
+  local host = ARGV[3 + i * 2]
+  local ready = redis.call('ZSCORE', KEYS[1], host)
+  if ready and tonumber(ready) <= now then
+    local queue = KEYS[5 + i]
+    local delay = tonumber(ARGV[4 + i * 2])
+    local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
+    if asked > delay then delay = asked end
+    local take = math.min(want, per_host)
+    if delay > 0 then take = 1 end
+    local popped = redis.call('ZPOPMIN', queue, take)
+    for j = 1, #popped, 2 do
+      redis.call('ZADD', KEYS[2], deadline, popped[j])
+      redis.call('HSET', KEYS[3], popped[j], popped[j + 1] .. ' ' .. host)
+      leased[#leased + 1] = popped[j]
+      leased[#leased + 1] = host
+    end
+    local got = #popped / 2
+    want = want - got
+    if got > 0 then redis.call('DECRBY', KEYS[4], got) end
+    if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
+      redis.call('ZADD', KEYS[1], now + delay, host)
+    else
+      -- Nothing left in its queue and no turn to keep: forget the host.
+      redis.call('ZREM', KEYS[1], host)
+    end
+  end
 end
-out[1] = redis.call('ZCARD', KEYS[1])
-return out
+local next_hosts = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local wait = -1
+if #next_hosts == 0 then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #first > 0 then wait = tonumber(first[2]) - now end
+end
+return {leased, next_hosts, wait}

@@ -1,29 +1,28 @@
--- Return leased requests to the queue: the given ones (a worker handing back
--- what it will not process) or, with no requests given, every lease whose
--- deadline has passed (a worker that died). Safe when several workers run it
--- at once: each lease is moved exactly once.
+-- Put leased requests back in their hosts' queues, at their old place. Used
+-- for a worker handing back what it will not process, and for expired leases
+-- of dead workers. Safe when several workers run it at once: a lease is moved
+-- only by the call that removes it.
 --
--- KEYS[1]  queue: sorted set of JSON requests
--- KEYS[2]  leases: sorted set of leased JSON requests, score = deadline (ms)
--- KEYS[3]  lease scores: hash leased request -> its queue score
--- ARGV[1]  the most expired leases to move (ignored when requests are given)
--- ARGV[2..] the leased requests to return
--- Returns  the number of requests put back.
-local members = {}
-if #ARGV > 1 then
-  for i = 2, #ARGV do members[#members + 1] = ARGV[i] end
-else
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-end
+-- KEYS[1]    leases: sorted set of leased JSON requests, score = deadline (ms)
+-- KEYS[2]    lease info: hash leased request -> "<queue score> <host>"
+-- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
+-- KEYS[4]    size: counter of queued requests
+-- KEYS[4+i]  queue of the host of the i-th request
+-- ARGV[i]    the i-th leased request
+-- Returns    the number of requests put back.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local moved = 0
-for _, m in ipairs(members) do
-  if redis.call('ZREM', KEYS[2], m) == 1 then
-    local score = redis.call('HGET', KEYS[3], m)
-    redis.call('HDEL', KEYS[3], m)
-    redis.call('ZADD', KEYS[1], score or 0, m)
+for i = 1, #ARGV do
+  local m = ARGV[i]
+  if redis.call('ZREM', KEYS[1], m) == 1 then
+    local info = redis.call('HGET', KEYS[2], m) or '0 '
+    redis.call('HDEL', KEYS[2], m)
+    local score, host = string.match(info, '^(%S+) (.*)$')
+    redis.call('ZADD', KEYS[4 + i], tonumber(score) or 0, m)
+    if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     moved = moved + 1
   end
 end
+if moved > 0 then redis.call('INCRBY', KEYS[4], moved) end
 return moved
