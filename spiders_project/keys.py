@@ -93,6 +93,16 @@ class RedisKeys:
         return self._key("dead")
 
     @property
+    def dead_rejected(self) -> str:
+        """Dead-letter entries that were not ours, set aside by requeue."""
+        return self._key("dead:rejected")
+
+    @property
+    def db_writer_lock(self) -> str:
+        """Held by the one db_writer of this spider (token with a TTL)."""
+        return self._key("db_writer:lock")
+
+    @property
     def db_writer_stats(self) -> str:
         """Hash of db_writer counters (items written, batches, rejects)."""
         return self._key("db_writer:stats")

@@ -46,9 +46,7 @@ def sync_client(settings: BaseSettings) -> redis.Redis:
 
 def async_client(settings: BaseSettings) -> redis.asyncio.Redis:
     """A client for code running on the worker's asyncio reactor."""
-    return redis.asyncio.Redis.from_url(
-        settings.get("REDIS_URL"), **_client_kwargs(settings)
-    )
+    return redis.asyncio.Redis.from_url(settings.get("REDIS_URL"), **_client_kwargs(settings))
 
 
 def unreachable_message(settings: BaseSettings, exc: BaseException) -> str:

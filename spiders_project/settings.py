@@ -65,6 +65,18 @@ HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
 POLITENESS_GUARD = 0.02
 # Retry-After of a 429/503 answer pauses its host for that long, capped here.
 RETRY_AFTER_MAX = 600.0
+DOWNLOADER_MIDDLEWARES = {
+    # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
+    "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
+    # Just after it: sees every 429/503 (Retry-After) and robots.txt answer.
+    "spiders_project.middlewares.politeness.SitePacingMiddleware": 560,
+}
+
+# --- Dead letters ----------------------------------------------------------------
+# Requests that failed for good (RetryMiddleware gave up on a RETRY_EXCEPTIONS
+# error or a RETRY_HTTP_CODES status) are kept as JSON in <spider>:dead for
+# `scrapy deadletters list|requeue|purge`. False drops them after the log line.
+DEAD_LETTERS_ENABLED = True
 # Seeds are read from <spider>:start_urls in batches of this size whenever the
 # worker has room, and polled this often (seconds) when the list is empty.
 SEED_BATCH_SIZE = 16
@@ -77,6 +89,11 @@ MAX_IDLE_TIME_BEFORE_CLOSE = int(_env("MAX_IDLE_TIME_BEFORE_CLOSE", "0"))
 ITEM_PIPELINES = {
     "spiders_project.pipelines.item_buffer.ItemBufferPipeline": 900,
 }
+# Workers stop fetching while <spider>:items holds more than this many items
+# (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.
+ITEM_BUFFER_MAX = int(_env("ITEM_BUFFER_MAX", "100000"))
+# ... and resume once it is below this fraction of ITEM_BUFFER_MAX.
+ITEM_BUFFER_RESUME = 0.8
 # The db_writer commits at most this many items per transaction ...
 DB_WRITER_BATCH_SIZE = int(_env("DB_WRITER_BATCH_SIZE", "500"))
 # ... and waits at most this many seconds to fill a batch before writing it.
@@ -102,5 +119,10 @@ TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 DOWNLOAD_DELAY_JITTER = 0
 EXTENSIONS = {
     "spiders_project.extensions.politeness.ClusterPoliteness": 100,
+    "spiders_project.extensions.backpressure.ItemBackpressure": 110,
+    "spiders_project.extensions.shutdown.GracefulShutdown": 120,
 }
+# After a SIGTERM, seconds to finish the requests in flight before handing
+# the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
+SHUTDOWN_GRACE_PERIOD = float(_env("SHUTDOWN_GRACE_PERIOD", "30"))
 FEED_EXPORT_ENCODING = "utf-8"

@@ -24,7 +24,11 @@ class Proc:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.popen = subprocess.Popen(
-            argv, cwd=ROOT, env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT,
+            argv,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
 
@@ -62,7 +66,9 @@ class Proc:
         self._log.close()
 
 
-def worker(name: str, redis_url: str, log_dir: Path, *settings: str, env: dict | None = None) -> Proc:
+def worker(
+    name: str, redis_url: str, log_dir: Path, *settings: str, env: dict | None = None
+) -> Proc:
     """``scrapy crawl distributed`` with ``-s NAME=VALUE`` for each of ``settings``."""
     argv = [PYTHON, "-m", "scrapy", "crawl", "distributed"]
     for s in settings:
@@ -70,11 +76,16 @@ def worker(name: str, redis_url: str, log_dir: Path, *settings: str, env: dict |
     return Proc(name, argv, {"REDIS_URL": redis_url, **(env or {})}, log_dir / f"{name}.log")
 
 
-def db_writer(name: str, redis_url: str, db_url: str, log_dir: Path, *args: str,
-              env: dict | None = None) -> Proc:
+def db_writer(
+    name: str, redis_url: str, db_url: str, log_dir: Path, *args: str, env: dict | None = None
+) -> Proc:
     argv = [PYTHON, "-m", "spiders_project.db_writer", *args]
-    return Proc(name, argv, {"REDIS_URL": redis_url, "DB_URL": db_url, **(env or {})},
-                log_dir / f"{name}.log")
+    return Proc(
+        name,
+        argv,
+        {"REDIS_URL": redis_url, "DB_URL": db_url, **(env or {})},
+        log_dir / f"{name}.log",
+    )
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition") -> None:

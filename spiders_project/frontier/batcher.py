@@ -32,7 +32,7 @@ from spiders_project.redis_connection import CONNECTION_ERRORS
 logger = logging.getLogger(__name__)
 
 # Op kinds, coalesced when consecutive so a tick sends few commands.
-_ENQUEUE, _ITEM, _ACK, _PUSH = "enqueue", "item", "ack", "push"
+_ENQUEUE, _ITEM, _ACK, _PUSH, _COMMAND = "enqueue", "item", "ack", "push", "command"
 
 
 class RedisBatcher:
@@ -60,6 +60,8 @@ class RedisBatcher:
         self.before_flush: Callable[[], None] | None = None
         self.pending_items = 0
         self.round_trips = 0
+        # Length of the shared item buffer as of the last flush.
+        self.items_backlog = 0
 
     # --- appending (never waits) ---------------------------------------------
     def enqueue(self, host: str, fingerprint: str, priority: int, payload: bytes) -> None:
@@ -75,6 +77,14 @@ class RedisBatcher:
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
         self._ops.append((_PUSH, (key, value)))
+
+    def command(self, *args: Any) -> None:
+        """Any other Redis command, sent in order with the rest."""
+        self._ops.append((_COMMAND, args))
+
+    def script(self, source: str, keys: list[str], args: list[Any]) -> None:
+        """A Lua script (EVAL), sent in order with the rest."""
+        self._ops.append((_COMMAND, ("EVAL", source, len(keys), *keys, *args)))
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -123,10 +133,16 @@ class RedisBatcher:
                 for command in ack_commands(self.keys, batch):
                     pipe.execute_command(*command)
                     n_commands += 1
-            else:
+            elif kind == _PUSH:
                 for key, value in batch:
                     pipe.lpush(key, value)
                     n_commands += 1
+            else:
+                for args in batch:
+                    pipe.execute_command(*args)
+                    n_commands += 1
+        # Free ride: the item backlog, for backpressure.
+        pipe.llen(self.keys.items)
         try:
             results = await pipe.execute(raise_on_error=False)
         except CONNECTION_ERRORS as exc:
@@ -136,6 +152,8 @@ class RedisBatcher:
             await pipe.reset()
         self.round_trips += 1
         self.state.ok()
+        if isinstance(results[-1], int):
+            self.items_backlog = results[-1]
         for result in results:
             if isinstance(result, Exception):
                 logger.error("Redis refused a buffered write: %s", result)

@@ -119,8 +119,9 @@ class FrontierScheduler(Scheduler):
         if self.flush_on_start:
             await self._clear_frontier()
         self.remote_size = int(await self.redis.client.get(self.keys.requests_size) or 0)
-        if self.remote_size:
-            logger.info("Resuming crawl (%d requests queued)", self.remote_size)
+        logger.info(
+            "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
+        )
         self.redis.batcher.before_flush = self._ack_finished
         self.redis.batcher.start()
         self._tasks = [
@@ -133,16 +134,7 @@ class FrontierScheduler(Scheduler):
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        await stop_tasks(self._tasks)
-        self._ack_finished()
-        unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
-        self._prefetched.clear()
-        self._active.clear()
-        batcher = self.redis.batcher
-        delivered = await batcher.close(self.close_timeout)
-        returned = 0
-        if unfinished and delivered:
-            returned = await self._requeue(unfinished)
+        returned = await self.hand_back()
         logger.info(
             "Frontier closed (%s): %d unfinished requests handed back to the queue",
             reason,
@@ -152,13 +144,35 @@ class FrontierScheduler(Scheduler):
             await self._clear_frontier()
         await self.redis.client.aclose()
 
+    async def hand_back(self) -> int:
+        """Write everything pending, then return every unfinished lease to its queue.
+
+        Requests the engine finished are acknowledged first (their items and
+        links are in the same writes); the rest, prefetched or still in
+        flight, go back to their host queues for another worker. Returns how
+        many went back.
+        """
+        await stop_tasks(self._tasks)
+        self._ack_finished()
+        unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
+        self._prefetched.clear()
+        self._active.clear()
+        delivered = await self.redis.batcher.close(self.close_timeout)
+        if unfinished and delivered:
+            return await self._requeue(unfinished)
+        return 0
+
     async def _clear_frontier(self) -> None:
         """Forget every queued and leased request and every fingerprint."""
         keys = self.keys
         hosts = await self.redis.client.zrange(keys.hosts, 0, -1)
         await self.redis.client.delete(
             *(keys.host_queue(h.decode()) for h in hosts),
-            keys.hosts, keys.requests_size, keys.leases, keys.lease_info, keys.dupefilter,
+            keys.hosts,
+            keys.requests_size,
+            keys.leases,
+            keys.lease_info,
+            keys.dupefilter,
         )
 
     async def _requeue(self, leases: list[Lease]) -> int:
@@ -241,6 +255,8 @@ class FrontierScheduler(Scheduler):
         done = [request for request in self._active if request not in inprogress]
         for request in done:
             self.redis.batcher.ack(self._active.pop(request)[0])
+        if done:
+            self._want.set()  # their slots are free for new leases
 
     def _wake_engine(self) -> None:
         # The engine otherwise polls an empty scheduler only every 5 s.
@@ -249,12 +265,18 @@ class FrontierScheduler(Scheduler):
             slot.nextcall.schedule()
 
     def _wanted(self) -> int:
-        """How many requests to lease now: free download slots, plus the prefetch."""
+        """How many requests to lease now.
+
+        A worker holds at most CONCURRENT_REQUESTS + FRONTIER_PREFETCH leases
+        (prefetched, downloading or being scraped), so a killed worker costs
+        at most that many re-fetches.
+        """
         engine = self.crawler.engine
-        if engine is None or engine.paused:
+        if engine is None or engine.paused or not engine.running:
             return 0
-        busy = len(engine.downloader.active) + len(self._prefetched)
-        return self.concurrency + self.prefetch - busy
+        self._ack_finished()
+        held = len(self._active) + len(self._prefetched)
+        return self.concurrency + self.prefetch - held
 
     async def _refill_loop(self) -> None:
         state = self.redis.state

@@ -24,3 +24,4 @@ class FrontierScripts:
         self.renew = client.register_script(lua_source("renew"))
         self.requeue = client.register_script(lua_source("requeue"))
         self.expired = client.register_script(lua_source("expired"))
+        self.pause_host = client.register_script(lua_source("pause_host"))

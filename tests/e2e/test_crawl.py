@@ -47,14 +47,18 @@ def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path,
     db_path = tmp_path / "items.db"
     with SiteServer(pages=1200, seed=2, flaky_every=40) as site:
         r.lpush(K.start_urls, site.url)
-        workers = [worker(f"w{i}", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3")
-                   for i in (1, 2)]
+        workers = [
+            worker(f"w{i}", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3") for i in (1, 2)
+        ]
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         procs += [*workers, writer]
         for w in workers:
             assert w.wait(240) == 0, w.log()[-3000:]
-        wait_until(lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0,
-                   60, what="the item buffer to drain")
+        wait_until(
+            lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0,
+            60,
+            what="the item buffer to drain",
+        )
         assert writer.stop(30) == 0, writer.log()[-3000:]
 
         urls = stored_urls(db_path)
@@ -99,8 +103,9 @@ def test_json_seed_with_meta_and_seeds_read_while_busy(redis_url, r, tmp_path, p
     with SiteServer(pages=400, seed=4, latency=0.02, hosts=2) as site:
         first, second = site.urls
         r.lpush(K.start_urls, first)
-        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3",
-                   "CONCURRENT_REQUESTS=8")
+        w = worker(
+            "w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3", "CONCURRENT_REQUESTS=8"
+        )
         procs.append(w)
         wait_until(lambda: r.llen(K.items) > 20, 60, what="the first site to be crawling")
         r.lpush(K.start_urls, f'{{"url": "{second}", "meta": {{"tag": "s2"}}, "priority": 3}}')

@@ -53,8 +53,16 @@ def drain(s, host, want=100):
 
 
 def test_enqueue_dedups_in_one_call_and_counts(r, s):
-    added = enqueue(s, [("a", "fp1", 0, b"a"), ("a", "fp1", 0, b"a2"), ("b", "fp2", 0, b"b"),
-                        ("a", "", 0, b"c"), ("a", "", 0, b"c2")])
+    added = enqueue(
+        s,
+        [
+            ("a", "fp1", 0, b"a"),
+            ("a", "fp1", 0, b"a2"),
+            ("b", "fp2", 0, b"b"),
+            ("a", "", 0, b"c"),
+            ("a", "", 0, b"c2"),
+        ],
+    )
     assert added == 4
     assert r.smembers(K.dupefilter) == {b"fp1", b"fp2"}
     assert enqueue(s, [("b", "fp2", 0, b"b3")]) == 0
@@ -73,8 +81,16 @@ def test_priority_first_then_first_in_first_out_within_a_host(s):
     enqueue(s, [("h", f"f{i}", 0, f"low{i}".encode()) for i in range(3)])
     enqueue(s, [("h", "h0", 5, b"high0"), ("h", "h1", 5, b"high1"), ("h", "n", -3, b"neg")])
     enqueue(s, [("h", f"g{i}", 0, f"low{i + 3}".encode()) for i in range(2)])
-    assert drain(s, "h") == [b"high0", b"high1", b"low0", b"low1", b"low2", b"low3",
-                             b"low4", b"neg"]
+    assert drain(s, "h") == [
+        b"high0",
+        b"high1",
+        b"low0",
+        b"low1",
+        b"low2",
+        b"low3",
+        b"low4",
+        b"neg",
+    ]
 
 
 def test_lease_returns_hosts_and_candidates(r, s):
@@ -102,8 +118,11 @@ def test_hosts_take_turns_so_a_big_site_never_starves_a_small_one(s):
 
 
 def test_a_delayed_host_gives_one_request_per_turn(r, s):
-    enqueue(s, [("slow", str(i), 0, f"S{i}".encode()) for i in range(3)]
-            + [("fast", f"f{i}", 0, f"F{i}".encode()) for i in range(3)])
+    enqueue(
+        s,
+        [("slow", str(i), 0, f"S{i}".encode()) for i in range(3)]
+        + [("fast", f"f{i}", 0, f"F{i}".encode()) for i in range(3)],
+    )
     members, _, nxt, _ = lease(s, 10, [("slow", 300), ("fast", 0)])
     assert members == [b"S0", b"F0", b"F1", b"F2"]
     assert nxt == [], "slow is not ready again yet"
@@ -168,8 +187,10 @@ def test_ack_ends_the_lease(r, s):
 
 
 def test_dupefilter_uses_scrapys_request_fingerprinter(redis_url, r):
-    settings = {**load_settings({"REDIS_URL": redis_url}).copy_to_dict(),
-                "TWISTED_REACTOR_ENABLED": False}
+    settings = {
+        **load_settings({"REDIS_URL": redis_url}).copy_to_dict(),
+        "TWISTED_REACTOR_ENABLED": False,
+    }
     crawler = get_crawler(DistributedSpider, settings)
     df = FingerprintDupeFilter.from_crawler(crawler)
     request = Request("http://example.com/a?b=2&a=1")

@@ -42,8 +42,18 @@ def test_request_json_round_trip_keeps_every_field():
         flags=["f"],
     )
     copy = _roundtrip(original, spider)
-    for attr in ("url", "method", "body", "cookies", "meta", "priority", "dont_filter",
-                 "cb_kwargs", "flags", "encoding"):
+    for attr in (
+        "url",
+        "method",
+        "body",
+        "cookies",
+        "meta",
+        "priority",
+        "dont_filter",
+        "cb_kwargs",
+        "flags",
+        "encoding",
+    ):
         assert getattr(copy, attr) == getattr(original, attr), attr
     assert copy.headers.getlist("Accept") == [b"a", b"b"]
     assert copy.callback == spider.parse and copy.errback == spider.failed

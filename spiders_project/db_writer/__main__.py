@@ -1,0 +1,124 @@
+"""``python -m spiders_project.db_writer``: the process that stores items.
+
+Exit status: 0 after a stop request (SIGTERM, SIGINT) or, with
+``--exit-when-empty``, once nothing is left to write; 1 when Redis or the
+database cannot be reached at start (one log line says which, password
+masked); 2 for a bad DB_URL or bad options. A second SIGTERM or SIGINT
+kills the process at once (status 143 or 130 from the shell); the entries it
+was writing stay in the processing list and are written at the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from spiders_project.config import load_settings
+from spiders_project.db_writer.db_url import DbUrlError, parse_db_url
+from spiders_project.db_writer.item_queue import ItemQueue
+from spiders_project.db_writer.stores import StoreUnavailable, open_store
+from spiders_project.db_writer.writer import ItemWriter, WriterConfig
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_connection import mask_url, ping_or_message, sync_client
+
+logger = logging.getLogger("spiders_project.db_writer")
+
+LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m spiders_project.db_writer",
+        description="Move items from the Redis buffer <spider>:items into the database DB_URL.",
+    )
+    parser.add_argument(
+        "--spider", default="distributed", help="spider whose items to write (default: %(default)s)"
+    )
+    parser.add_argument(
+        "-s",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting, as with scrapy crawl -s (repeatable)",
+    )
+    parser.add_argument(
+        "--exit-when-empty",
+        "--once",
+        dest="exit_when_empty",
+        action="store_true",
+        help="exit 0 once the buffer and the processing list are both empty",
+    )
+    args = parser.parse_args(argv)
+    overrides = {}
+    for pair in args.overrides:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            parser.error(f"-s expects NAME=VALUE, not {pair!r}")
+        overrides[name] = value
+    args.overrides = overrides
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = load_settings(args.overrides)
+    logging.basicConfig(level=settings.get("LOG_LEVEL"), format=LOG_FORMAT, stream=sys.stderr)
+
+    try:
+        db_url = parse_db_url(settings.get("DB_URL"))
+        config = WriterConfig.from_settings(settings)
+    except (DbUrlError, ValueError) as exc:
+        logger.error("%s", exc)
+        return 2
+    message = ping_or_message(settings)
+    if message is not None:
+        logger.error("%s", message)
+        return 1
+    try:
+        store = open_store(db_url, args.spider)
+    except StoreUnavailable as exc:
+        logger.error("cannot open the database %s: %s", db_url.redacted(), exc)
+        return 1
+
+    redis_url = mask_url(settings.get("REDIS_URL"))
+    queue = ItemQueue(sync_client(settings), RedisKeys(args.spider))
+    writer = ItemWriter(
+        queue, store, config, exit_when_empty=args.exit_when_empty, store_name=db_url.redacted()
+    )
+
+    def on_stop_signal(signum: int, _frame: object) -> None:
+        # Warm shutdown now; a second signal gets the default action and ends
+        # the process at once, even inside a long database call. What it
+        # interrupts stays in the processing list for the next start.
+        for other in STOP_SIGNALS:
+            signal.signal(other, signal.SIG_DFL)
+        writer.request_stop(signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_stop_signal)
+    database = db_url.redacted()
+    if db_url.path is not None and not db_url.path.is_absolute():
+        database += f" ({db_url.path.resolve()})"
+    logger.info(
+        "connected: redis %s, database %s; writing %s in batches of up to %d items"
+        " (waiting at most %.3gs to fill one)",
+        redis_url,
+        database,
+        queue.keys.items,
+        config.batch_size,
+        config.max_wait,
+    )
+    code = writer.run()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)  # a late second signal must not change the status
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+-- Acknowledge a committed batch: drop it from the head of the processing
+-- list, keep its rejected entries, count it, and extend the lock, atomically.
+--
+-- Only the lock holder appends to the processing list, so while ARGV[1] holds
+-- the lock the batch is exactly the list's first ARGV[3] entries.
+--
+-- KEYS[1]  processing list (<spider>:items:processing)
+-- KEYS[2]  rejected list (<spider>:items:rejected), raw entries kept as read
+-- KEYS[3]  stats hash (<spider>:db_writer:stats)
+-- KEYS[4]  db_writer lock
+-- ARGV[1]  this writer's lock token
+-- ARGV[2]  lock time to live, in milliseconds
+-- ARGV[3]  number of entries in the batch (written and rejected)
+-- ARGV[4]  number of items written
+-- ARGV[5]  time of the batch, Unix seconds (stored as last_batch_at)
+-- ARGV[6..] the rejected entries, byte for byte
+-- Returns  1, or 0 without changing anything when ARGV[1] no longer holds the lock
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+  return 0
+end
+local rejected = #ARGV - 5
+for i = 6, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+redis.call('LTRIM', KEYS[1], tonumber(ARGV[3]), -1)
+redis.call('HINCRBY', KEYS[3], 'items_written', tonumber(ARGV[4]))
+redis.call('HINCRBY', KEYS[3], 'rejected', rejected)
+redis.call('HINCRBY', KEYS[3], 'batches', 1)
+redis.call('HSET', KEYS[3], 'last_batch_at', ARGV[5])
+redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[2]))
+return 1

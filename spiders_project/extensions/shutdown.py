@@ -1,0 +1,66 @@
+"""A SIGTERM drains within a grace period, then hands back what is left."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from scrapy import signals
+from scrapy.crawler import Crawler
+
+from spiders_project.frontier.tasks import stop_tasks
+
+logger = logging.getLogger(__name__)
+
+
+class GracefulShutdown:
+    """Bounds Scrapy's graceful stop by ``SHUTDOWN_GRACE_PERIOD`` seconds.
+
+    On the first SIGTERM Scrapy stops taking requests and waits, without a
+    limit, for the ones in flight; a hung site would keep the worker from
+    stopping until supervisor kills it. We log the drain, and when the grace
+    period is over we hand every unfinished lease back to the queue (the
+    scheduler does it) and exit 0: another worker fetches those requests.
+    """
+
+    def __init__(self, crawler: Crawler, grace: float) -> None:
+        self.crawler = crawler
+        self.grace = grace
+        self._task: asyncio.Task[None] | None = None
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> GracefulShutdown:
+        return cls(crawler, crawler.settings.getfloat("SHUTDOWN_GRACE_PERIOD"))
+
+    def _opened(self) -> None:
+        self._task = asyncio.ensure_future(self._watch())
+
+    async def _closed(self, reason: str) -> None:
+        if self._task is not None and self._task is not asyncio.current_task():
+            await stop_tasks([self._task])
+        logger.info("Worker stopped (%s)", reason)
+
+    async def _watch(self) -> None:
+        engine = self.crawler.engine
+        while not engine.running:  # spider_opened comes before the engine starts
+            await asyncio.sleep(0.2)
+        while engine.running:
+            await asyncio.sleep(0.2)
+        in_flight = len(engine.downloader.active)
+        logger.info(
+            "Draining: finishing %d requests in flight (grace period %.0f s)",
+            in_flight,
+            self.grace,
+        )
+        await asyncio.sleep(self.grace)
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+        left = len(engine.downloader.active)
+        logger.warning("Grace period over: handing back %d unfinished requests", left)
+        if scheduler is not None and hasattr(scheduler, "hand_back"):
+            await scheduler.hand_back()
+        logger.info("Worker stopped (grace period over)")
+        logging.shutdown()
+        os._exit(0)

@@ -1,0 +1,86 @@
+"""What sites say about pace (Retry-After, robots.txt Crawl-delay), told to the frontier."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from protego import Protego
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.politeness import host_of
+
+logger = logging.getLogger(__name__)
+
+
+def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP-date); None if absent or bad."""
+    if not value:
+        return None
+    text = value.decode("latin-1").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class SitePacingMiddleware:
+    """Downloader middleware: lengthens a host's cluster-wide delay when the site asks.
+
+    - A 429 or 503 with ``Retry-After`` pauses the host for that long (capped
+      by ``RETRY_AFTER_MAX``) for every worker, not just this one.
+    - A robots.txt ``Crawl-delay`` for our user agent becomes the host's
+      delay when longer than the configured one. robots.txt is fetched by
+      Scrapy's RobotsTxtMiddleware (``ROBOTSTXT_OBEY``) through this chain.
+    """
+
+    def __init__(self, redis: WorkerRedis, user_agent: str, retry_after_max: float) -> None:
+        self.redis = redis
+        self.user_agent = user_agent
+        self.retry_after_max = retry_after_max
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SitePacingMiddleware:
+        settings = crawler.settings
+        return cls(
+            WorkerRedis.of(crawler),
+            settings.get("USER_AGENT"),
+            settings.getfloat("RETRY_AFTER_MAX"),
+        )
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        host = host_of(request.url)
+        if response.status in (429, 503):
+            pause = retry_after_seconds(response.headers.get(b"Retry-After"))
+            if pause:
+                pause = min(pause, self.retry_after_max)
+                logger.info(
+                    "%s asked to wait %.0f s (HTTP %d); pausing it cluster-wide",
+                    host,
+                    pause,
+                    response.status,
+                )
+                scripts, keys = self.redis.scripts, self.redis.keys
+                self.redis.batcher.script(
+                    scripts.pause_host.script, [keys.hosts], [host, int(pause * 1000)]
+                )
+        elif request.url.endswith("/robots.txt") and response.status == 200:
+            try:
+                delay = Protego.parse(response.text).crawl_delay(self.user_agent)
+            except (AttributeError, ValueError):
+                delay = None
+            if delay:
+                logger.info("%s asks for Crawl-delay %.2f s", host, delay)
+                self.redis.batcher.command(
+                    "HSET", self.redis.keys.host_delays, host, int(float(delay) * 1000)
+                )
+        return response

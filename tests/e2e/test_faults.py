@@ -1,0 +1,208 @@
+"""Faults a real cluster meets, with real processes: nothing may be lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import signal
+import sqlite3
+import time
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from mirakuru import TCPExecutor
+from port_for import get_port
+
+from spiders_project.demo.site import SiteServer
+from spiders_project.keys import RedisKeys
+from tests.processes import db_writer, wait_until, worker
+
+K = RedisKeys("distributed")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.close()
+
+
+@pytest.fixture
+def r(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def stored(db_path) -> list[str]:
+    if not db_path.exists():
+        return []
+    with sqlite3.connect(db_path) as db:
+        try:
+            return [row[0] for row in db.execute("SELECT url FROM items")]
+        except sqlite3.OperationalError:  # the db_writer has not created it yet
+            return []
+
+
+def drained(r) -> bool:
+    return r.llen(K.items) == 0 and r.llen(K.items_processing) == 0
+
+
+def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
+    db_path = tmp_path / "items.db"
+    settings = ("FRONTIER_LEASE_TIMEOUT=3", "CONCURRENT_REQUESTS=16")
+    with SiteServer(pages=1100, seed=11, latency=0.05) as site:
+        r.lpush(K.start_urls, site.url)
+        victim = worker("victim", redis_url, tmp_path, *settings)
+        survivor = worker(
+            "survivor", redis_url, tmp_path, *settings, "MAX_IDLE_TIME_BEFORE_CLOSE=4"
+        )
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs += [victim, survivor, writer]
+        wait_until(
+            lambda: r.llen(K.items) + len(stored(db_path)) > 330, 120, what="30% of the crawl"
+        )
+        held = r.zcard(K.leases)
+        victim.signal(signal.SIGKILL)
+        assert victim.wait(10) == -signal.SIGKILL
+        assert survivor.wait(300) == 0, survivor.log()[-3000:]
+        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        assert writer.stop(30) == 0
+        urls = stored(db_path)
+        assert sorted(urls) == sorted(site.page_urls())
+        refetched = {u for u, n in site.hits().items() if n > 1}
+    reclaimed = sum(int(n) for n in re.findall(r"Put back (\d+) expired leases", survivor.log()))
+    # Leases in Redis at the kill: both workers' (at most CONCURRENT_REQUESTS
+    # each) plus acks still in a write buffer (at most one flush interval).
+    assert 0 < reclaimed <= held
+    # The only pages fetched twice are the leases the killed worker held.
+    assert len(refetched) <= reclaimed, (refetched, reclaimed)
+
+
+@pytest.fixture
+def aof_redis(tmp_path):
+    """A redis-server with appendonly persistence that the test can restart."""
+    port = get_port(None)
+    datadir = tmp_path / "redis"
+    datadir.mkdir()
+    executor = TCPExecutor(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(datadir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+        ],
+        host="127.0.0.1",
+        port=port,
+        timeout=30,
+    )
+    executor.start()
+    yield executor, f"redis://127.0.0.1:{port}/0"
+    executor.stop()
+
+
+def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
+    executor, url = aof_redis
+    r = redis.Redis.from_url(url)
+    db_path = tmp_path / "items.db"
+    settings = ("FRONTIER_LEASE_TIMEOUT=5", "CONCURRENT_REQUESTS=8", "MAX_IDLE_TIME_BEFORE_CLOSE=4")
+    with SiteServer(pages=600, seed=12, latency=0.03) as site:
+        r.lpush(K.start_urls, site.url)
+        workers = [worker(f"w{i}", url, tmp_path, *settings) for i in (1, 2)]
+        writer = db_writer("dbw", url, f"sqlite:///{db_path}", tmp_path)
+        procs += [*workers, writer]
+        wait_until(
+            lambda: r.llen(K.items) + len(stored(db_path)) > 150, 120, what="a quarter of the crawl"
+        )
+        executor.stop()
+        time.sleep(4)
+        executor.start()
+        for w in workers:
+            assert w.wait(300) == 0, w.log()[-3000:]
+        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        assert writer.stop(30) == 0
+        assert sorted(stored(db_path)) == sorted(site.page_urls())
+    for p in [*workers, writer]:
+        log = p.log()
+        assert "reconnecting" in log, p.name
+        assert "reconnected" in log.lower(), p.name
+        assert "Traceback" not in log, p.name
+    r.close()
+
+
+def test_hostile_queue_content_is_rejected_never_executed(redis_url, r, tmp_path, procs):
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    with SiteServer(pages=40, seed=13, dead_links=False, offsite_links=False) as site:
+        host = urlsplit(site.url).netloc
+        hostile = [
+            pickle.dumps(Exploit()),
+            b"\x00\xffgarbage",
+            b'{"url": 42}',
+            b'{"url": "http://x/", "_class": "os.system"}',
+        ]
+        for i, payload in enumerate(hostile):
+            r.zadd(K.host_queue(host), {payload: i})
+        r.zadd(K.hosts, {host: 0})
+        r.incrby(K.requests_size, len(hostile))
+        r.lpush(K.start_urls, site.url)
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        assert not marker.exists(), "a pickle from Redis was executed"
+        assert set(r.lrange(K.requests_rejected, 0, -1)) == set(hostile)
+        assert w.log().count("Rejected a frontier entry") == len(hostile)
+        items = {json.loads(x)["url"] for x in r.lrange(K.items, 0, -1)}
+        assert items == site.page_urls()
+        assert r.zcard(K.leases) == 0 and int(r.get(K.requests_size)) == 0
+
+
+def test_politeness_holds_across_three_workers(redis_url, r, tmp_path, procs):
+    with SiteServer(
+        pages=25, seed=14, hosts=2, dead_links=False, offsite_links=False, latency=0.01
+    ) as slow_and_fast:
+        slow, fast = (urlsplit(u).netloc for u in slow_and_fast.urls)
+        delays = json.dumps({slow: 0.2})
+        r.lpush(K.start_urls, *slow_and_fast.urls)
+        workers = [
+            worker(
+                f"w{i}",
+                redis_url,
+                tmp_path,
+                f"HOST_DOWNLOAD_DELAYS={delays}",
+                "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            )
+            for i in (1, 2, 3)
+        ]
+        procs += workers
+        for w in workers:
+            assert w.wait(120) == 0, w.log()[-3000:]
+        log = slow_and_fast.request_log()
+    slow_times = sorted(t for t, h, path, _ in log if h == slow and path != "/robots.txt")
+    fast_times = sorted(t for t, h, path, _ in log if h == fast)
+    gaps = [b - a for a, b in zip(slow_times, slow_times[1:], strict=False)]
+    assert len(slow_times) >= 25
+    assert min(gaps) >= 0.2, sorted(gaps)[:5]
+    # The other host was crawled in parallel, inside the slow host's window.
+    during = [t for t in fast_times if slow_times[0] < t < slow_times[-1]]
+    assert len(during) >= 20
+    fast_gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
+    assert min(fast_gaps) < 0.05
