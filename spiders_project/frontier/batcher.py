@@ -59,7 +59,8 @@ class RedisBatcher:
         # Called at the start of every flush, to add writes that are due (acks).
         self.before_flush: Callable[[], None] | None = None
         self.pending_items = 0
-        self.round_trips = 0
+        # Called once per transaction sent (for the round-trip stat).
+        self.on_round_trip: Callable[[], None] | None = None
         # Length of the shared item buffer as of the last flush.
         self.items_backlog = 0
 
@@ -143,6 +144,8 @@ class RedisBatcher:
                     n_commands += 1
         # Free ride: the item backlog, for backpressure.
         pipe.llen(self.keys.items)
+        if self.on_round_trip is not None:
+            self.on_round_trip()
         try:
             results = await pipe.execute(raise_on_error=False)
         except CONNECTION_ERRORS as exc:
@@ -150,7 +153,6 @@ class RedisBatcher:
             return self.state.failed(exc)
         finally:
             await pipe.reset()
-        self.round_trips += 1
         self.state.ok()
         if isinstance(results[-1], int):
             self.items_backlog = results[-1]

@@ -31,12 +31,20 @@ class WorkerRedis:
         keys: RedisKeys,
         state: ConnectionState,
         flush_interval: float,
+        crawler: Crawler | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.state = state
+        self._crawler = crawler
         self.scripts = FrontierScripts(client)
         self.batcher = RedisBatcher(client, keys, state, flush_interval)
+        self.batcher.on_round_trip = self.round_trip
+
+    def round_trip(self) -> None:
+        """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
+        if self._crawler is not None:
+            self._crawler.stats.inc_value("redis/round_trips")
 
     @classmethod
     def of(cls, crawler: Crawler) -> WorkerRedis:
@@ -55,6 +63,7 @@ class WorkerRedis:
                     logger,
                 ),
                 flush_interval=settings.getfloat("FRONTIER_FLUSH_INTERVAL"),
+                crawler=crawler,
             )
             _contexts[crawler] = ctx
         return ctx

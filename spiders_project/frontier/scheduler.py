@@ -181,6 +181,7 @@ class FrontierScheduler(Scheduler):
         keys, args = requeue_call(self.keys, leases)
         while True:
             try:
+                self.redis.round_trip()
                 result = await self.redis.scripts.requeue(keys=keys, args=args)
             except CONNECTION_ERRORS as exc:
                 delay = self.redis.state.failed(exc)
@@ -296,6 +297,7 @@ class FrontierScheduler(Scheduler):
                 per_host=self.per_host,
             )
             try:
+                self.redis.round_trip()
                 leased, self._candidates, wait_ms = await self.redis.scripts.lease(
                     keys=keys, args=args
                 )
@@ -338,6 +340,7 @@ class FrontierScheduler(Scheduler):
             members += [lease[0] for lease in self._active.values()]
             try:
                 if members:
+                    self.redis.round_trip()
                     await self.redis.scripts.renew(
                         keys=[self.keys.leases], args=[self.lease_ms, *members]
                     )
@@ -353,9 +356,11 @@ class FrontierScheduler(Scheduler):
     async def reclaim_expired(self, limit: int = 1000) -> int:
         """Return expired leases to their queues; several workers may race safely."""
         keys, args = expired_call(self.keys, limit)
+        self.redis.round_trip()
         found = await self.redis.scripts.expired(keys=keys, args=args)
         if not found:
             return 0
         leases = [(m, h.decode()) for m, h in zip(found[::2], found[1::2], strict=True)]
         keys, args = requeue_call(self.keys, leases)
+        self.redis.round_trip()
         return int(await self.redis.scripts.requeue(keys=keys, args=args))

@@ -87,6 +87,7 @@ class RedisSeedSpider(RedisSpider):
 
     async def _pop_seeds(self) -> list[bytes]:
         try:
+            self.redis.round_trip()
             entries = await self.redis.client.rpop(self.redis_key, self.redis_batch_size)
         except CONNECTION_ERRORS as exc:
             await asyncio.sleep(self.redis.state.failed(exc))
@@ -114,6 +115,7 @@ class RedisSeedSpider(RedisSpider):
             return False
         keys = self.redis.keys
         try:
+            self.redis.round_trip()
             async with self.redis.client.pipeline(transaction=False) as pipe:
                 pipe.llen(keys.start_urls).get(keys.requests_size).zcard(keys.leases)
                 sizes = await pipe.execute()
