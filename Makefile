@@ -3,43 +3,48 @@
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test).
 
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := redis-server postgresql
 STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test demo bench lint clean
+.PHONY: setup system-packages test demo bench lint clean
 
-setup: $(STAMP) system-packages
+setup: system-packages $(STAMP)
 
-$(STAMP): requirements.txt
-	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found"; exit 1; }
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	touch $(STAMP)
-
+# Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
+# start private clusters), Chromium (rendering), Prometheus (monitor tests).
 system-packages:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
-	{ command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; } || missing="$$missing postgresql"; \
+	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  echo "make setup: installing$$missing with apt-get"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(STAMP)
 
 test: setup
 	$(PY) -m pytest
 
 demo: setup
-	$(PY) -m spiders_project.demo
+	$(PY) -m spiders_project.demo $(DEMO_ARGS)
 
 bench: setup
-	$(PY) -m tests.bench
+	$(PY) -m tests.bench $(BENCH_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check spiders_project monitor tests
+	$(VENV)/bin/ruff format --check spiders_project monitor tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache run data/demo-items.db

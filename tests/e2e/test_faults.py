@@ -206,3 +206,114 @@ def test_politeness_holds_across_three_workers(redis_url, r, tmp_path, procs):
     assert len(during) >= 20
     fast_gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
     assert min(fast_gaps) < 0.05
+
+
+def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_path, procs):
+    db_path = tmp_path / "items.db"
+    limit = 40
+    with SiteServer(pages=300, seed=15, latency=0.005) as site:
+        r.lpush(K.start_urls, site.url)
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            f"ITEM_BUFFER_MAX={limit}",
+            "CONCURRENT_REQUESTS=8",
+            "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+        )
+        procs.append(w)
+        wait_until(lambda: "pausing fetching" in w.log(), 60, what="backpressure")
+        # Paused: the buffer stays bounded while nothing drains it.
+        peak = 0
+        for _ in range(20):
+            peak = max(peak, r.llen(K.items))
+            time.sleep(0.1)
+        assert limit < peak <= limit + 2 * 8 + 16, peak
+        hits_while_paused = sum(site.hits().values())
+        time.sleep(1.0)
+        assert sum(site.hits().values()) - hits_while_paused <= 8
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs.append(writer)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        assert writer.stop(30) == 0
+        assert sorted(stored(db_path)) == sorted(site.page_urls())
+    assert "resuming fetching" in w.log()
+
+
+def test_sigterm_drains_within_the_grace_period_and_hands_back(redis_url, r, tmp_path, procs):
+    with SiteServer(pages=60, seed=16, latency=4.0) as site:
+        r.lpush(K.start_urls, site.url)
+        w = worker("w", redis_url, tmp_path, "SHUTDOWN_GRACE_PERIOD=1", "CONCURRENT_REQUESTS=4")
+        procs.append(w)
+        # The root page has been crawled and its links are being fetched (slowly).
+        wait_until(
+            lambda: r.llen(K.items) >= 1 and r.zcard(K.leases) >= 2, 60, what="requests in flight"
+        )
+        started = time.monotonic()
+        w.signal(signal.SIGTERM)
+        assert w.wait(30) == 0, w.log()[-3000:]
+        assert time.monotonic() - started < 10
+        log = w.log()
+        assert "Draining: finishing" in log
+        assert re.search(r"Grace period over: handing back [1-9]\d* unfinished requests", log)
+        assert r.zcard(K.leases) == 0
+        assert int(r.get(K.requests_size)) >= 2
+
+
+def test_retry_after_pauses_the_host_for_the_whole_cluster(redis_url, r, tmp_path, procs):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    log: list[tuple[float, str, int]] = []
+    throttled = {"done": False}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            if self.path == "/":
+                body = "".join(f'<a href="/p/{i}">{i}</a>' for i in range(30)).encode()
+                status = 200
+            elif self.path == "/p/5" and not throttled["done"]:
+                throttled["done"] = True
+                body, status = b"slow down", 429
+            else:
+                body, status = b"<html><title>p</title></html>", 200
+            log.append((time.monotonic(), self.path, status))
+            self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "2")
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        r.lpush(K.start_urls, f"http://127.0.0.1:{server.server_port}/")
+        workers = [
+            worker(
+                f"w{i}",
+                redis_url,
+                tmp_path,
+                "CONCURRENT_REQUESTS=2",
+                "DOWNLOAD_DELAY=0.05",
+                "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+            )
+            for i in (1, 2)
+        ]
+        procs += workers
+        for w in workers:
+            assert w.wait(120) == 0, w.log()[-3000:]
+    finally:
+        server.shutdown()
+    t429 = next(t for t, _, status in log if status == 429)
+    after = sorted(t for t, _, status in log if t > t429)
+    assert after, "the crawl went on after the pause"
+    # The requests already leased may still land; nothing new for 2 s after that.
+    starts = [t for t in after if t - t429 > 0.3]
+    assert not starts or min(starts) - t429 >= 1.9, [round(t - t429, 2) for t in after[:8]]
+    assert {p for _, p, s in log if s == 200} >= {f"/p/{i}" for i in range(30)}
