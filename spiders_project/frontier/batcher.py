@@ -61,31 +61,47 @@ class RedisBatcher:
         self.pending_items = 0
         # Called once per transaction sent (for the round-trip stat).
         self.on_round_trip: Callable[[], None] | None = None
+        # Ops ever appended / ever delivered, and an event set after each
+        # delivery, for wait_flushed().
+        self._appended = 0
+        self._delivered = 0
+        self._flushed = asyncio.Event()
         # Length of the shared item buffer as of the last flush.
         self.items_backlog = 0
 
     # --- appending (never waits) ---------------------------------------------
-    def enqueue(self, host: str, fingerprint: str, priority: int, payload: bytes) -> None:
-        self._ops.append((_ENQUEUE, (host, fingerprint, priority, payload)))
+    def _add(self, op: tuple[str, Any]) -> None:
+        self._ops.append(op)
+        self._appended += 1
+
+    def enqueue(
+        self, host: str, fingerprint: str, priority: int, payload: bytes, seed: bytes = b""
+    ) -> None:
+        """Queue a request; with ``seed``, only if that start_urls entry is still there."""
+        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed)))
+
+    def reject_seed(self, seed: bytes) -> None:
+        """Move a start_urls entry that is not a valid seed to start_urls:rejected."""
+        self._add((_ENQUEUE, ("", "", 0, b"", seed)))
 
     def item(self, payload: bytes) -> None:
-        self._ops.append((_ITEM, payload))
+        self._add((_ITEM, payload))
         self.pending_items += 1
 
     def ack(self, member: bytes) -> None:
-        self._ops.append((_ACK, member))
+        self._add((_ACK, member))
 
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
-        self._ops.append((_PUSH, (key, value)))
+        self._add((_PUSH, (key, value)))
 
     def command(self, *args: Any) -> None:
         """Any other Redis command, sent in order with the rest."""
-        self._ops.append((_COMMAND, args))
+        self._add((_COMMAND, args))
 
     def script(self, source: str, keys: list[str], args: list[Any]) -> None:
         """A Lua script (EVAL), sent in order with the rest."""
-        self._ops.append((_COMMAND, ("EVAL", source, len(keys), *keys, *args)))
+        self._add((_COMMAND, ("EVAL", source, len(keys), *keys, *args)))
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -154,6 +170,9 @@ class RedisBatcher:
         finally:
             await pipe.reset()
         self.state.ok()
+        self._delivered += len(ops)
+        flushed, self._flushed = self._flushed, asyncio.Event()
+        flushed.set()
         if isinstance(results[-1], int):
             self.items_backlog = results[-1]
         for result in results:
@@ -165,6 +184,13 @@ class RedisBatcher:
                 added = results[index]
                 self.on_enqueued(sent, added if isinstance(added, int) else 0)
         return 0.0
+
+    async def wait_flushed(self) -> None:
+        """Return once everything buffered before this call has reached Redis."""
+        target = self._appended
+        while self._delivered < target:
+            self._wake.set()
+            await self._flushed.wait()
 
     async def close(self, timeout: float) -> bool:
         """Flush what is left, retrying until ``timeout``; True if nothing is left."""

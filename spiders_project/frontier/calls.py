@@ -12,22 +12,28 @@ from spiders_project.keys import RedisKeys
 Call = tuple[list[str], list[Any]]
 
 
-def enqueue_call(keys: RedisKeys, entries: Iterable[tuple[str, str, int, bytes]]) -> Call:
-    """``lua/enqueue.lua`` for (host, fingerprint, priority, payload) entries."""
+def enqueue_call(keys: RedisKeys, entries: Iterable[tuple[Any, ...]]) -> Call:
+    """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry]).
+
+    A seed entry (the raw start_urls bytes) makes the request count only if
+    this call claims that entry; host "" with a seed entry rejects the seed.
+    """
     hosts: dict[str, int] = {}
-    quads: list[Any] = []
-    for host, fingerprint, priority, payload in entries:
-        index = hosts.setdefault(host, len(hosts) + 1)
-        quads += (fingerprint, priority, payload, index)
+    quints: list[Any] = []
+    for host, fingerprint, priority, payload, *seed in entries:
+        index = hosts.setdefault(host, len(hosts) + 1) if host else 0
+        quints += (fingerprint, priority, payload, index, seed[0] if seed else b"")
     return (
         [
             keys.dupefilter,
             keys.requests_seq,
             keys.hosts,
             keys.requests_size,
+            keys.start_urls,
+            keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
         ],
-        [len(hosts), *hosts, *quads],
+        [len(hosts), *hosts, *quints],
     )
 
 

@@ -41,6 +41,9 @@ from spiders_project.redis_connection import CONNECTION_ERRORS
 
 logger = logging.getLogger(__name__)
 
+# Request meta key of a seed's raw start_urls entry (bytes as latin-1 text).
+SEED_ENTRY = "_seed_entry"
+
 # A leased request and the host whose queue it came from.
 Lease = tuple[bytes, str]
 
@@ -197,11 +200,16 @@ class FrontierScheduler(Scheduler):
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
+        # A seed carries its raw start_urls entry, claimed in the same script
+        # that enqueues it (never stored with the request).
+        seed_entry = request.meta.pop(SEED_ENTRY, "").encode("latin-1")
         try:
             priority, payload = self.queue.encode(request)
         except InvalidEntry as exc:
             logger.error("Dropped %s: %s", request, exc)
             self.stats.inc_value("frontier/unserializable")
+            if seed_entry:
+                self.redis.batcher.reject_seed(seed_entry)
             return False
         if request.dont_filter:
             fingerprint = (
@@ -209,7 +217,7 @@ class FrontierScheduler(Scheduler):
             )
         else:
             fingerprint = self.df.request_fingerprint(request)
-        self.redis.batcher.enqueue(host_of(request.url), fingerprint, priority, payload)
+        self.redis.batcher.enqueue(host_of(request.url), fingerprint, priority, payload, seed_entry)
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
 

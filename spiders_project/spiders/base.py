@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,10 +24,15 @@ from scrapy.crawler import Crawler
 from scrapy_redis.spiders import RedisSpider
 
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.scheduler import SEED_ENTRY
 from spiders_project.redis_connection import CONNECTION_ERRORS
 from spiders_project.seeds import InvalidSeed, Seed, parse_seed
 
 logger = logging.getLogger(__name__)
+
+# A seed seen again after this many claims never reached the frontier (a
+# middleware dropped its request): it is rejected instead of retried forever.
+SEED_ATTEMPTS = 3
 
 
 class RedisSeedSpider(RedisSpider):
@@ -61,20 +67,29 @@ class RedisSeedSpider(RedisSpider):
 
     async def start(self) -> AsyncIterator[Any]:
         idle_since: float | None = None
+        attempts: Counter[bytes] = Counter()
         while True:
             # Seeds go into the shared frontier, not straight to the
             # downloader, so they are read even while every slot is busy.
-            entries = await self._pop_seeds()
+            entries = await self._peek_seeds()
             for raw in entries:
+                attempts[raw] += 1
+                if attempts[raw] > SEED_ATTEMPTS:
+                    self._reject_seed(raw, "dropped before reaching the frontier")
+                    continue
                 try:
                     request = self.make_request_from_data(raw)
                 except InvalidSeed as exc:
                     self._reject_seed(raw, str(exc))
                     continue
+                request.meta[SEED_ENTRY] = raw.decode("latin-1")
                 idle_since = None
                 yield request
             if entries:
+                # The claims (or rejects) reach Redis before we look again.
+                await self.redis.batcher.wait_flushed()
                 continue
+            attempts.clear()
             if await self._cluster_is_idle():
                 idle_since = idle_since or time.monotonic()
                 idle = time.monotonic() - idle_since
@@ -85,15 +100,17 @@ class RedisSeedSpider(RedisSpider):
                 idle_since = None
             await asyncio.sleep(self.seed_poll_interval)
 
-    async def _pop_seeds(self) -> list[bytes]:
+    async def _peek_seeds(self) -> list[bytes]:
+        """The oldest seeds, left in place: each is removed by the script that
+        enqueues its request, so a worker that dies holding seeds loses none."""
         try:
             self.redis.round_trip()
-            entries = await self.redis.client.rpop(self.redis_key, self.redis_batch_size)
+            entries = await self.redis.client.lrange(self.redis_key, -self.redis_batch_size, -1)
         except CONNECTION_ERRORS as exc:
             await asyncio.sleep(self.redis.state.failed(exc))
             return []
         self.redis.state.ok()
-        return entries or []
+        return entries[::-1]
 
     def _reject_seed(self, raw: bytes, reason: str) -> None:
         logger.error(
@@ -103,7 +120,7 @@ class RedisSeedSpider(RedisSpider):
             self.redis.keys.start_urls_rejected,
         )
         self.crawler.stats.inc_value("seeds/rejected")
-        self.redis.batcher.push(self.redis.keys.start_urls_rejected, raw)
+        self.redis.batcher.reject_seed(raw)
 
     async def _cluster_is_idle(self) -> bool:
         """True when this worker and every queue of the cluster are empty."""

@@ -1,18 +1,25 @@
 -- Deduplicate a batch of requests and add them to their hosts' queues, in one
--- round trip.
+-- round trip. Seeds are claimed from start_urls in the same step, so a seed
+-- leaves that list exactly when its request enters the frontier (or the
+-- rejected list): a worker killed at any moment neither loses nor doubles it.
 --
 -- KEYS[1]    dupefilter: set of request fingerprints
 -- KEYS[2]    seq: counter giving first-in first-out order within a priority
 -- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[4]    size: counter of queued requests
--- KEYS[4+i]  queue of the i-th host of this batch (sorted set of JSON requests)
+-- KEYS[5]    start_urls: list of seeds as operators pushed them
+-- KEYS[6]    start_urls:rejected: seeds that are not valid requests
+-- KEYS[6+i]  queue of the i-th host of this batch (sorted set of JSON requests)
 -- ARGV[1]    H, the number of hosts in this batch
 -- ARGV[1+i]  name of the i-th host (i = 1..H), as in its queue key
--- ARGV[H+2..] quadruples (fingerprint, priority, payload, host index i):
+-- ARGV[H+2..] quintuples (fingerprint, priority, payload, host index i, seed):
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
---            priority is an integer in [-4000, 4000]; higher pops first.
+--              priority is an integer in [-4000, 4000]; higher pops first
+--              seed "" for a request; else the raw start_urls entry it came
+--              from: skipped unless this call removes that entry (another
+--              worker may have claimed it); host index 0 rejects the seed
 -- Returns    the number of requests enqueued.
 --
 -- Score = -priority * 2^40 + seq stays an exact integer in a double. A host
@@ -20,7 +27,7 @@
 -- queue that ran empty and refilled.
 local h = tonumber(ARGV[1])
 local first = h + 2
-local n = (#ARGV - first + 1) / 4
+local n = (#ARGV - first + 1) / 5
 if n == 0 then return 0 end
 local seq = redis.call('INCRBY', KEYS[2], n) - n
 local t = redis.call('TIME')
@@ -28,10 +35,19 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local enqueued = 0
 local touched = {}
 for j = 0, n - 1 do
-  local base = first + j * 4
+  local base = first + j * 5
   local fp = ARGV[base]
+  local i = tonumber(ARGV[base + 3])
+  local seed = ARGV[base + 4]
   local add = true
-  if fp ~= '' then
+  if seed ~= '' then
+    add = redis.call('LREM', KEYS[5], -1, seed) == 1
+    if add and i == 0 then
+      redis.call('LPUSH', KEYS[6], seed)
+      add = false
+    end
+  end
+  if add and fp ~= '' then
     if string.sub(fp, 1, 1) == '!' then
       redis.call('SADD', KEYS[1], string.sub(fp, 2))
     else
@@ -40,9 +56,8 @@ for j = 0, n - 1 do
   end
   if add then
     seq = seq + 1
-    local i = tonumber(ARGV[base + 3])
     local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
-    redis.call('ZADD', KEYS[4 + i], score, ARGV[base + 2])
+    redis.call('ZADD', KEYS[6 + i], score, ARGV[base + 2])
     touched[i] = true
     enqueued = enqueued + 1
   end
