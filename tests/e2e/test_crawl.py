@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import sqlite3
@@ -9,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from pytest_redis import factories
 
 from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
@@ -147,5 +149,27 @@ def test_sigterm_returns_unfinished_work(redis_url, r, tmp_path, procs):
         procs.append(w2)
         assert w2.wait(120) == 0, w2.log()[-3000:]
         urls = [x.decode() for x in r.lrange(K.items, 0, -1)]
-        stored = {__import__("json").loads(u)["url"] for u in urls}
+        stored = {json.loads(u)["url"] for u in urls}
         assert stored == site.page_urls()
+
+
+redis_with_password = factories.redis_proc(port=None, password="s3cret pw")
+
+
+def test_depth_limit_and_a_password_protected_redis(redis_with_password, tmp_path, procs):
+    from urllib.parse import quote
+
+    url = f"redis://:{quote('s3cret pw')}@{redis_with_password.host}:{redis_with_password.port}/0"
+    r = redis.Redis.from_url(url)
+    r.flushall()  # our own private server
+    with SiteServer(pages=200, seed=6, offsite_links=False) as site:
+        r.lpush(K.start_urls, site.url)
+        w = worker("w", url, tmp_path, "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        items = [json.loads(x) for x in r.lrange(K.items, 0, -1)]
+    assert "s3cret" not in w.log()
+    depths = {item["depth"] for item in items}
+    assert depths == {0, 1}
+    assert 1 < len(items) < len(site.page_urls())
+    r.close()
