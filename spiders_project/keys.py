@@ -53,6 +53,11 @@ class RedisKeys:
         return self._key("requests:host_delays")
 
     @property
+    def host_last_fetch(self) -> str:
+        """Hash host -> time (ms) the cluster last sent it a request (dispatch gate)."""
+        return self._key("requests:host_last_fetch")
+
+    @property
     def leases(self) -> str:
         """Requests popped by a worker and not yet done: sorted by deadline (ms)."""
         return self._key("requests:leases")
@@ -106,3 +111,26 @@ class RedisKeys:
     def db_writer_stats(self) -> str:
         """Hash of db_writer counters (items written, batches, rejects)."""
         return self._key("db_writer:stats")
+
+    @property
+    def workers(self) -> str:
+        """Sorted set of worker ids ("host:pid") by time of their last stats publish (Unix s)."""
+        return self._key("workers")
+
+    def worker_stats(self, worker: str) -> str:
+        """Hash of one worker's Scrapy stats and metric counters; expires after it stops."""
+        return self._key(f"worker:{worker}")
+
+    def worker_heartbeat(self, worker: str) -> str:
+        """Exists while the worker lives: set again, with a TTL, at every publish."""
+        return self._key(f"worker:{worker}:heartbeat")
+
+    @property
+    def stats_totals(self) -> str:
+        """Hash of the spider's counters summed over every worker, past ones included."""
+        return self._key("stats:totals")
+
+    @property
+    def stats_samples(self) -> str:
+        """Sorted set of "<time> <pages total>" samples by time, for pages/s."""
+        return self._key("stats:samples")

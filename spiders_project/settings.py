@@ -60,9 +60,9 @@ FRONTIER_CLOSE_TIMEOUT = 10.0
 DOWNLOAD_DELAY = float(_env("DOWNLOAD_DELAY", "0"))
 # Per-host overrides, {"host[:port]": seconds}.
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
-# Added to every non-zero delay (seconds): absorbs the time between a lease
-# and the request leaving the worker, so the site sees at least the delay.
-POLITENESS_GUARD = 0.02
+# Added to every non-zero delay by the dispatch gate (seconds): absorbs the
+# time between a granted turn and the request reaching the wire.
+POLITENESS_GUARD = 0.01
 # Retry-After of a 429/503 answer pauses its host for that long, capped here.
 RETRY_AFTER_MAX = 600.0
 DOWNLOADER_MIDDLEWARES = {
@@ -70,6 +70,9 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
     # Just after it: sees every 429/503 (Retry-After) and robots.txt answer.
     "spiders_project.middlewares.politeness.SitePacingMiddleware": 560,
+    # Last of all, right before the download: the cluster-wide turn of a
+    # delayed host is granted here, so the site sees the delay.
+    "spiders_project.middlewares.politeness.HostGateMiddleware": 990,
 }
 
 # --- Dead letters ----------------------------------------------------------------
@@ -104,11 +107,121 @@ DB_WRITER_MAX_WAIT = float(_env("DB_WRITER_MAX_WAIT", "1.0"))
 DEPTH_LIMIT = int(_env("DEPTH_LIMIT", "0"))
 CONCURRENT_REQUESTS = int(_env("CONCURRENT_REQUESTS", "32"))
 CONCURRENT_REQUESTS_PER_DOMAIN = int(_env("CONCURRENT_REQUESTS_PER_DOMAIN", "16"))
+# Outputs (items and requests) of one response processed in parallel. Scrapy
+# 2.19 starts this many asyncio tasks for every response whatever it yields;
+# its default of 100 cost a third of a worker's CPU (docs/BENCHMARKS.md), and
+# our pipelines never wait, so a few are plenty.
+CONCURRENT_ITEMS = 16
 DOWNLOAD_TIMEOUT = int(_env("DOWNLOAD_TIMEOUT", "30"))
 ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", "false").lower() in ("1", "true", "yes")
 USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
 RETRY_TIMES = int(_env("RETRY_TIMES", "2"))
 LOG_LEVEL = _env("LOG_LEVEL", "INFO")
+
+# --- Rendering -------------------------------------------------------------------
+# JavaScript pages render in Debian's Chromium through scrapy-playwright, in the
+# same worker; every other request goes over plain HTTP (docs/RENDERING.md).
+# A request renders when its meta says "render": true (carried to the links
+# followed from it on the same host; a seed's "playwright": true means the same)
+# or its URL matches RENDER_URL_PATTERNS; "render": false never renders.
+# One handler instance serves both schemes; Playwright's driver and Chromium
+# start with the first page that renders, so HTTP-only workers never pay for them.
+DOWNLOAD_HANDLERS = {
+    "http": "spiders_project.rendering.handler.RenderingDownloadHandler",
+    "https": "spiders_project.rendering.handler.RenderingDownloadHandler",
+}
+# Decides which requests render, after the frontier handed them out (its meta
+# stays JSON); after SitePacingMiddleware, before the download handler.
+DOWNLOADER_MIDDLEWARES["spiders_project.rendering.rules.RenderMiddleware"] = 570
+PLAYWRIGHT_BROWSER_TYPE = "chromium"
+PLAYWRIGHT_LAUNCH_OPTIONS = {
+    # Debian's chromium package (make setup); never a `playwright install` download.
+    "executable_path": _env("CHROMIUM_PATH", "/usr/bin/chromium"),
+    "headless": True,
+    # Chromium's sandbox does not run as root: sandboxed unless we are root.
+    "chromium_sandbox": os.geteuid() != 0,
+    "args": [
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-gpu",
+        "--mute-audio",
+        # Containers often give /dev/shm 64 MB, which crashes renderers.
+        "--disable-dev-shm-usage",
+    ],
+}
+# Playwright errors (timeouts, a crashed page, a dead browser) and our own
+# RenderError are retried like network errors, and become dead letters when
+# the retries are used up.
+from scrapy.settings.default_settings import RETRY_EXCEPTIONS as _SCRAPY_RETRY  # noqa: E402
+
+RETRY_EXCEPTIONS = [
+    *_SCRAPY_RETRY,
+    "playwright.async_api.TimeoutError",
+    "playwright.async_api.Error",
+    "spiders_project.rendering.errors.RenderError",
+]
+# Off: nothing renders; requests that ask to are fetched over plain HTTP
+# (one warning, stat render/disabled). Only for crawls where nothing renders:
+# a worker with it off fetches the rendering requests it leases unrendered.
+RENDER_ENABLED = True
+# URLs that render whatever their meta says (unless "render": false): a list
+# of regexes, or {regex: CSS selector to wait for, or null}. On the command
+# line as JSON: -s 'RENDER_URL_PATTERNS={"^https://shop\\.example/p/": "#price"}'.
+RENDER_URL_PATTERNS: list[str] | dict[str, str | None] = []
+# Navigation ends at this event: commit, domcontentloaded, load or networkidle.
+RENDER_WAIT_UNTIL = "load"
+# Seconds a navigation, and then a wait for render_wait_selector, may each take.
+# Beyond it the attempt fails with Playwright's TimeoutError (retried).
+RENDER_TIMEOUT = 30.0
+# Then, seconds to wait for the network to go idle (500 ms without requests),
+# so content that scripts fetch is there; a page still busy after it is taken
+# as it is (stat render/idle_timeout). 0 skips it. A selector replaces this wait.
+RENDER_IDLE_TIMEOUT = 5.0
+# Hard limit (seconds) on one attempt, for the hangs Playwright's own timeouts
+# miss. Must exceed RENDER_TIMEOUT + max(RENDER_TIMEOUT, RENDER_IDLE_TIMEOUT);
+# a cancelled attempt fails with RenderTimeout (retried).
+RENDER_DEADLINE = 90.0
+# Pages rendering at once per worker; the rest wait in RenderMiddleware, before
+# their host's turn is granted. A page costs about 0.2 CPU-s but mostly waits
+# on the network; at 4 a worker with its browser takes about 0.8 GB (PSS;
+# docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
+# CONCURRENT_REQUESTS only.
+RENDER_CONCURRENCY = int(_env("RENDER_CONCURRENCY", "4"))
+# Bounded memory: a browser context is closed and replaced after this many
+# pages, and Chromium restarted after this many (when its pages are done).
+RENDER_PAGES_PER_CONTEXT = 100
+RENDER_PAGES_PER_BROWSER = 1000
+# Sub-requests of rendered pages aborted in the browser: these Playwright
+# resource types ([] blocks none) ...
+RENDER_BLOCK_RESOURCE_TYPES = ["image", "font", "media"]
+# ... and these hosts with their subdomains (trackers and ad servers).
+RENDER_BLOCK_DOMAINS = [
+    "google-analytics.com",
+    "googletagmanager.com",
+    "googlesyndication.com",
+    "googleadservices.com",
+    "doubleclick.net",
+    "facebook.net",
+    "connect.facebook.com",
+    "hotjar.com",
+    "scorecardresearch.com",
+    "quantserve.com",
+    "segment.io",
+    "mixpanel.com",
+    "nr-data.net",
+    "clarity.ms",
+    "criteo.com",
+    "taboola.com",
+    "outbrain.com",
+    "adnxs.com",
+    "amazon-adsystem.com",
+]
+# A page in flight when Chromium dies is retried at once on the relaunched
+# browser this many times (not counted in RETRY_TIMES), then fails with
+# BrowserCrashed, which RetryMiddleware retries as usual.
+RENDER_CRASH_RETRIES = 2
 
 # --- Scrapy behaviour chosen deliberately for production workers ------------
 # Each of these is a listening port on every node; workers are operated
@@ -121,8 +234,34 @@ EXTENSIONS = {
     "spiders_project.extensions.politeness.ClusterPoliteness": 100,
     "spiders_project.extensions.backpressure.ItemBackpressure": 110,
     "spiders_project.extensions.shutdown.GracefulShutdown": 120,
+    # Heartbeat and stats in Redis for the monitor (see Monitoring below).
+    "spiders_project.extensions.heartbeat.StatsPublisher": 130,
 }
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
 SHUTDOWN_GRACE_PERIOD = float(_env("SHUTDOWN_GRACE_PERIOD", "30"))
 FEED_EXPORT_ENCODING = "utf-8"
+
+# --- Monitoring ------------------------------------------------------------------
+# Each worker publishes its Scrapy stats, a heartbeat and its share of the
+# spider's all-time counters to Redis this often (seconds), in one Lua call
+# (spiders_project.extensions.heartbeat).
+STATS_PUBLISH_ENABLED = True
+STATS_PUBLISH_INTERVAL = 5.0
+# A worker counts as alive while its heartbeat key lives: this many seconds
+# after its last publish. Keep it a few intervals long.
+STATS_HEARTBEAT_TTL = 15.0
+# A worker that stopped publishing without signing off (killed, crashed, node
+# down) stays listed this many seconds (crawler_worker_up 0, its last counters),
+# then is forgotten. A worker that stops cleanly leaves the list at once.
+STATS_WORKER_RETENTION = 900.0
+# Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`.
+STATS_SAMPLES_RETENTION = 300.0
+# python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
+MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
+MONITOR_PORT = int(_env("MONITOR_PORT", "9410"))
+# ... the spiders it reports on (a list; comma-separated in the environment) ...
+MONITOR_SPIDERS = _env("MONITOR_SPIDERS", "distributed")
+# ... and the longest a scrape waits for Redis (seconds) before it answers
+# with crawler_redis_up 0 instead; keep it below Prometheus' scrape_timeout.
+MONITOR_REDIS_TIMEOUT = 2.0

@@ -21,8 +21,10 @@ class ItemBackpressure:
 
     Without it a stopped db_writer lets Redis grow until it runs out of
     memory. The buffer length rides along with every write transaction of the
-    worker (no extra round trip); while paused, it is read once a second.
-    Fetching resumes below ``ITEM_BUFFER_RESUME`` times the bound.
+    worker (no extra round trip) and is checked as soon as each reply lands,
+    so the bound is overshot by at most about one flush of items plus the
+    requests in flight; while paused, it is read once a second. Fetching
+    resumes below ``ITEM_BUFFER_RESUME`` times the bound.
     """
 
     def __init__(self, crawler: Crawler, redis: WorkerRedis, limit: int, resume: float) -> None:
@@ -48,7 +50,23 @@ class ItemBackpressure:
         )
 
     def _opened(self) -> None:
+        self.redis.batcher.on_backlog = self._check
         self._task = asyncio.ensure_future(self._watch())
+
+    def _check(self, backlog: int) -> None:
+        """Pause as soon as a flush reports the buffer over the bound."""
+        if not self.paused and backlog > self.limit:
+            self._pause(backlog)
+
+    def _pause(self, backlog: int) -> None:
+        self.paused = True
+        self.crawler.engine.pause()
+        logger.warning(
+            "Backpressure: %d items waiting in %s (limit %d), pausing fetching",
+            backlog,
+            self.redis.keys.items,
+            self.limit,
+        )
 
     async def _closed(self) -> None:
         if self._task is not None:
@@ -61,6 +79,7 @@ class ItemBackpressure:
             backlog = batcher.items_backlog
             if self.paused:
                 try:
+                    self.redis.round_trip()
                     backlog = batcher.items_backlog = await self.redis.client.llen(
                         self.redis.keys.items
                     )
@@ -68,14 +87,7 @@ class ItemBackpressure:
                     continue
             engine = self.crawler.engine
             if not self.paused and backlog > self.limit:
-                self.paused = True
-                engine.pause()
-                logger.warning(
-                    "Backpressure: %d items waiting in %s (limit %d), pausing fetching",
-                    backlog,
-                    self.redis.keys.items,
-                    self.limit,
-                )
+                self._pause(backlog)
             elif self.paused and backlog <= self.resume_below:
                 self.paused = False
                 engine.unpause()

@@ -28,6 +28,7 @@ class GracefulShutdown:
         self.crawler = crawler
         self.grace = grace
         self._task: asyncio.Task[None] | None = None
+        self._drain_logged = False
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -41,26 +42,38 @@ class GracefulShutdown:
     async def _closed(self, reason: str) -> None:
         if self._task is not None and self._task is not asyncio.current_task():
             await stop_tasks([self._task])
+        if reason == "shutdown" and not self._drain_logged:
+            # The drain ended before the watcher's next look.
+            self._log_drain(0)
         logger.info("Worker stopped (%s)", reason)
 
-    async def _watch(self) -> None:
-        engine = self.crawler.engine
-        while not engine.running:  # spider_opened comes before the engine starts
-            await asyncio.sleep(0.2)
-        while engine.running:
-            await asyncio.sleep(0.2)
-        in_flight = len(engine.downloader.active)
+    def _log_drain(self, in_flight: int) -> None:
+        self._drain_logged = True
         logger.info(
             "Draining: finishing %d requests in flight (grace period %.0f s)",
             in_flight,
             self.grace,
         )
+
+    async def _watch(self) -> None:
+        engine = self.crawler.engine
+        while not engine.running:  # spider_opened comes before the engine starts
+            await asyncio.sleep(0.05)
+        while engine.running:
+            await asyncio.sleep(0.05)
+        self._log_drain(len(engine.downloader.active))
         await asyncio.sleep(self.grace)
         scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
         left = len(engine.downloader.active)
         logger.warning("Grace period over: handing back %d unfinished requests", left)
         if scheduler is not None and hasattr(scheduler, "hand_back"):
             await scheduler.hand_back()
+        # os._exit skips spider_closed: let the stats publisher sign off first,
+        # or the monitor reports this worker as lost.
+        for extension in self.crawler.extensions.middlewares:
+            sign_off = getattr(extension, "sign_off", None)
+            if sign_off is not None:
+                await sign_off("grace period over")
         logger.info("Worker stopped (grace period over)")
         logging.shutdown()
         os._exit(0)

@@ -106,7 +106,7 @@ class FrontierScheduler(Scheduler):
             concurrency=max(1, settings.getint("CONCURRENT_REQUESTS")),
             per_host=max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")),
             prefetch=settings.getint("FRONTIER_PREFETCH"),
-            politeness=HostPoliteness.from_settings(settings),
+            politeness=HostPoliteness.of(crawler),
             lease_timeout=settings.getfloat("FRONTIER_LEASE_TIMEOUT"),
             close_timeout=settings.getfloat("FRONTIER_CLOSE_TIMEOUT"),
             persist=settings.getbool("SCHEDULER_PERSIST"),
@@ -121,6 +121,7 @@ class FrontierScheduler(Scheduler):
     async def _open(self) -> None:
         if self.flush_on_start:
             await self._clear_frontier()
+        self.redis.round_trip()
         self.remote_size = int(await self.redis.client.get(self.keys.requests_size) or 0)
         logger.info(
             "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
@@ -168,7 +169,9 @@ class FrontierScheduler(Scheduler):
     async def _clear_frontier(self) -> None:
         """Forget every queued and leased request and every fingerprint."""
         keys = self.keys
+        self.redis.round_trip()
         hosts = await self.redis.client.zrange(keys.hosts, 0, -1)
+        self.redis.round_trip()
         await self.redis.client.delete(
             *(keys.host_queue(h.decode()) for h in hosts),
             keys.hosts,

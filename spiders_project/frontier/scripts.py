@@ -25,3 +25,4 @@ class FrontierScripts:
         self.requeue = client.register_script(lua_source("requeue"))
         self.expired = client.register_script(lua_source("expired"))
         self.pause_host = client.register_script(lua_source("pause_host"))
+        self.gate = client.register_script(lua_source("gate"))

@@ -12,7 +12,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.politeness import host_of
+from spiders_project.frontier.politeness import HostPoliteness, HostTurns, host_of
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,15 @@ class SitePacingMiddleware:
       Scrapy's RobotsTxtMiddleware (``ROBOTSTXT_OBEY``) through this chain.
     """
 
-    def __init__(self, redis: WorkerRedis, user_agent: str, retry_after_max: float) -> None:
+    def __init__(
+        self,
+        redis: WorkerRedis,
+        politeness: HostPoliteness,
+        user_agent: str,
+        retry_after_max: float,
+    ) -> None:
         self.redis = redis
+        self.politeness = politeness
         self.user_agent = user_agent
         self.retry_after_max = retry_after_max
 
@@ -53,6 +60,7 @@ class SitePacingMiddleware:
         settings = crawler.settings
         return cls(
             WorkerRedis.of(crawler),
+            HostPoliteness.of(crawler),
             settings.get("USER_AGENT"),
             settings.getfloat("RETRY_AFTER_MAX"),
         )
@@ -80,7 +88,30 @@ class SitePacingMiddleware:
                 delay = None
             if delay:
                 logger.info("%s asks for Crawl-delay %.2f s", host, delay)
+                self.politeness.site_asked(host, int(float(delay) * 1000))
                 self.redis.batcher.command(
                     "HSET", self.redis.keys.host_delays, host, int(float(delay) * 1000)
                 )
         return response
+
+
+class HostGateMiddleware:
+    """The last downloader middleware: holds a request of a delayed host until
+    the cluster-wide turn is granted (``lua/gate.lua``), so the site sees no
+    two requests closer than the delay whatever the workers' dispatch latency.
+
+    Hosts without delay pass without a Redis call. Rendered requests take
+    their turn in the rendering handler, right before the browser navigates.
+    The wait keeps the request's download slot, as Scrapy's DOWNLOAD_DELAY does.
+    """
+
+    def __init__(self, turns: HostTurns) -> None:
+        self.turns = turns
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> HostGateMiddleware:
+        return cls(HostTurns.of(crawler))
+
+    async def process_request(self, request: Request) -> None:
+        if not request.meta.get("playwright"):
+            await self.turns.wait(request.url)

@@ -23,6 +23,10 @@ class DistributedSpider(RedisSeedSpider):
     def make_request_from_seed(self, seed: Seed) -> Request:
         request = super().make_request_from_seed(seed)
         request.meta.setdefault("scope", host_of(seed.url))
+        # A seed's {"playwright": true} renders the seed and the pages followed
+        # from it on its host: "render" is what the links carry (see rendering.rules).
+        if request.meta.get("playwright") is True:
+            request.meta.setdefault("render", True)
         return request
 
     def parse(self, response: Response) -> Iterator[Any]:
@@ -38,8 +42,13 @@ class DistributedSpider(RedisSeedSpider):
             fetched_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             depth=response.meta.get("depth", 0),
             spider=self.name,
-            rendered=bool(response.meta.get("playwright")),
+            # Set by the rendering handler on what Chromium rendered; meta
+            # "playwright" only says the request asked for it.
+            rendered="playwright" in response.flags,
         )
+        follow_meta: dict[str, Any] = {"scope": scope}
+        if response.meta.get("render") is True:
+            follow_meta["render"] = True
         seen: set[str] = set()
         for href in response.xpath("//a/@href").getall():
             url = urljoin(response.url, href.strip()).split("#", 1)[0]
@@ -48,4 +57,4 @@ class DistributedSpider(RedisSeedSpider):
             seen.add(url)
             if host_of(url) != scope:
                 continue
-            yield Request(url, callback=self.parse, meta={"scope": scope})
+            yield Request(url, callback=self.parse, meta=dict(follow_meta))

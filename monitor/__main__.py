@@ -1,0 +1,115 @@
+"""``python -m monitor``: serve the crawler's metrics at http://MONITOR_HOST:MONITOR_PORT/metrics.
+
+Every scrape reads Redis (two pipelined round trips, at most
+``MONITOR_REDIS_TIMEOUT`` seconds each); between scrapes the exporter does
+nothing. When Redis does not answer, the scrape still succeeds, with
+``crawler_redis_up 0``. The log has one line when it starts listening, one per
+Redis state change (connected, unreachable) and one when it stops.
+
+Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound;
+2 for bad settings or options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
+from monitor.collector import CrawlerCollector, RedisState
+from monitor.config import MonitorConfig
+from spiders_project.config import load_settings
+from spiders_project.redis_connection import sync_client
+
+logger = logging.getLogger("monitor")
+
+LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
+
+
+def parse_args(argv: Sequence[str] | None) -> dict[str, str]:
+    parser = argparse.ArgumentParser(
+        prog="python -m monitor",
+        description="Prometheus exporter of the crawl's state in Redis (REDIS_URL).",
+    )
+    parser.add_argument(
+        "-s",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting, e.g. -s MONITOR_PORT=9411 (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    overrides = {}
+    for pair in args.overrides:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            parser.error(f"-s expects NAME=VALUE, not {pair!r}")
+        overrides[name] = value
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = load_settings(parse_args(argv))
+    logging.basicConfig(level=settings.get("LOG_LEVEL"), format=LOG_FORMAT, stream=sys.stderr)
+    try:
+        config = MonitorConfig.from_settings(settings)
+    except ValueError as exc:
+        logger.error("%s", exc)
+        return 2
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+
+    # The scrape's own timeout, not the workers' REDIS_SOCKET_TIMEOUT: a scrape
+    # must answer (with crawler_redis_up 0) before Prometheus gives up on it.
+    settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
+    client = sync_client(settings)
+    state = RedisState(settings.get("REDIS_URL"))
+    collector = CrawlerCollector(
+        client, config.spiders, worker_retention=config.worker_retention, state=state
+    )
+    registry = CollectorRegistry()
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    try:
+        server, thread = start_http_server(config.port, config.host, registry=registry)
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc)
+        client.close()
+        return 1
+    host, port = server.server_address[:2]
+    logger.info(
+        "listening on http://%s:%d/metrics (spiders: %s; Redis %s)",
+        host,
+        port,
+        ", ".join(config.spiders),
+        state.url,
+    )
+    collector.read()  # logs whether Redis answers now, rather than at the first scrape
+    while not stop.wait(1.0):
+        pass
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+    client.close()
+    logger.info("stopped (%s)", signal.Signals(received[0]).name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

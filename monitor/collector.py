@@ -1,0 +1,236 @@
+"""The Prometheus collector: reads Redis when scraped and turns it into ``crawler_*`` metrics.
+
+Counters and monotonicity: each worker's ``crawler_*_total{worker=...}`` series
+is that process' own count (its Scrapy stats). A restarted worker is a new
+process, so a new ``host:pid`` and a new series from 0; the old series stays,
+frozen, while the old worker is listed (``STATS_WORKER_RETENTION`` after a
+crash; not at all after a clean stop). Use ``rate()`` on those. The
+``crawler_spider_*_total{spider=...}`` series are the spider's all-time totals,
+which the workers' publishes only ever add to: they never go down when workers
+come and go, so they are what throughput panels and ``increase()`` should use.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import redis
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor.snapshot import QUEUES, REJECTED, ClusterView, SpiderView, read_cluster
+from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES, RESPONSES
+from spiders_project.redis_connection import mask_url
+
+logger = logging.getLogger("monitor")
+
+
+class RedisState:
+    """Whether Redis answered the last read: one log line per change."""
+
+    def __init__(self, url: str) -> None:
+        self.url = mask_url(url)
+        self.up: bool | None = None
+        self._lock = threading.Lock()
+
+    def ok(self) -> None:
+        with self._lock:
+            if self.up is not True:
+                logger.info("Redis connected at %s", self.url)
+            self.up = True
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.up is not False:
+                logger.warning(
+                    "Redis unreachable at %s (%s: %s); reporting crawler_redis_up 0",
+                    self.url,
+                    type(exc).__name__,
+                    exc,
+                )
+            self.up = False
+
+
+class CrawlerCollector(Collector):
+    """Every ``crawler_*`` metric, from one :func:`read_cluster` per scrape."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        spiders: Sequence[str],
+        *,
+        worker_retention: float,
+        state: RedisState,
+    ) -> None:
+        self.client = client
+        self.spiders = tuple(spiders)
+        self.worker_retention = worker_retention
+        self.state = state
+
+    def read(self) -> ClusterView | None:
+        """The cluster's state, or None when Redis does not answer (logged once)."""
+        try:
+            view = read_cluster(self.client, self.spiders, worker_retention=self.worker_retention)
+        except (redis.RedisError, OSError) as exc:
+            self.state.failed(exc)
+            return None
+        self.state.ok()
+        return view
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        view = self.read()
+        up = GaugeMetricFamily(
+            "crawler_redis_up", "1 if the exporter could read Redis during this scrape, else 0."
+        )
+        up.add_metric([], 1 if view is not None else 0)
+        yield up
+        if view is not None:
+            yield from redis_metrics(view)
+            yield from spider_metrics(view.spiders)
+        duration = GaugeMetricFamily(
+            "crawler_scrape_duration_seconds", "Seconds this scrape spent reading Redis."
+        )
+        duration.add_metric([], time.perf_counter() - started)
+        yield duration
+
+
+def redis_metrics(view: ClusterView) -> Iterator[Metric]:
+    used = GaugeMetricFamily(
+        "crawler_redis_used_memory_bytes", "Memory Redis has allocated (INFO used_memory)."
+    )
+    used.add_metric([], view.used_memory)
+    yield used
+    limit = GaugeMetricFamily(
+        "crawler_redis_maxmemory_bytes",
+        "Redis' maxmemory setting; 0 means no limit.",
+    )
+    limit.add_metric([], view.maxmemory)
+    yield limit
+
+
+def spider_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
+    """Every per-spider and per-worker family, even when empty (HELP and TYPE stay)."""
+    s, sw = ["spider"], ["spider", "worker"]
+    queue = GaugeMetricFamily(
+        "crawler_queue_length",
+        "Entries waiting in each Redis structure of the crawl: start_urls (seeds), requests "
+        "(queued), leases (being fetched), items and items_processing (not yet in the "
+        "database), dead (failed for good), rejected (unreadable entries set aside).",
+        labels=["spider", "queue"],
+    )
+    rejected = GaugeMetricFamily(
+        "crawler_rejected_entries",
+        "Unreadable entries set aside, by the list they were found in.",
+        labels=["spider", "source"],
+    )
+    dupefilter = GaugeMetricFamily(
+        "crawler_dupefilter_size", "Request fingerprints seen by the cluster.", labels=s
+    )
+    alive = GaugeMetricFamily(
+        "crawler_workers_alive", "Workers whose heartbeat key exists.", labels=s
+    )
+    worker_up = GaugeMetricFamily(
+        "crawler_worker_up",
+        "1 while the worker's heartbeat lives; 0 for a worker that stopped publishing "
+        "without signing off (killed, crashed, node down), until STATS_WORKER_RETENTION.",
+        labels=sw,
+    )
+    last_seen = GaugeMetricFamily(
+        "crawler_worker_last_seen_seconds",
+        "Unix time of the worker's last stats publish (Redis' clock).",
+        labels=sw,
+    )
+    pages = CounterMetricFamily(
+        "crawler_pages", "Responses that reached the spider, by worker process.", labels=sw
+    )
+    items = CounterMetricFamily("crawler_items", "Items scraped, by worker process.", labels=sw)
+    errors = CounterMetricFamily(
+        "crawler_errors",
+        "Errors by kind, by worker process: download:<Exception> (each failed download), "
+        "spider:<Exception>, dead_letter, seed_rejected, frontier_rejected.",
+        labels=[*sw, "kind"],
+    )
+    responses = CounterMetricFamily(
+        "crawler_responses",
+        "HTTP responses the downloader received (retried ones too), by worker and status.",
+        labels=[*sw, "status"],
+    )
+    spider_pages = CounterMetricFamily(
+        "crawler_spider_pages",
+        "Responses that reached the spider, all workers ever (never goes down on restarts).",
+        labels=s,
+    )
+    spider_items = CounterMetricFamily(
+        "crawler_spider_items", "Items scraped, all workers ever.", labels=s
+    )
+    spider_errors = CounterMetricFamily(
+        "crawler_spider_errors", "Errors by kind, all workers ever.", labels=["spider", "kind"]
+    )
+    spider_responses = CounterMetricFamily(
+        "crawler_spider_responses",
+        "HTTP responses received by status, all workers ever.",
+        labels=["spider", "status"],
+    )
+    written = CounterMetricFamily(
+        "crawler_db_writer_items_written", "Items the db_writer committed.", labels=s
+    )
+    writer_rejected = CounterMetricFamily(
+        "crawler_db_writer_rejected", "Buffered entries the db_writer set aside.", labels=s
+    )
+    batches = CounterMetricFamily(
+        "crawler_db_writer_batches", "Transactions the db_writer committed.", labels=s
+    )
+    last_batch = GaugeMetricFamily(
+        "crawler_db_writer_last_batch_timestamp_seconds",
+        "Unix time of the db_writer's last committed batch.",
+        labels=s,
+    )
+    lag = GaugeMetricFamily(
+        "crawler_db_writer_lag_seconds",
+        "Age of the oldest item not yet in the database (fetched_at of the head of "
+        "items_processing, else of items); 0 when the buffer is empty.",
+        labels=s,
+    )
+    for view in spiders:
+        name = view.spider
+        for q in QUEUES:
+            queue.add_metric([name, q], view.queues[q])
+        for source in REJECTED:
+            rejected.add_metric([name, source], view.rejected[source])
+        dupefilter.add_metric([name], view.dupefilter)
+        alive.add_metric([name], view.workers_alive)
+        for w in view.workers:
+            labels = [name, w.worker]
+            worker_up.add_metric(labels, 1 if w.alive else 0)
+            last_seen.add_metric(labels, w.last_seen)
+            pages.add_metric(labels, w.counters.get(PAGES, 0))
+            items.add_metric(labels, w.counters.get(ITEMS, 0))
+            for kind, value in _by_prefix(w.counters, ERRORS):
+                errors.add_metric([*labels, kind], value)
+            for status, value in _by_prefix(w.counters, RESPONSES):
+                responses.add_metric([*labels, status], value)
+        spider_pages.add_metric([name], view.totals.get(PAGES, 0))
+        spider_items.add_metric([name], view.totals.get(ITEMS, 0))
+        for kind, value in _by_prefix(view.totals, ERRORS):
+            spider_errors.add_metric([name, kind], value)
+        for status, value in _by_prefix(view.totals, RESPONSES):
+            spider_responses.add_metric([name, status], value)
+        written.add_metric([name], view.db_writer.get("items_written", 0))
+        writer_rejected.add_metric([name], view.db_writer.get("rejected", 0))
+        batches.add_metric([name], view.db_writer.get("batches", 0))
+        if "last_batch_at" in view.db_writer:
+            last_batch.add_metric([name], view.db_writer["last_batch_at"])
+        if view.lag is not None:
+            lag.add_metric([name], view.lag)
+    yield from (queue, rejected, dupefilter, alive, worker_up, last_seen)
+    yield from (pages, items, errors, responses)
+    yield from (spider_pages, spider_items, spider_errors, spider_responses)
+    yield from (written, writer_rejected, batches, last_batch, lag)
+
+
+def _by_prefix(counters: dict[str, int], prefix: str) -> list[tuple[str, int]]:
+    return sorted((k[len(prefix) :], v) for k, v in counters.items() if k.startswith(prefix))

@@ -1,0 +1,360 @@
+"""The download handler for ``http`` and ``https``: plain HTTP, or a page rendered in Chromium.
+
+A subclass of scrapy-playwright's handler that keeps its page handling
+(navigation, headers, redirects, downloads) and changes what a crawler that
+runs for days needs changed:
+
+- **Lazy**: Playwright's Node driver starts with the first page that needs
+  rendering, not when the engine starts, so a worker that only fetches plain
+  HTTP never pays for it (about 125 MB of RSS per driver otherwise).
+- **One instance for both schemes**: one driver and one Chromium per worker,
+  instead of one of each per scheme.
+- **Bounded**: at most ``RENDER_CONCURRENCY`` pages render at once, whatever
+  ``CONCURRENT_REQUESTS`` lets through for plain HTTP (:mod:`.slots`); contexts
+  and the browser are recycled (:mod:`.recycle`).
+- **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
+  dies, every attempt in flight on it is cancelled at once (a ``new_page()``
+  in flight at that moment would otherwise never return) and retried on the
+  relaunched browser, up to ``RENDER_CRASH_RETRIES`` times. The same happens
+  when Playwright's Node driver dies: a new one is started.
+- **Polite**: the host's cluster-wide turn (``HostGateMiddleware``'s gate) is
+  taken again right before ``page.goto``, once the page exists
+  (:mod:`.politeness`); time spent waiting for it is not counted in the deadline.
+- **Waits for content**: network idle (bounded by ``RENDER_IDLE_TIMEOUT``) or
+  the request's ``render_wait_selector``, instead of ``playwright_page_methods``
+  (PageMethod objects cannot travel through the JSON frontier).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import weakref
+from collections.abc import Awaitable
+from contextlib import suppress
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from playwright.async_api import Browser, Page
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Response as PlaywrightResponse
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+from scrapy import Request, Spider
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
+from scrapy_playwright.provider import BrowserProvider
+
+from spiders_project.rendering.blocking import ResourceBlocker, chain
+from spiders_project.rendering.config import RenderConfig, executable_problem
+from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
+from spiders_project.rendering.politeness import HostTurns
+from spiders_project.rendering.recycle import Recycler
+from spiders_project.rendering.slots import RenderSlots
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Attempt:
+    """What one attempt (one task) did that its caller needs to know."""
+
+    # Pages it opened, closed if it is cancelled (scrapy-playwright closes a
+    # page on errors, not on cancellation).
+    pages: list[Page] = field(default_factory=list)
+    # Seconds it waited for its host's turn, not counted in RENDER_DEADLINE.
+    turn_wait: float = 0.0
+
+
+_current: ContextVar[_Attempt | None] = ContextVar("render_attempt", default=None)
+_shared: weakref.WeakKeyDictionary[Crawler, RenderingDownloadHandler] = weakref.WeakKeyDictionary()
+# Our RENDER_CONCURRENCY semaphore is the page cap. scrapy-playwright's
+# per-context semaphore loses a slot whenever new_page() is cancelled, so it
+# must never be the one that blocks.
+_UNLIMITED = 1_000_000
+_CLOSE_TIMEOUT = 10.0
+
+
+class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
+    """``DOWNLOAD_HANDLERS`` entry for http and https (see the module docstring)."""
+
+    lazy = False
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.render = RenderConfig.from_settings(crawler.settings)
+        self.config.max_pages_per_context = _UNLIMITED
+        self.config.navigation_timeout_ms = self.render.timeout_ms
+        self.abort_request = chain(
+            self.abort_request,
+            ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
+        )
+        self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
+        self.slots = RenderSlots.of(crawler, self.render.concurrency)
+        self._start_lock = asyncio.Lock()
+        self._restart_lock = asyncio.Lock()
+        self._started = False
+        self._closed = False
+        self._rendering = 0
+        self._attempts: set[asyncio.Task[Response]] = set()
+        self._crashed: set[asyncio.Task[Response]] = set()
+        self._background: set[asyncio.Task[None]] = set()
+        self._turns: HostTurns | None = None
+        if self.render.enabled:
+            problem = executable_problem(self.config.launch_options)
+            if problem is not None:
+                logger.error(problem)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RenderingDownloadHandler:
+        """The same instance for every scheme of ``crawler``: one driver, one browser."""
+        handler = _shared.get(crawler)
+        if handler is None:
+            handler = _shared[crawler] = cls(crawler)
+        return handler
+
+    async def _maybe_launch_in_thread(self) -> None:
+        """Not at engine start: the driver starts with the first rendered page."""
+
+    async def download_request(self, request: Request) -> Response:
+        if self.render.enabled and request.meta.get("playwright"):
+            return await self._render(request)
+        return await HTTP11DownloadHandler.download_request(self, request)
+
+    async def close(self) -> None:
+        if self._closed:  # called once per scheme
+            return
+        self._closed = True
+        for task in self._attempts:
+            task.cancel()
+        if self._background:  # pages and contexts being closed; each has its own timeout
+            await asyncio.wait(set(self._background), timeout=_CLOSE_TIMEOUT)
+        await super().close()
+
+    async def _close(self) -> None:
+        try:
+            await asyncio.wait_for(super()._close(), 3 * _CLOSE_TIMEOUT)
+        except (TimeoutError, PlaywrightError) as exc:
+            logger.warning("Closing the browser failed: %r", exc)
+
+    # --- one rendered request --------------------------------------------------------
+    async def _render(self, request: Request) -> Response:
+        await self.slots.acquire(request)  # a no-op once RenderMiddleware took the slot
+        self._rendering += 1
+        self.stats.max_value("render/max_concurrent", self._rendering)
+        try:
+            return await self._render_with_retries(request)
+        finally:
+            self._rendering -= 1
+            self.slots.release(request)
+            # Per-attempt settings of ours; a retry or dead letter needn't carry them.
+            request.meta.pop("playwright_page_goto_kwargs", None)
+
+    async def _render_with_retries(self, request: Request) -> Response:
+        for attempt in itertools.count():
+            context = await self._next_context()
+            state = _Attempt()
+            task = asyncio.ensure_future(self._attempt(request, context, state))
+            self._attempts.add(task)
+            try:
+                response = await self._within_deadline(request, task, state)
+            except asyncio.CancelledError:
+                if task not in self._crashed:
+                    raise
+                if attempt >= self.render.crash_retries:
+                    raise BrowserCrashed(
+                        f"the browser died {attempt + 1} times while rendering {request.url}"
+                    ) from None
+                self.stats.inc_value("render/crash_retries")
+                logger.debug("Retrying %s on a relaunched browser", request.url)
+                continue
+            finally:
+                self._attempts.discard(task)
+                self._crashed.discard(task)
+                if self.recycler.release(context):
+                    self._close_context(context)
+            self.stats.inc_value("render/pages")
+            return response
+        raise AssertionError("unreachable")
+
+    async def _within_deadline(
+        self, request: Request, task: asyncio.Task[Response], state: _Attempt
+    ) -> Response:
+        """The attempt's result. After RENDER_DEADLINE (plus the time it waited for
+        its host's turn) it is cancelled, without waiting for it to end."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            while True:
+                remaining = start + self.render.deadline + state.turn_wait - loop.time()
+                if remaining <= 0:
+                    task.cancel()
+                    self.stats.inc_value("render/deadline_exceeded")
+                    raise RenderTimeout(
+                        f"rendering {request.url} took over RENDER_DEADLINE "
+                        f"({self.render.deadline:g} s); attempt cancelled"
+                    )
+                done, _ = await asyncio.wait({task}, timeout=remaining)
+                if done:
+                    return task.result()
+        except asyncio.CancelledError:
+            if not task.done():  # we were cancelled, not the attempt
+                task.cancel()
+            raise
+
+    async def _attempt(self, request: Request, context: str, state: _Attempt) -> Response:
+        _current.set(state)
+        request.meta["playwright_context"] = context
+        request.meta["playwright_page_goto_kwargs"] = {
+            "wait_until": self.render.wait_until,
+            "timeout": self.render.timeout_ms,
+        }
+        try:
+            await self._ensure_started(request.url)
+            return await self._download_request(request)
+        finally:
+            for page in state.pages:
+                if not page.is_closed():
+                    self._in_background(page.close(), "closing a cancelled page")
+
+    async def _create_page(self, request: Request, spider: Spider) -> Page:
+        page = await super()._create_page(request, spider)
+        state = _current.get()
+        if state is not None:
+            state.pages.append(page)
+        return page
+
+    async def _get_response_and_download(
+        self, request: Request, page: Page, spider: Spider
+    ) -> tuple[PlaywrightResponse | None, Download | None]:
+        """Navigate, once the host's cluster-wide turn is granted (see :mod:`.politeness`)."""
+        if self._turns is None:
+            self._turns = HostTurns.of(self._crawler)
+        waited = await self._turns.wait(request.url)
+        state = _current.get()
+        if state is not None:
+            state.turn_wait += waited
+        return await super()._get_response_and_download(request, page, spider)
+
+    async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
+        """Wait for the content: the request's selector, or else network idle (bounded)."""
+        selector = request.meta.get("render_wait_selector")
+        if isinstance(selector, str) and selector:
+            await page.wait_for_selector(selector, state="attached", timeout=self.render.timeout_ms)
+        elif self.render.idle_timeout > 0:
+            try:
+                await page.wait_for_load_state("networkidle", timeout=self.render.idle_timeout_ms)
+            except PlaywrightTimeoutError:
+                # Pages that poll forever never go idle; take what has rendered.
+                self.stats.inc_value("render/idle_timeout")
+
+    # --- driver, contexts and browser ------------------------------------------------
+    async def _ensure_started(self, url: str) -> None:
+        if self._started:
+            return
+        async with self._start_lock:
+            if not self._started:
+                logger.info("Starting the Playwright driver for a rendered page (%s)", url)
+                await self._launch()
+                self._started = True
+                self._watch_driver(self.browser_provider)
+
+    def _watch_driver(self, provider: BrowserProvider) -> None:
+        """Restart the Node driver if it exits (killed, out of memory).
+
+        Playwright's public API has no event for that; the connection to the
+        driver (private, present in the pinned 1.65) emits "close". Without it,
+        every later rendered page would fail until the worker restarts.
+        """
+        playwright = getattr(provider, "playwright", None)
+        connection = getattr(getattr(playwright, "_impl_obj", None), "_connection", None)
+        if connection is None or not callable(getattr(connection, "on", None)):
+            logger.warning("Cannot watch Playwright's driver: if it exits it is not restarted")
+            return
+        connection.on("close", lambda: self._driver_gone(provider))
+
+    def _driver_gone(self, provider: BrowserProvider) -> None:
+        if self._closed or getattr(self, "browser_provider", None) is not provider:
+            return
+        del self.browser_provider
+        self._started = False
+        # Read the transport's error, which asyncio would otherwise log as never retrieved.
+        client = getattr(getattr(provider, "playwright_context_manager", None), "_client", None)
+        error = getattr(getattr(client, "_transport", None), "on_error_future", None)
+        if isinstance(error, asyncio.Future) and error.done() and not error.cancelled():
+            error.exception()
+        self.stats.inc_value("render/driver_restarts")
+        self._lost("Playwright's driver exited unexpectedly; starting a new one")
+
+    async def _next_context(self) -> str:
+        """The context for a new page; restarts the browser first when it is due."""
+        if self.recycler.browser_due():
+            async with self._restart_lock:
+                if self.recycler.browser_due():
+                    await self.recycler.drained.wait()
+                    await self._restart_browser()
+        return self.recycler.acquire()
+
+    async def _restart_browser(self) -> None:
+        async with self.browser_launch_lock:
+            browser: Browser | None = getattr(self, "browser", None)
+            if browser is not None:
+                del self.browser
+            self.context_wrappers.clear()
+            self.recycler.browser_restarted()
+        if browser is None:
+            return
+        logger.info(
+            "Restarting Chromium after %d pages (RENDER_PAGES_PER_BROWSER)",
+            self.render.pages_per_browser,
+        )
+        self.stats.inc_value("render/browser_restarts")
+        with suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(browser.close(), _CLOSE_TIMEOUT)
+
+    async def _maybe_launch_browser(self) -> None:
+        async with self.browser_launch_lock:
+            if not hasattr(self, "browser"):
+                browser = await self.browser_provider.launch_browser()
+                self.browser = browser
+                self.stats.inc_value("playwright/browser_count")
+                browser.on("disconnected", lambda: self._browser_gone(browser))
+
+    def _browser_gone(self, browser: Browser) -> None:
+        """Chromium disconnected. Unless we closed it, relaunch and retry its pages."""
+        if self._closed or getattr(self, "browser", None) is not browser:
+            return  # shut down or restarted on purpose
+        self.stats.inc_value("render/browser_crashes")
+        self._lost("Chromium exited unexpectedly; relaunching it")
+
+    def _lost(self, what: str) -> None:
+        """The browser is gone: forget it and retry the attempts that were using it."""
+        if hasattr(self, "browser"):
+            del self.browser
+        self.context_wrappers.clear()
+        self.recycler.browser_restarted()
+        victims = [task for task in self._attempts if not task.done()]
+        logger.warning("%s and retrying the %d pages in flight", what, len(victims))
+        for task in victims:
+            self._crashed.add(task)
+            task.cancel()
+
+    def _close_context(self, name: str) -> None:
+        wrapper = self.context_wrappers.get(name)
+        if wrapper is None:
+            return
+        self.stats.inc_value("render/contexts_recycled")
+        self._in_background(wrapper.context.close(), f"closing context {name}")
+
+    def _in_background(self, awaitable: Awaitable[None], what: str) -> None:
+        async def run() -> None:
+            try:
+                await asyncio.wait_for(awaitable, _CLOSE_TIMEOUT)
+            except (PlaywrightError, TimeoutError) as exc:
+                logger.debug("%s failed: %r", what, exc)
+
+        task = asyncio.ensure_future(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

@@ -1,0 +1,119 @@
+"""Which requests render, decided at download time from JSON-friendly meta.
+
+Requests live in Redis as JSON between the spider and the downloader, so what
+the spider (or a seed) says about rendering must be plain data:
+
+``render`` (bool)
+    Render this request (true) or never render it (false), whatever the
+    patterns say. The spider carries ``render: true`` to the links it follows
+    from such a page on the same host. A seed's ``"playwright": true`` becomes
+    ``render: true`` (see ``DistributedSpider.make_request_from_seed``).
+``playwright`` (bool)
+    scrapy-playwright's own switch. Without ``render``, true renders this one
+    request (links followed from it are not rendered because of it).
+``render_wait_selector`` (str)
+    A CSS selector to wait for instead of network idle.
+
+:class:`RenderMiddleware` turns that into the meta scrapy-playwright reads
+(``playwright``) just before the download handler runs, after the request has
+left the frontier; the handler adds the rest (context, timeouts, waits) itself,
+so nothing that cannot be JSON ever enters a request's meta.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.statscollectors import StatsCollector
+
+from spiders_project.rendering.config import RenderConfig, UrlRule
+from spiders_project.rendering.slots import RenderSlots
+
+logger = logging.getLogger(__name__)
+
+
+class RenderRules:
+    """The decision for one URL and its meta; pure, so it is cheap to test."""
+
+    def __init__(self, rules: tuple[UrlRule, ...]) -> None:
+        self.rules = rules
+
+    def _match(self, url: str) -> UrlRule | None:
+        for rule in self.rules:
+            if rule.pattern.search(url):
+                return rule
+        return None
+
+    def decide(self, url: str, meta: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """(render?, CSS selector to wait for) for a request to ``url`` with ``meta``."""
+        rule = self._match(url)
+        if "render" in meta:
+            render = meta["render"] is True
+        elif meta.get("playwright") is True:
+            render = True
+        else:
+            render = rule is not None
+        if not render:
+            return False, None
+        selector = meta.get("render_wait_selector")
+        if not isinstance(selector, str) or not selector.strip():
+            selector = rule.wait_selector if rule is not None else None
+        return True, selector
+
+
+class RenderMiddleware:
+    """Downloader middleware: sets ``meta["playwright"]`` for the requests that render,
+    and holds them until one of the ``RENDER_CONCURRENCY`` slots is free.
+
+    Runs in ``process_request``, which happens after the scheduler handed the
+    request out and before the download handler. Whatever it writes is plain
+    JSON, so a request retried or dead-lettered afterwards still serializes.
+    Ordered before ``HostGateMiddleware`` (see :mod:`.slots`).
+    """
+
+    def __init__(
+        self, rules: RenderRules, enabled: bool, stats: StatsCollector, slots: RenderSlots
+    ) -> None:
+        self.rules = rules
+        self.enabled = enabled
+        self.stats = stats
+        self.slots = slots
+        self._warned_disabled = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:
+        config = RenderConfig.from_settings(crawler.settings)
+        assert crawler.stats is not None
+        slots = RenderSlots.of(crawler, config.concurrency)
+        return cls(RenderRules(config.rules), config.enabled, crawler.stats, slots)
+
+    async def process_request(self, request: Request) -> None:
+        render, selector = self.rules.decide(request.url, request.meta)
+        if render and not self.enabled:
+            if not self._warned_disabled:
+                logger.warning(
+                    "RENDER_ENABLED is off: %s and other pages that ask to render "
+                    "are fetched over plain HTTP",
+                    request.url,
+                )
+                self._warned_disabled = True
+            self.stats.inc_value("render/disabled")
+            render = False
+        request.meta["playwright"] = render
+        if render:
+            self.stats.inc_value("render/requests")
+            if selector is not None:
+                request.meta["render_wait_selector"] = selector
+            await self.slots.acquire(request)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        self.slots.release(request)  # normally done by the handler already
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        self.slots.release(request)

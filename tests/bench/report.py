@@ -1,0 +1,319 @@
+"""The benchmark's tables, printed and written to docs/BENCHMARKS.md.
+
+The file is shared: this module owns the sections it writes (``GENERATED``) and
+keeps every other ``## `` section as it finds it (``## Rendering`` is written by
+``tests.bench.bench_rendering``; notes written by hand stay too).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from tests.bench.crawls import CrawlResult
+from tests.bench.db_writer import WriterResult
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
+
+TARGET_RATIO = 0.9
+TARGET_ROUND_TRIPS = 3.0
+TARGET_RSS_GROWTH = 100e6
+TARGET_WRITER = {"SQLite": 50_000, "PostgreSQL": 20_000}
+TARGET_SECONDS = 600
+# Cores taken by processes outside the benchmark above which a crawl's figures are flagged.
+DISTURBED_CORES = 0.25
+
+GENERATED = (
+    "## Against the targets",
+    "## Throughput and cost per page",
+    "## Memory",
+    "## db_writer",
+    "## How it is measured",
+)
+
+
+@dataclass
+class Report:
+    command: str
+    started: datetime
+    seconds: float = 0.0
+    site_pages: int = 0
+    window: int = 0
+    pinned: bool = False
+    crawls: dict[str, CrawlResult] = field(default_factory=dict)
+    writers: list[WriterResult] = field(default_factory=list)
+    rendering: str = ""  # what the rendering hook did
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    import os
+
+    import psutil
+
+    redis_version = subprocess.run(
+        ["redis-server", "--version"], capture_output=True, text=True
+    ).stdout.split()
+    redis_v = next((w[2:] for w in redis_version if w.startswith("v=")), "?")
+    return (
+        f"{os.cpu_count()} cores ({model}), {psutil.virtual_memory().total / 2**30:.0f} GiB RAM; "
+        f"Python {platform.python_version()}, Scrapy {version('scrapy')}, "
+        f"scrapy-redis {version('scrapy-redis')}, redis-py {version('redis')}, "
+        f"redis-server {redis_v}"
+    )
+
+
+def _f(value: float | None, fmt: str = "{:,.0f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _ok(passed: bool | None) -> str:
+    return "—" if passed is None else ("met" if passed else "**missed**")
+
+
+def targets(report: Report) -> list[str]:
+    rows = []
+    plain = report.crawls.get("plain")
+    one = report.crawls.get("worker")
+    if plain and one:
+        ratio = one.pages_per_s / plain.pages_per_s
+        rows.append(
+            (
+                f"One worker ≥ {TARGET_RATIO}× plain Scrapy's pages/s",
+                f"{ratio:.2f}× ({one.pages_per_s:,.0f} vs {plain.pages_per_s:,.0f} pages/s)",
+                ratio >= TARGET_RATIO,
+            )
+        )
+    if one and one.round_trips_per_page is not None:
+        rows.append(
+            (
+                f"Redis round trips per crawled page ≤ {TARGET_ROUND_TRIPS:.0f} "
+                "(dedup, enqueue, lease, ack, items)",
+                f"{one.round_trips_per_page:.2f}",
+                one.round_trips_per_page <= TARGET_ROUND_TRIPS,
+            )
+        )
+    if one and one.full:
+        growth = one.rss_end - one.rss_start
+        rows.append(
+            (
+                f"Worker RSS growth over {one.full['pages']:,.0f} pages < 100 MB",
+                f"{growth / 1e6:+.0f} MB ({one.rss_start / 1e6:.0f} → {one.rss_end / 1e6:.0f} MB)",
+                growth < TARGET_RSS_GROWTH if one.full["pages"] >= 100_000 else None,
+            )
+        )
+    for writer in report.writers:
+        target = TARGET_WRITER[writer.database]
+        rows.append(
+            (
+                f"db_writer into {writer.database} ≥ {target:,} items/s",
+                f"{writer.items_per_s:,.0f} items/s" if not writer.error else "failed",
+                writer.items_per_s >= target,
+            )
+        )
+    rows.append(
+        (
+            "`make bench` under 10 minutes",
+            f"{report.seconds / 60:.1f} min",
+            report.seconds < TARGET_SECONDS if report.seconds else None,
+        )
+    )
+    lines = ["## Against the targets", "", "| Target | Measured | |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {_ok(p)} |" for t, m, p in rows]
+    return lines
+
+
+def throughput(report: Report) -> list[str]:
+    plain = report.crawls.get("plain")
+    pin = (
+        "Single-worker setups run pinned to CPU 0 and the site, Redis and the benchmark to "
+        "CPU 1; the two workers, the site and Redis share both cores."
+        if report.pinned
+        else "Nothing is pinned (fewer than 2 CPUs)."
+    )
+    lines = [
+        "## Throughput and cost per page",
+        "",
+        f"One local site of {report.site_pages:,} pages (about 10 links each, all on the site's "
+        f"host; served by a separate process), crawled from its root by each setup in turn; "
+        f"figures cover each crawl's first *Pages* pages. CONCURRENT_REQUESTS=32, "
+        f"CONCURRENT_REQUESTS_PER_DOMAIN=16 and every other setting as in "
+        f"`spiders_project/settings.py` for all of them. {pin}",
+        "",
+        "| Setup | Pages | Pages/s | × plain | Worker CPU ms/page | Peak RSS of a worker "
+        "| Redis commands/page | Round trips/page | Redis CPU s/10k pages "
+        "| One Redis saturates at | Site CPU | Other load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key in ("plain", "worker", "two", "stock"):
+        r = report.crawls.get(key)
+        if r is None:
+            continue
+        ratio = f"{r.pages_per_s / plain.pages_per_s:.2f}×" if plain else "n/a"
+        lines.append(
+            f"| {r.name} | {r.window:,} | {r.pages_per_s:,.0f} | {ratio} | {r.cpu_ms_per_page:.2f} "
+            f"| {r.rss_peak / 1e6:.0f} MB "
+            f"| {_f(r.commands_per_page, '{:.1f}')} | {_f(r.round_trips_per_page, '{:.2f}')} "
+            f"| {_f(r.redis_cpu_per_10k, '{:.2f}')} "
+            f"| {_f(r.redis_ceiling, '{:,.0f} pages/s')} "
+            f"| {r.site_core_share:.0%} | {r.other_cores:.2f} cores |"
+        )
+    lines.append("")
+    busy = max((r.other_cores for r in report.crawls.values()), default=0.0)
+    if busy > DISTURBED_CORES:
+        lines += [
+            f"**Disturbed run**: other processes on the machine took up to {busy:.2f} cores "
+            "during these crawls (column *Other load*); pages/s are lower than on an idle "
+            "machine and differ between setups by more than their own cost. CPU per page is "
+            "the steadier comparison.",
+            "",
+        ]
+    for key in ("worker", "stock"):
+        r = report.crawls.get(key)
+        if r is None or not r.top_commands:
+            continue
+        top = ", ".join(f"{cmd.upper()} {n:.2f}" for cmd, n in r.top_commands[:10])
+        lines.append(f"- Redis commands per page, {r.name}: {top}.")
+    return lines
+
+
+def memory(report: Report) -> list[str]:
+    one = report.crawls.get("worker")
+    stock = report.crawls.get("stock")
+    lines = ["## Memory", ""]
+    if one is None or not one.full:
+        return lines + ["Not run."]
+    full = one.full
+    lines += [
+        f"One worker crawled the whole site ({full['pages']:,.0f} pages, "
+        f"{full['pages_per_s']:,.0f} pages/s, {full['cpu_ms_per_page']:.2f} ms CPU/page, "
+        f"{full['commands_per_page']:.1f} Redis commands/page, "
+        f"{full['redis_cpu_per_10k']:.2f} Redis CPU s/10k pages over the whole crawl).",
+        "",
+        "| Measure | Value |",
+        "|---|---:|",
+        f"| Worker RSS when the first page was served | {one.rss_start / 1e6:.0f} MB |",
+        f"| Worker RSS after {full['pages']:,.0f} pages | {one.rss_end / 1e6:.0f} MB |",
+        f"| Growth | {(one.rss_end - one.rss_start) / 1e6:+.0f} MB |",
+        f"| Redis memory per seen URL (used_memory growth without the item buffer, "
+        f"/ {full['seen']:,.0f} fingerprints; frontier empty) | "
+        f"{full['redis_bytes_per_seen']:.0f} bytes |",
+        f"| of which the dupefilter set, per fingerprint "
+        f"| {one.dupefilter_bytes_per_fp:.0f} bytes |",
+    ]
+    if stock is not None and stock.dupefilter_bytes_per_fp:
+        lines.append(
+            f"| stock scrapy-redis dupefilter set, per fingerprint | "
+            f"{stock.dupefilter_bytes_per_fp:.0f} bytes |"
+        )
+    return lines
+
+
+def writers(report: Report) -> list[str]:
+    lines = [
+        "## db_writer",
+        "",
+        "`python -m spiders_project.db_writer.bench -n N` per database: N items (about 400 "
+        "bytes of JSON each) pushed into a scratch item buffer in the private Redis, then the "
+        "real db_writer process drains it (DB_WRITER_BATCH_SIZE as configured, "
+        "DB_WRITER_MAX_WAIT=0). PostgreSQL is a temporary cluster on a free port.",
+        "",
+        "| Database | Items | Items/s (first batch → empty buffer) | Drain time incl. "
+        "process start-up | Target |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for w in report.writers:
+        if w.error:
+            lines.append(
+                f"| {w.database} | failed: {' '.join(w.error.split())[:200]} | | | "
+                f"{TARGET_WRITER[w.database]:,} |"
+            )
+            continue
+        lines.append(
+            f"| {w.database} | {w.items:,} | {w.items_per_s:,.0f} | {w.drain_s:.1f} s "
+            f"| {TARGET_WRITER[w.database]:,} items/s |"
+        )
+    return lines
+
+
+def method(report: Report) -> list[str]:
+    return [
+        "## How it is measured",
+        "",
+        "- **Pages/s**: from the site's own arrival times of the window's first and last "
+        "page (one clock for every process of the machine).",
+        "- **Worker CPU**: user+system seconds of the crawler process(es) (psutil, sampled "
+        "every 0.2 s) between the first page and the end of the window, per page served.",
+        "- **Redis commands/page**: `INFO commandstats` delta of the private redis-server over "
+        "the same interval, every command counted, including those a Lua script or a "
+        "MULTI/EXEC runs (the benchmark's own INFO excluded).",
+        "- **Round trips/page**: the worker's stat `redis/round_trips` (every request/reply "
+        "exchange with Redis: a MULTI/EXEC of the write batcher, a lease script, a seed "
+        "read, ...) over its `item_scraped_count`, whole run; for stock scrapy-redis the same "
+        "count is taken by wrapping redis-py (one per command, one per pipeline).",
+        "- **Redis CPU**: `INFO cpu` used_cpu_sys+used_cpu_user delta; *One Redis saturates "
+        "at* = 10,000 / (Redis CPU s per 10k pages), the pages/s at which one Redis core "
+        "would be fully busy with this load.",
+        "- **Site CPU**: the site process's CPU over the window, as a share of one core; "
+        "**Other load**: the machine's busy CPU time minus that of the benchmark's own "
+        "processes, in cores (anything above 0.1 means the figures are disturbed).",
+        "- **Memory**: the worker's RSS when the site served its first page and at the last "
+        "sample before it exited (the crawl then is complete); Redis memory per seen URL is "
+        "the growth of `used_memory` minus `MEMORY USAGE` of the item buffer, per fingerprint.",
+        "- Plain Scrapy keeps Scrapy's default order (LIFO, depth-first); the frontier is "
+        "FIFO within a priority (breadth-first); stock scrapy-redis orders by priority and "
+        "then by pickle bytes. A window of a larger site keeps every setup in the middle of "
+        "a crawl. Plain Scrapy JSON-encodes each item like the worker's pipeline, then "
+        "drops it.",
+        f"- Raw results: `{report.command}` writes `results.json` and every process's log to "
+        "its log directory.",
+    ]
+
+
+def render(report: Report) -> str:
+    header = [
+        "# Benchmarks",
+        "",
+        f"`{report.command}` (what `make bench` runs), "
+        f"{report.started:%Y-%m-%d %H:%M} UTC, {report.seconds / 60:.1f} min. "
+        f"Machine: {machine()}.",
+        "",
+    ]
+    sections = [
+        targets(report),
+        throughput(report),
+        memory(report),
+        writers(report),
+        method(report),
+    ]
+    body = "\n\n".join("\n".join(s) for s in sections)
+    return "\n".join(header) + "\n" + body + "\n"
+
+
+def write(report: Report, path: Path = BENCHMARKS) -> None:
+    """Rewrite our sections of ``path``; keep every other ``## `` section as it is."""
+    kept: list[str] = []
+    if path.exists():
+        text = path.read_text()
+        for section in re.split(r"(?m)^(?=## )", text):
+            if section.startswith("## ") and not section.startswith(GENERATED):
+                kept.append(section.rstrip("\n"))
+    out = render(report).rstrip("\n")
+    if kept:
+        out += "\n\n" + "\n\n".join(kept)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(out + "\n")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

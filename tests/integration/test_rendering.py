@@ -1,0 +1,257 @@
+"""Rendering: the rules and bookkeeping, then real Chromium, a real Redis and real workers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from datetime import datetime
+
+import psutil
+import pytest
+import redis
+from playwright.async_api import async_playwright
+
+from spiders_project.config import load_settings
+from spiders_project.keys import RedisKeys
+from spiders_project.rendering.blocking import ResourceBlocker
+from spiders_project.rendering.config import RenderConfig, RenderConfigError, parse_rules
+from spiders_project.rendering.recycle import Recycler
+from spiders_project.rendering.rules import RenderRules
+from spiders_project.rendering.site import TRACKER_HOST, JsSite
+from tests.processes import worker
+
+K = RedisKeys("distributed")
+BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
+
+
+def config(**overrides) -> RenderConfig:
+    return RenderConfig.from_settings(load_settings(overrides))
+
+
+def stat(log: str, name: str) -> int:
+    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    return int(match.group(1)) if match else 0
+
+
+@pytest.fixture
+def r(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.close()
+
+
+# --- settings, rules, blocking, recycling -----------------------------------------------
+def test_defaults_are_valid_and_bad_values_name_their_setting():
+    cfg = config()
+    assert cfg.enabled and cfg.concurrency >= 1 and cfg.rules == ()
+    assert {"image", "font", "media"} <= cfg.block_resource_types
+    options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    assert options["executable_path"] and options["headless"] is True
+    for overrides, name in (
+        ({"RENDER_WAIT_UNTIL": "idle"}, "RENDER_WAIT_UNTIL"),
+        ({"RENDER_TIMEOUT": 10, "RENDER_DEADLINE": 15}, "RENDER_DEADLINE"),
+        ({"RENDER_CONCURRENCY": 0}, "RENDER_CONCURRENCY"),
+        ({"RENDER_PAGES_PER_CONTEXT": 10, "RENDER_PAGES_PER_BROWSER": 5}, "RENDER_PAGES_PER_"),
+        ({"RENDER_URL_PATTERNS": '["(unclosed"]'}, "RENDER_URL_PATTERNS"),
+    ):
+        with pytest.raises(RenderConfigError, match=name):
+            config(**overrides)
+
+
+def test_which_requests_render():
+    rules = RenderRules(parse_rules({r"/app/": "#root", r"\.example/js/": None}))
+    shop = "https://shop.example/app/1"
+    assert rules.decide("https://a.example/", {}) == (False, None)
+    assert rules.decide(shop, {}) == (True, "#root")
+    assert rules.decide("https://a.example/js/x", {}) == (True, None)
+    # Meta wins over patterns, both ways; a selector in meta wins over the pattern's.
+    assert rules.decide(shop, {"render": False}) == (False, None)
+    assert rules.decide("https://a.example/", {"render": True}) == (True, None)
+    assert rules.decide("https://a.example/", {"playwright": True}) == (True, None)
+    assert rules.decide(shop, {"render_wait_selector": "#x"}) == (True, "#x")
+    # Comma-separated or JSON on the command line.
+    assert len(config(RENDER_URL_PATTERNS=r'["a{1,2}", "b"]').rules) == 2
+    assert len(config(RENDER_URL_PATTERNS="/a/,/b/").rules) == 2
+
+
+def test_resource_blocker():
+    blocker = ResourceBlocker({"image", "font"}, ["doubleclick.net", ".tracker.localhost"])
+    assert blocker.blocks("https://x.example/a.png", "image")
+    assert blocker.blocks("https://ad.g.doubleclick.net/x.js", "script")
+    assert blocker.blocks("http://tracker.localhost:8000/t.js", "script")
+    assert not blocker.blocks("https://notdoubleclick.net/x.js", "script")
+    assert not blocker.blocks("https://x.example/app.js", "script")
+    assert not ResourceBlocker([], [])
+
+
+def test_recycler_hands_out_generations_and_says_what_to_close():
+    recycler = Recycler(pages_per_context=2, pages_per_browser=5)
+    a, b = recycler.acquire(), recycler.acquire()
+    c = recycler.acquire()
+    assert a == b != c  # the third page opens a new context
+    assert recycler.release(a) is False  # b is still on it
+    assert recycler.release(b) is True  # retired and unused: close it
+    assert recycler.release(c) is False and recycler.drained.is_set()
+    recycler.acquire(), recycler.acquire()
+    assert recycler.browser_due()
+    recycler.browser_restarted()
+    assert not recycler.browser_due()
+
+
+# --- real Chromium -----------------------------------------------------------------------
+async def _visit(site: JsSite, blocker: ResourceBlocker) -> tuple[str, list[str]]:
+    options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(**options)
+        page = await browser.new_page()
+
+        async def route(route):
+            await (route.abort() if blocker(route.request) else route.continue_())
+
+        await page.route("**", route)
+        await page.goto(site.url, wait_until="load")
+        await page.wait_for_load_state("networkidle")
+        title = await page.title()
+        links = await page.eval_on_selector_all("a", "els => els.map(a => a.href)")
+        await browser.close()
+    return title, links
+
+
+def test_launch_options_start_debian_chromium_and_blocking_keeps_requests_off_the_wire():
+    with JsSite(pages=3) as site:
+        title, links = asyncio.run(_visit(site, ResourceBlocker(["image", "font"], [TRACKER_HOST])))
+        assert title == "JS page 0"
+        assert set(links) == {site.page_url(1), site.page_url(2)}
+        assert site.count("/img/") == site.count("/font/") == 0
+        assert site.count("/t.js", host=TRACKER_HOST) == 0
+        # Unblocked, the same page asks for all three (*.localhost is this machine).
+        asyncio.run(_visit(site, ResourceBlocker([], [])))
+        assert site.count("/img/") == site.count("/font/") == 1
+        assert site.count("/t.js", host=TRACKER_HOST) == 1
+
+
+# --- real workers ------------------------------------------------------------------------
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_http_only_worker_never_starts_the_driver_or_chromium(redis_url, r, tmp_path, procs):
+    with JsSite(plain_pages=40) as site:
+        r.lpush(K.start_urls, site.page_url(0, "plain"))
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w)
+        children: set[str] = set()
+        while w.poll() is None:
+            children |= {p.name() for p in descendants(w.pid) if p.is_running()}
+            time.sleep(0.1)
+        assert w.wait(5) == 0, w.log()[-3000:]
+        assert r.llen(K.items) == 40
+        assert children == set()
+        assert "Playwright driver" not in w.log()
+        assert site.count("/api/plain/") == 0
+
+
+def test_render_disabled_fetches_everything_over_http(redis_url, r, tmp_path, procs):
+    with JsSite(pages=3) as site:
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "meta": {"playwright": True}}))
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2", "RENDER_ENABLED=False")
+        procs.append(w)
+        assert w.wait(60) == 0, w.log()[-3000:]
+        items = [json.loads(i) for i in r.lrange(K.items, 0, -1)]
+        assert [(i["title"], i["rendered"]) for i in items] == [("Loading", False)]
+        assert site.count("/api/") == 0
+    log = w.log()
+    assert log.count("RENDER_ENABLED is off") == 1 and "Playwright driver" not in log
+
+
+def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path, procs):
+    """Meta-rendered tree, pattern-rendered pages waiting for a selector, plain pages."""
+    with JsSite(pages=11, plain_pages=20, slow_pages=4) as site:
+        patterns = json.dumps({r"/slow/\d+$": "#content"})
+        idle_only = site.page_url(3, "slow") + "?v=idle"  # renders, but no selector
+        r.lpush(
+            K.start_urls,
+            json.dumps({"url": site.url, "meta": {"playwright": True}}),
+            site.page_url(0, "slow"),
+            json.dumps({"url": idle_only, "meta": {"render": True}}),
+            site.page_url(0, "plain"),
+        )
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            f"RENDER_URL_PATTERNS={patterns}",
+            "RENDER_CONCURRENCY=2",
+            "RENDER_PAGES_PER_CONTEXT=3",
+            "RENDER_PAGES_PER_BROWSER=7",
+            f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        items = {i["url"]: i for i in map(json.loads, r.lrange(K.items, 0, -1))}
+        hits = site.hits()
+    log = w.log()
+    rendered = site.js_urls() | site.slow_urls() | {idle_only}
+    assert set(items) == rendered | site.plain_urls()
+    assert {u for u, i in items.items() if i["rendered"]} == rendered
+    for n in range(11):
+        assert items[site.page_url(n)]["title"] == f"JS page {n}"
+    for n in range(4):  # the pattern's selector waited for content fetched 1.5 s late
+        assert items[site.page_url(n, "slow")]["title"] == f"Slow page {n}"
+    assert items[idle_only]["title"] == "Loading"  # network idle came first
+    for n in range(20):
+        assert items[site.page_url(n, "plain")]["title"] == f"Plain {n}"
+    # Plain pages never ran a script; rendered ones fetched nothing blocked.
+    assert site.count("/api/plain/") == 0
+    assert site.count("/img/") == site.count("/font/") == 0
+    assert not any(h == TRACKER_HOST for h, _ in hits)
+    # Plain HTTP was not queued behind the browser: all plain pages were done
+    # before the third rendered page.
+    times = sorted(datetime.fromisoformat(i["fetched_at"]) for i in items.values() if i["rendered"])
+    plain_done = max(
+        datetime.fromisoformat(i["fetched_at"]) for i in items.values() if not i["rendered"]
+    )
+    assert plain_done < times[2]
+    assert stat(log, "render/max_concurrent") == 2
+    assert stat(log, "render/pages") == len(rendered)
+    # 16 pages at 3 per context and 7 per browser.
+    assert stat(log, "render/browser_restarts") == 2
+    assert stat(log, "playwright/browser_count") == 3
+    assert stat(log, "render/contexts_recycled") >= 4
+    assert "Traceback" not in log
+
+
+def test_rendered_pages_keep_the_cluster_wide_host_delay(redis_url, r, tmp_path, procs):
+    """Pages waiting for the browser wait before their host's turn, not after it."""
+    with JsSite(pages=10) as site:
+        host = f"127.0.0.1:{site.port}"
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "meta": {"playwright": True}}))
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            f"HOST_DOWNLOAD_DELAYS={json.dumps({host: 0.3})}",
+            "RENDER_CONCURRENCY=2",
+            f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        pages = [t for t, h, path in site.request_log() if path == "/" or path.startswith("/page/")]
+    assert r.llen(K.items) == len(pages) == 10
+    gaps = [b - a for a, b in zip(pages, pages[1:], strict=False)]
+    assert min(gaps) >= 0.3, sorted(gaps)[:3]
