@@ -30,21 +30,6 @@ def item_count(log: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
-
-
 def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path, procs):
     db_path = tmp_path / "items.db"
     with SiteServer(pages=1200, seed=2, flaky_every=40) as site:

@@ -67,13 +67,6 @@ def assert_nothing_left(run_dir: Path) -> None:
     assert processes_mentioning(str(run_dir)) == []
 
 
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 @pytest.mark.slow
 def test_demo_stores_every_page_once_and_stops_everything(redis_url, r, tmp_path):
     db_path, run_dir = tmp_path / "items.db", tmp_path / "run"

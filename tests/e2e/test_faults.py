@@ -24,21 +24,6 @@ K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
-
-
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def stored(db_path) -> list[str]:
     if not db_path.exists():
         return []

@@ -36,21 +36,6 @@ pytestmark = pytest.mark.slow
 FAST_STATS = ("STATS_PUBLISH_INTERVAL=1", "STATS_HEARTBEAT_TTL=3")
 
 
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
-
-
 def stored_urls(db_path: Path) -> list[str]:
     if not db_path.exists():
         return []

@@ -10,7 +10,6 @@ import time
 
 import psutil
 import pytest
-import redis
 
 from spiders_project.keys import RedisKeys
 from spiders_project.rendering.site import TRACKER_HOST, JsSite
@@ -20,21 +19,6 @@ K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
 BLOCK_TEST_TRACKER = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"
-
-
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
 
 
 def stored(db_path) -> dict[str, dict]:

@@ -101,24 +101,9 @@ class FailingSite:
 
 
 @pytest.fixture
-def r(redis_url) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def site() -> Iterator[FailingSite]:
     with FailingSite() as s:
         yield s
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
 
 
 def crawl(name, redis_url, tmp_path, procs) -> str:

@@ -3,7 +3,6 @@
 import time
 
 import pytest
-import redis
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
@@ -21,13 +20,6 @@ from spiders_project.keys import RedisKeys
 from spiders_project.spiders.distributed import DistributedSpider
 
 K = RedisKeys("t")
-
-
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 @pytest.fixture

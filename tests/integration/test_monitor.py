@@ -62,13 +62,6 @@ REQUIRED = {
 
 
 @pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def exporters():
     started: list[Exporter] = []
     yield started

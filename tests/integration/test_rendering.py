@@ -10,7 +10,6 @@ from datetime import datetime
 
 import psutil
 import pytest
-import redis
 from playwright.async_api import async_playwright
 
 from spiders_project.config import load_settings
@@ -33,21 +32,6 @@ def config(**overrides) -> RenderConfig:
 def stat(log: str, name: str) -> int:
     match = re.search(rf"'{re.escape(name)}': (\d+)", log)
     return int(match.group(1)) if match else 0
-
-
-@pytest.fixture
-def r(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for p in started:
-        p.close()
 
 
 # --- settings, rules, blocking, recycling -----------------------------------------------
