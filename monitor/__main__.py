@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 
 from monitor.collector import CrawlerCollector, RedisState
 from monitor.config import MonitorConfig
-from spiders_project.config import load_settings
+from spiders_project.config import add_settings_option, load_settings, parse_overrides
 from spiders_project.redis_connection import sync_client
 
 logger = logging.getLogger("monitor")
@@ -37,22 +37,9 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, str]:
         prog="python -m monitor",
         description="Prometheus exporter of the crawl's state in Redis (REDIS_URL).",
     )
-    parser.add_argument(
-        "-s",
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a setting, e.g. -s MONITOR_PORT=9411 (repeatable)",
-    )
+    add_settings_option(parser)
     args = parser.parse_args(argv)
-    overrides = {}
-    for pair in args.overrides:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            parser.error(f"-s expects NAME=VALUE, not {pair!r}")
-        overrides[name] = value
+    overrides = parse_overrides(parser, args.overrides)
     return overrides
 
 

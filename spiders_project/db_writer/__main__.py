@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from spiders_project.config import load_settings
+from spiders_project.config import add_settings_option, load_settings, parse_overrides
 from spiders_project.db_writer.db_url import DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.stores import StoreUnavailable, open_store
@@ -38,15 +38,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--spider", default="distributed", help="spider whose items to write (default: %(default)s)"
     )
-    parser.add_argument(
-        "-s",
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a setting, as with scrapy crawl -s (repeatable)",
-    )
+    add_settings_option(parser)
     parser.add_argument(
         "--exit-when-empty",
         "--once",
@@ -55,12 +47,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="exit 0 once the buffer and the processing list are both empty",
     )
     args = parser.parse_args(argv)
-    overrides = {}
-    for pair in args.overrides:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            parser.error(f"-s expects NAME=VALUE, not {pair!r}")
-        overrides[name] = value
+    overrides = parse_overrides(parser, args.overrides)
     args.overrides = overrides
     return args
 
