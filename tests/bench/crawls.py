@@ -342,10 +342,6 @@ def summary_line(result: CrawlResult) -> str:
     )
 
 
-def fmt_mb(n: float) -> str:
-    return f"{n / 1e6:.0f} MB"
-
-
 def describe(result: CrawlResult) -> dict[str, Any]:
     """A plain dict of the result, for the JSON dump next to the logs."""
     d = dict(result.__dict__)

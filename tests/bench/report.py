@@ -7,6 +7,7 @@ keeps every other ``## `` section as it finds it (``## Rendering`` is written by
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
+
+import psutil
 
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
@@ -57,10 +60,6 @@ def machine() -> str:
         if line.startswith("model name"):
             model = line.split(":", 1)[1].strip()
             break
-    import os
-
-    import psutil
-
     redis_version = subprocess.run(
         ["redis-server", "--version"], capture_output=True, text=True
     ).stdout.split()
@@ -289,6 +288,8 @@ def render(report: Report) -> str:
         f"Machine: {machine()}.",
         "",
     ]
+    if report.rendering and report.rendering != "done":
+        header += [f"Rendering benchmark: {report.rendering}.", ""]
     sections = [
         targets(report),
         throughput(report),

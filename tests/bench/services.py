@@ -7,6 +7,7 @@ Nothing here touches a server the benchmark did not start.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -202,8 +203,6 @@ class Site:
         return int(self.ask("count"))
 
     def page_times(self) -> list[float]:
-        import json
-
         return json.loads(self.ask("times"))
 
     def reset(self) -> None:
