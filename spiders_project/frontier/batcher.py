@@ -224,6 +224,8 @@ def _group(ops: list[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
     and ack interleave with the next page's, so runs are a page long, and a
     tick would otherwise send one enqueue script, one RPUSH, one ZREM and one
     HDEL per page (one each: 17.6 -> 12.8 Redis commands per page in the benchmark).
+    Regrouping is safe because the whole tick is one MULTI/EXEC: Redis applies
+    it at once or not at all, so a page's ack never lands without its items.
     """
     groups: dict[str, list[Any]] = {}
     for kind, arg in ops:
