@@ -46,6 +46,10 @@ FRONTIER_FLUSH_INTERVAL = 0.05
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0
+# Fingerprints of links this worker already sent to the shared dupefilter,
+# kept in memory (about 100 bytes each) so a repeated link is dropped without
+# being encoded and sent to Redis; 0 sends every link to Redis.
+FRONTIER_SEEN_CACHE = 100_000
 # A popped request is leased for this many seconds; a live worker renews its
 # leases every third of it, so only a dead worker's leases expire and are put
 # back in their queue by any other worker.

@@ -32,7 +32,7 @@ from twisted.internet.defer import Deferred
 from spiders_project.frontier import serialize
 from spiders_project.frontier.calls import expired_call, lease_call, requeue_call
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.dupefilter import FingerprintDupeFilter
+from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
 from spiders_project.frontier.politeness import HostPoliteness, host_of
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
@@ -67,6 +67,7 @@ class FrontierScheduler(Scheduler):
         close_timeout: float,
         politeness: HostPoliteness,
         persist: bool = True,
+        seen_cache: int = 0,
     ) -> None:
         super().__init__(
             server=redis.client,
@@ -94,6 +95,7 @@ class FrontierScheduler(Scheduler):
         self._want = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
+        self.sent = SentFingerprints(seen_cache)
         redis.batcher.on_enqueued = self._count_enqueued
 
     @classmethod
@@ -110,6 +112,7 @@ class FrontierScheduler(Scheduler):
             lease_timeout=settings.getfloat("FRONTIER_LEASE_TIMEOUT"),
             close_timeout=settings.getfloat("FRONTIER_CLOSE_TIMEOUT"),
             persist=settings.getbool("SCHEDULER_PERSIST"),
+            seen_cache=settings.getint("FRONTIER_SEEN_CACHE"),
         )
 
     # --- lifecycle --------------------------------------------------------------
@@ -206,6 +209,13 @@ class FrontierScheduler(Scheduler):
         # A seed carries its raw start_urls entry, claimed in the same script
         # that enqueues it (never stored with the request).
         seed_entry = request.meta.pop(SEED_ENTRY, "").encode("latin-1")
+        raw = None
+        if not request.dont_filter or request.meta.get("seed"):
+            raw = self.df.fingerprint(request)
+            if not request.dont_filter and not seed_entry and raw in self.sent:
+                # Already sent to the shared dupefilter by this worker.
+                self.stats.inc_value("dupefilter/filtered")
+                return False
         try:
             priority, payload = self.queue.encode(request)
         except InvalidEntry as exc:
@@ -214,12 +224,11 @@ class FrontierScheduler(Scheduler):
             if seed_entry:
                 self.redis.batcher.reject_seed(seed_entry)
             return False
-        if request.dont_filter:
-            fingerprint = (
-                "!" + self.df.request_fingerprint(request) if request.meta.get("seed") else ""
-            )
+        if raw is None:
+            fingerprint = ""
         else:
-            fingerprint = self.df.request_fingerprint(request)
+            self.sent.add(raw)
+            fingerprint = ("!" if request.dont_filter else "") + raw.hex()
         self.redis.batcher.enqueue(host_of(request.url), fingerprint, priority, payload, seed_entry)
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
