@@ -5,8 +5,11 @@ Each process logs to a file, so a failing test can show what it said.
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -95,3 +98,31 @@ def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "co
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stored_urls(db_path: Path) -> list[str]:
+    """URLs in the db_writer's SQLite table; empty until it has created it."""
+    if not db_path.exists():
+        return []
+    with sqlite3.connect(db_path) as db:
+        try:
+            return [row[0] for row in db.execute("SELECT url FROM items")]
+        except sqlite3.OperationalError:  # the db_writer has not created it yet
+            return []
+
+
+def find_pg_ctl() -> str | None:
+    """The newest pg_ctl installed (Debian keeps them under /usr/lib/postgresql/N/bin)."""
+
+    def version(path: str) -> float:
+        try:
+            return float(Path(path).parts[-3])
+        except ValueError:
+            return 0.0
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version, reverse=True)
+    candidates += ["/usr/local/bin/pg_ctl", shutil.which("pg_ctl") or ""]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None

@@ -159,8 +159,10 @@ def throughput(report: Report) -> list[str]:
         if r is None:
             continue
         ratio = f"{r.pages_per_s / plain.pages_per_s:.2f}×" if plain else "n/a"
+        failed = [code for code in r.exit_codes if code != 0]
+        name = f"{r.name} (**exit {failed}**)" if failed else r.name
         lines.append(
-            f"| {r.name} | {r.window:,} | {r.pages_per_s:,.0f} | {ratio} | {r.cpu_ms_per_page:.2f} "
+            f"| {name} | {r.window:,} | {r.pages_per_s:,.0f} | {ratio} | {r.cpu_ms_per_page:.2f} "
             f"| {r.rss_peak / 1e6:.0f} MB "
             f"| {_f(r.commands_per_page, '{:.1f}')} | {_f(r.round_trips_per_page, '{:.2f}')} "
             f"| {_f(r.redis_cpu_per_10k, '{:.2f}')} "
@@ -194,7 +196,8 @@ def memory(report: Report) -> list[str]:
         return lines + ["Not run."]
     full = one.full
     lines += [
-        f"One worker crawled the whole site ({full['pages']:,.0f} pages, "
+        f"One worker crawled the whole site (the site served {one.pages_total:,} pages, the worker "
+        f"scraped {one.items:,} items; "
         f"{full['pages_per_s']:,.0f} pages/s, {full['cpu_ms_per_page']:.2f} ms CPU/page, "
         f"{full['commands_per_page']:.1f} Redis commands/page, "
         f"{full['redis_cpu_per_10k']:.2f} Redis CPU s/10k pages over the whole crawl).",

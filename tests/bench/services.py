@@ -6,7 +6,6 @@ Nothing here touches a server the benchmark did not start.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ from typing import Any
 
 import psutil
 import redis
+
+from tests.processes import find_pg_ctl
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -213,23 +214,6 @@ class Site:
             self.proc.popen.stdin.close()
         self.proc.wait(10)
         self.proc.close()
-
-
-def find_pg_ctl() -> str | None:
-    """The newest pg_ctl installed (Debian keeps them under /usr/lib/postgresql/N/bin)."""
-
-    def version(path: str) -> float:
-        try:
-            return float(Path(path).parts[-3])
-        except ValueError:
-            return 0.0
-
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version, reverse=True)
-    candidates += ["/usr/local/bin/pg_ctl", shutil.which("pg_ctl") or ""]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 class Postgres:

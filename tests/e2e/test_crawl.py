@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import sqlite3
 from urllib.parse import urlsplit
 
 import pytest
@@ -14,15 +13,10 @@ from pytest_redis import factories
 
 from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from tests.processes import db_writer, wait_until, worker
+from tests.processes import db_writer, stored_urls, wait_until, worker
 
 K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
-
-
-def stored_urls(db_path) -> list[str]:
-    with sqlite3.connect(db_path) as db:
-        return [row[0] for row in db.execute("SELECT url FROM items")]
 
 
 def item_count(log: str) -> int:

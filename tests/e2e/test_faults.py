@@ -7,7 +7,6 @@ import os
 import pickle
 import re
 import signal
-import sqlite3
 import time
 from urllib.parse import urlsplit
 
@@ -18,20 +17,10 @@ from port_for import get_port
 
 from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from tests.processes import db_writer, wait_until, worker
+from tests.processes import db_writer, stored_urls, wait_until, worker
 
 K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
-
-
-def stored(db_path) -> list[str]:
-    if not db_path.exists():
-        return []
-    with sqlite3.connect(db_path) as db:
-        try:
-            return [row[0] for row in db.execute("SELECT url FROM items")]
-        except sqlite3.OperationalError:  # the db_writer has not created it yet
-            return []
 
 
 def drained(r) -> bool:
@@ -50,7 +39,7 @@ def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         procs += [victim, survivor, writer]
         wait_until(
-            lambda: r.llen(K.items) + len(stored(db_path)) > 330, 120, what="30% of the crawl"
+            lambda: r.llen(K.items) + len(stored_urls(db_path)) > 330, 120, what="30% of the crawl"
         )
         held = r.zcard(K.leases)
         victim.signal(signal.SIGKILL)
@@ -58,7 +47,7 @@ def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
         assert survivor.wait(300) == 0, survivor.log()[-3000:]
         wait_until(lambda: drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
-        urls = stored(db_path)
+        urls = stored_urls(db_path)
         assert sorted(urls) == sorted(site.page_urls())
         refetched = {u for u, n in site.hits().items() if n > 1}
     reclaimed = sum(int(n) for n in re.findall(r"Put back (\d+) expired leases", survivor.log()))
@@ -111,7 +100,9 @@ def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
         writer = db_writer("dbw", url, f"sqlite:///{db_path}", tmp_path)
         procs += [*workers, writer]
         wait_until(
-            lambda: r.llen(K.items) + len(stored(db_path)) > 150, 120, what="a quarter of the crawl"
+            lambda: r.llen(K.items) + len(stored_urls(db_path)) > 150,
+            120,
+            what="a quarter of the crawl",
         )
         executor.stop()
         time.sleep(4)
@@ -120,7 +111,7 @@ def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
             assert w.wait(300) == 0, w.log()[-3000:]
         wait_until(lambda: drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
-        assert sorted(stored(db_path)) == sorted(site.page_urls())
+        assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     for p in [*workers, writer]:
         log = p.log()
         assert "reconnecting" in log, p.name
@@ -222,7 +213,7 @@ def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_
         assert w.wait(120) == 0, w.log()[-3000:]
         wait_until(lambda: drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
-        assert sorted(stored(db_path)) == sorted(site.page_urls())
+        assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     assert "resuming fetching" in w.log()
 
 

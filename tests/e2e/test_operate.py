@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,23 +26,13 @@ from spiders_project.demo.runner import ROOT, Supervisor, free_port, render_conf
 from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
 from tests.monitoring import Exporter, Metrics, scrape_url
-from tests.processes import PYTHON, db_writer, wait_until, worker
+from tests.processes import PYTHON, db_writer, stored_urls, wait_until, worker
 
 K = RedisKeys("distributed")
 SPIDER = {"spider": "distributed"}
 pytestmark = pytest.mark.slow
 # Publish every second, so the test sees heartbeats come and go in seconds.
 FAST_STATS = ("STATS_PUBLISH_INTERVAL=1", "STATS_HEARTBEAT_TTL=3")
-
-
-def stored_urls(db_path: Path) -> list[str]:
-    if not db_path.exists():
-        return []
-    with sqlite3.connect(db_path) as db:
-        try:
-            return [row[0] for row in db.execute("SELECT url FROM items")]
-        except sqlite3.OperationalError:  # the db_writer has not created it yet
-            return []
 
 
 def redis_queues(r: redis.Redis) -> dict[str, int]:

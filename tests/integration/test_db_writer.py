@@ -7,7 +7,6 @@ own server on 5432 is never touched).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from spiders_project.keys import RedisKeys
+from tests.processes import find_pg_ctl
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = RedisKeys("distributed")
@@ -41,21 +41,11 @@ KEYS = RedisKeys("distributed")
 # --- PostgreSQL ------------------------------------------------------------------
 
 
-def find_pg_ctl() -> str:
-    """The newest pg_ctl installed (Debian keeps them under /usr/lib/postgresql/N/bin)."""
-
-    def version(path: str) -> float:
-        try:
-            return float(Path(path).parts[-3])
-        except ValueError:
-            return 0.0
-
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version, reverse=True)
-    candidates += ["/usr/local/bin/pg_ctl", shutil.which("pg_ctl") or ""]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("pg_ctl not found (make setup installs PostgreSQL)")
+def pg_ctl_or_fail() -> str:
+    pg_ctl = find_pg_ctl()
+    if pg_ctl is None:
+        pytest.fail("pg_ctl not found (make setup installs PostgreSQL)")
+    return pg_ctl
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +58,7 @@ def pg_server() -> Iterator[PostgreSQLExecutor]:
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns.
     """
-    pg_ctl = find_pg_ctl()
+    pg_ctl = pg_ctl_or_fail()
     base = Path(tempfile.mkdtemp(prefix="db_writer_pg_"))
     executable = pg_ctl
     if os.geteuid() == 0:
