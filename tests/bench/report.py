@@ -183,7 +183,7 @@ def throughput(report: Report) -> list[str]:
         r = report.crawls.get(key)
         if r is None or not r.top_commands:
             continue
-        top = ", ".join(f"{cmd.upper()} {n:.2f}" for cmd, n in r.top_commands[:10])
+        top = ", ".join(f"{cmd.upper()} {n:.2f}" for cmd, n in r.top_commands[:10] if n >= 0.005)
         lines.append(f"- Redis commands per page, {r.name}: {top}.")
     return lines
 
