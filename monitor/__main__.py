@@ -1,10 +1,13 @@
 """``python -m monitor``: serve the crawler's metrics at http://MONITOR_HOST:MONITOR_PORT/metrics.
 
 Every scrape reads Redis (two pipelined round trips, at most
-``MONITOR_REDIS_TIMEOUT`` seconds each); between scrapes the exporter does
-nothing. When Redis does not answer, the scrape still succeeds, with
-``crawler_redis_up 0``. The log has one line when it starts listening, one per
-Redis state change (connected, unreachable) and one when it stops.
+``MONITOR_REDIS_TIMEOUT`` seconds each, never retried) through the project's
+one Redis call path; between scrapes the exporter does nothing. When Redis
+does not answer, or answers with an error, the scrape still succeeds, with
+``crawler_redis_up 0`` (see :class:`monitor.collector.CrawlerCollector`). The
+log has one line when it starts listening, one when Redis answered at start,
+one per Redis state change (``Redis connection lost ...``, ``Redis reconnected
+at ...``), one per error reply (with its command) and one when it stops.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound;
 2 for bad settings or options.
@@ -22,9 +25,10 @@ from types import FrameType
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
-from monitor.collector import CrawlerCollector, RedisState
+from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
 from spiders_project.config import add_settings_option, load_settings, parse_overrides
+from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from spiders_project.redis_connection import sync_client
 
 logger = logging.getLogger("monitor")
@@ -48,6 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=settings.get("LOG_LEVEL"), format=LOG_FORMAT, stream=sys.stderr)
     try:
         config = MonitorConfig.from_settings(settings)
+        # Scrapes never wait on its backoff (they are not retried); it is here
+        # for its state and its log lines, shared with every other process.
+        state = RedisState.from_settings(settings, logger)
     except ValueError as exc:
         logger.error("%s", exc)
         return 2
@@ -66,9 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # must answer (with crawler_redis_up 0) before Prometheus gives up on it.
     settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
     client = sync_client(settings)
-    state = RedisState(settings.get("REDIS_URL"))
     collector = CrawlerCollector(
-        client, config.spiders, worker_retention=config.worker_retention, state=state
+        SyncRedisCalls(client, state), config.spiders, worker_retention=config.worker_retention
     )
     registry = CollectorRegistry()
     registry.register(collector)
@@ -87,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ", ".join(config.spiders),
         state.url,
     )
-    collector.read()  # logs whether Redis answers now, rather than at the first scrape
+    # Whether Redis answers now, rather than at the first scrape (the state
+    # logs only changes, and starts out assuming Redis is there).
+    if collector.read() is not None:
+        logger.info("Redis connected at %s", state.url)
     while not stop.wait(1.0):
         pass
     server.shutdown()

@@ -13,7 +13,6 @@ come and go, so they are what throughput panels and ``increase()`` should use.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -23,68 +22,60 @@ from prometheus_client.registry import Collector
 
 from monitor.snapshot import QUEUES, REJECTED, ClusterView, SpiderView, read_cluster
 from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES, RESPONSES
-from spiders_project.redis_connection import mask_url
+from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger("monitor")
 
 
-class RedisState:
-    """Whether Redis answered the last read: one log line per change."""
-
-    def __init__(self, url: str) -> None:
-        self.url = mask_url(url)
-        self.up: bool | None = None
-        self._lock = threading.Lock()
-
-    def ok(self) -> None:
-        with self._lock:
-            if self.up is not True:
-                logger.info("Redis connected at %s", self.url)
-            self.up = True
-
-    def failed(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.up is not False:
-                logger.warning(
-                    "Redis unreachable at %s (%s: %s); reporting crawler_redis_up 0",
-                    self.url,
-                    type(exc).__name__,
-                    exc,
-                )
-            self.up = False
-
-
 class CrawlerCollector(Collector):
-    """Every ``crawler_*`` metric, from one :func:`read_cluster` per scrape."""
+    """Every ``crawler_*`` metric, from one :func:`read_cluster` per scrape.
+
+    ``crawler_redis_up`` is 0, and no family but it and the scrape duration is
+    exposed, whenever this scrape could not read the crawl's state:
+
+    - Redis unreachable, or refusing for a while what it would take later
+      (LOADING after a restart, BUSY during a long script; see
+      ``redis_calls.classify``): :class:`RedisUnavailable` at once, never
+      retried within a scrape. The shared state logs one line when this
+      starts, and one when a lost connection comes back.
+    - Redis answering a read with an error that does not pass by itself, e.g.
+      WRONGTYPE on a key someone overwrote: the call path logs the reply with
+      its command, on every scrape until the key is fixed.
+
+    0 rather than 1 with the broken families left out: a pipeline's first
+    error reply fails the whole read, so there is no partial reading to
+    expose without reading each family on its own, and an exporter that
+    cannot read the crawl is what ``CrawlerRedisDown`` (``crawler_redis_up ==
+    0``) is for; its log says which case it is.
+    """
 
     def __init__(
         self,
-        client: redis.Redis,
+        calls: SyncRedisCalls,
         spiders: Sequence[str],
         *,
         worker_retention: float,
-        state: RedisState,
     ) -> None:
-        self.client = client
+        self.calls = calls
         self.spiders = tuple(spiders)
         self.worker_retention = worker_retention
-        self.state = state
 
     def read(self) -> ClusterView | None:
-        """The cluster's state, or None when Redis does not answer (logged once)."""
+        """The cluster's state, or None when this scrape cannot read it (see the class)."""
         try:
-            view = read_cluster(self.client, self.spiders, worker_retention=self.worker_retention)
-        except (redis.RedisError, OSError) as exc:
-            self.state.failed(exc)
-            return None
-        self.state.ok()
-        return view
+            return read_cluster(self.calls, self.spiders, worker_retention=self.worker_retention)
+        except RedisUnavailable:
+            return None  # the state logged the change
+        except redis.RedisError:
+            return None  # the call path logged the reply with its command
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         view = self.read()
         up = GaugeMetricFamily(
-            "crawler_redis_up", "1 if the exporter could read Redis during this scrape, else 0."
+            "crawler_redis_up",
+            "1 if the exporter could read the crawl's state from Redis during this scrape, "
+            "else 0 (its log says why).",
         )
         up.add_metric([], 1 if view is not None else 0)
         yield up

@@ -6,6 +6,10 @@ of workers), Redis' clock and its memory; the second reads each listed
 worker's hash and heartbeat. The cost does not depend on how many stats there
 are, and nothing here writes. Both the exporter and ``scrapy crawlstatus``
 show what this returns.
+
+Both round trips go through the process' :class:`SyncRedisCalls` as reads
+that are never retried: a reader shows "Redis down" now rather than wait
+for it, and decides itself when to look again.
 """
 
 from __future__ import annotations
@@ -16,10 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import redis
-
 from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES, RESPONSES
 from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import SyncRedisCalls
 
 # Labels of crawler_queue_length, in display order. "leases" are requests a
 # worker is fetching; "rejected" is the sum of the four :rejected lists.
@@ -68,18 +71,22 @@ class ClusterView:
 
 
 def read_cluster(
-    client: redis.Redis,
+    calls: SyncRedisCalls,
     spiders: Sequence[str],
     *,
     worker_retention: float,
     samples: bool = False,
 ) -> ClusterView:
-    """Read the state of ``spiders``; raises redis errors (the caller decides what down means).
+    """Read the state of ``spiders`` (the caller decides what down means).
 
-    Workers whose last publish is older than ``worker_retention`` seconds are
-    left out (their entry is dropped by the next publish of any worker).
+    Raises :class:`~spiders_project.redis_calls.RedisUnavailable` at once when
+    Redis is unreachable, loading or busy (``calls.state`` logs the change),
+    and the redis error of a reply that will not pass by itself, e.g. a key of
+    the wrong type (``calls`` logs it with the command). Workers whose last
+    publish is older than ``worker_retention`` seconds are left out (their
+    entry is dropped by the next publish of any worker).
     """
-    pipe = client.pipeline(transaction=False)
+    pipe = calls.client.pipeline(transaction=False)
     pipe.time()
     pipe.info("memory")
     for spider in spiders:
@@ -93,7 +100,7 @@ def read_cluster(
         pipe.zrange(k.workers, 0, -1, withscores=True)
         if samples:
             pipe.zrange(k.stats_samples, 0, -1)
-    replies = pipe.execute()
+    replies = calls.call("read_cluster", pipe.execute, retry=False, writes=False)
     seconds, micros = replies[0]
     now = seconds + micros / 1e6
     memory = replies[1]
@@ -122,7 +129,7 @@ def read_cluster(
         }
         oldest = now - worker_retention
         listed[spider] = [(m.decode(), score) for m, score in r[15] if score >= oldest]
-    workers = _read_workers(client, listed)
+    workers = _read_workers(calls, listed)
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -135,18 +142,18 @@ def read_cluster(
 
 
 def _read_workers(
-    client: redis.Redis, listed: dict[str, list[tuple[str, float]]]
+    calls: SyncRedisCalls, listed: dict[str, list[tuple[str, float]]]
 ) -> dict[str, list[WorkerView]]:
     """Second round trip: the hash and heartbeat of every listed worker."""
     found: dict[str, list[WorkerView]] = {spider: [] for spider in listed}
     if not any(listed.values()):
         return found
-    pipe = client.pipeline(transaction=False)
+    pipe = calls.client.pipeline(transaction=False)
     for spider, workers in listed.items():
         k = RedisKeys(spider)
         for worker, _ in workers:
             pipe.hgetall(k.worker_stats(worker)).exists(k.worker_heartbeat(worker))
-    replies = iter(pipe.execute())
+    replies = iter(calls.call("read_cluster workers", pipe.execute, retry=False, writes=False))
     for spider, workers in listed.items():
         for worker, last_seen in workers:
             stats, alive = next(replies), next(replies)

@@ -52,19 +52,18 @@ class RedisKeys:
         """Hash host -> delay (ms) the site asked for (robots.txt Crawl-delay)."""
         return self._key("requests:host_delays")
 
-    @property
-    def host_last_fetch(self) -> str:
-        """Hash host -> time (ms) the cluster last sent it a request (dispatch gate)."""
-        return self._key("requests:host_last_fetch")
+    def host_turn(self, host: str) -> str:
+        """Exists for a host's delay after the cluster last sent it a request (dispatch gate)."""
+        return self._key(f"requests:turn:{host}")
 
     @property
     def leases(self) -> str:
-        """Requests popped by a worker and not yet done: sorted by deadline (ms)."""
+        """Lease ids ("<host:pid:run>/<n>") of requests popped and not done, by deadline (ms)."""
         return self._key("requests:leases")
 
     @property
     def lease_info(self) -> str:
-        """Hash leased request -> "<queue score> <host>", to put it back in place."""
+        """Hash lease id -> "<queue score> <#host> <host><request>", to put it back in place."""
         return self._key("requests:lease_info")
 
     @property

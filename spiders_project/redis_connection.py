@@ -3,18 +3,54 @@
 Workers talk to Redis with ``redis.asyncio`` on Scrapy's asyncio reactor, so
 no Redis call ever blocks the event loop; the db_writer and the commands use
 the synchronous client. Both get the same URL, timeouts and no hidden retry
-loop: redis-py's default retry sleeps synchronously, and reconnection is
-handled (with backoff and one log line per state change) by our callers.
+loop: redis-py's default retry sleeps synchronously, and every error is
+classified, retried with backoff and logged once per state change by the one
+call path of each process (``spiders_project.redis_calls``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+from redis.connection import parse_url
 from scrapy.settings import BaseSettings
+
+from spiders_project.config import SettingsReader
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    """How every process reaches Redis: ``REDIS_URL``, its timeout and reconnect backoff."""
+
+    url: str
+    socket_timeout: float
+    backoff: float
+    backoff_max: float
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RedisConfig:
+        read = SettingsReader(settings)
+        url = read.getstr("REDIS_URL")
+        try:
+            parse_url(url)
+        except ValueError as exc:
+            # A URL may hold a password: never echo it unmasked.
+            try:
+                shown = repr(mask_url(url))
+            except ValueError:
+                shown = "(not shown: it may hold a password)"
+            read.fail("REDIS_URL", str(exc).replace(url, "<REDIS_URL>"), shown)
+        backoff = read.getfloat("REDIS_RECONNECT_BACKOFF", above=0)
+        return cls(
+            url=url,
+            socket_timeout=read.getfloat("REDIS_SOCKET_TIMEOUT", above=0),
+            backoff=backoff,
+            backoff_max=read.getfloat("REDIS_RECONNECT_BACKOFF_MAX", minimum=backoff),
+        )
 
 
 def mask_url(url: str) -> str:
@@ -28,8 +64,8 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-def _client_kwargs(settings: BaseSettings) -> dict[str, Any]:
-    timeout = settings.getfloat("REDIS_SOCKET_TIMEOUT")
+def _client_kwargs(config: RedisConfig) -> dict[str, Any]:
+    timeout = config.socket_timeout
     return {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
@@ -41,12 +77,14 @@ def _client_kwargs(settings: BaseSettings) -> dict[str, Any]:
 
 def sync_client(settings: BaseSettings) -> redis.Redis:
     """A blocking client for processes that own their thread (db_writer, commands)."""
-    return redis.Redis.from_url(settings.get("REDIS_URL"), **_client_kwargs(settings))
+    config = RedisConfig.from_settings(settings)
+    return redis.Redis.from_url(config.url, **_client_kwargs(config))
 
 
 def async_client(settings: BaseSettings) -> redis.asyncio.Redis:
     """A client for code running on the worker's asyncio reactor."""
-    return redis.asyncio.Redis.from_url(settings.get("REDIS_URL"), **_client_kwargs(settings))
+    config = RedisConfig.from_settings(settings)
+    return redis.asyncio.Redis.from_url(config.url, **_client_kwargs(config))
 
 
 def unreachable_message(settings: BaseSettings, exc: BaseException) -> str:
@@ -67,13 +105,3 @@ def ping_or_message(settings: BaseSettings) -> str | None:
     finally:
         client.close()
     return None
-
-
-# Errors after which a call may succeed once Redis is back.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.BusyLoadingError,
-    ConnectionError,
-    OSError,
-)

@@ -7,6 +7,7 @@ and the monitor load this same module, so a default never lives twice.
 """
 
 import os
+from typing import Any
 
 BOT_NAME = "spiders_project"
 SPIDER_MODULES = ["spiders_project.spiders"]
@@ -14,7 +15,13 @@ NEWSPIDER_MODULE = "spiders_project.spiders"
 COMMANDS_MODULE = "spiders_project.commands"
 
 
-def _env(name: str, default: str) -> str:
+def _env(name: str, default: Any) -> Any:
+    """The environment's text for ``name`` if set, else ``default``.
+
+    Never parsed here: a setting is parsed where it is read, by a typed
+    config (``spiders_project.config.SettingsReader``) or Scrapy's typed
+    getters, so a bad value gives one line naming it, not an import traceback.
+    """
     return os.environ.get(name, default)
 
 
@@ -25,7 +32,7 @@ REDIS_URL = _env("REDIS_URL", "redis://localhost:6379/0")
 # sqlite:///relative.db, sqlite:////abs/path.db, postgresql://user@host/db.
 DB_URL = _env("DB_URL", "sqlite:///data/items.db")
 # Seconds to wait for Redis to answer before a call counts as failed.
-REDIS_SOCKET_TIMEOUT = float(_env("REDIS_SOCKET_TIMEOUT", "10"))
+REDIS_SOCKET_TIMEOUT = _env("REDIS_SOCKET_TIMEOUT", 10.0)
 # Reconnect backoff: first wait and cap, in seconds (doubles each failure).
 REDIS_RECONNECT_BACKOFF = 0.2
 REDIS_RECONNECT_BACKOFF_MAX = 5.0
@@ -46,9 +53,18 @@ FRONTIER_FLUSH_INTERVAL = 0.05
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0
+# Seconds a worker with nothing leasable waits before asking Redis again
+# (less when the ready-set says when the next host's turn comes).
+FRONTIER_EMPTY_POLL_INTERVAL = 0.25
 # Fingerprints of links this worker already sent to the shared dupefilter,
 # kept in memory (about 100 bytes each) so a repeated link is dropped without
 # being encoded and sent to Redis; 0 sends every link to Redis.
+# The rule that keeps it safe: the cache never outlives what Redis knows. It
+# is emptied whenever the worker reconnects to Redis and whenever Redis'
+# run_id changes (a restart, a failover), because such a Redis may have lost
+# fingerprints it had acknowledged (appendfsync everysec, a lagging replica),
+# and a link found in the cache is never sent again (stat
+# frontier/seen_cache_cleared).
 FRONTIER_SEEN_CACHE = 100_000
 # A popped request is leased for this many seconds; a live worker renews its
 # leases every third of it, so only a dead worker's leases expire and are put
@@ -61,22 +77,28 @@ FRONTIER_CLOSE_TIMEOUT = 10.0
 # --- Politeness, cluster-wide --------------------------------------------------
 # Seconds between two fetches from one host by the whole cluster (not per
 # worker). Enforced by the frontier; each worker's own downloader delay is 0.
-DOWNLOAD_DELAY = float(_env("DOWNLOAD_DELAY", "0"))
-# Per-host overrides, {"host[:port]": seconds}.
+DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
+# Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
+# names it: lower-case, punycode for IDN, without the scheme's default port.
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
 # Added to every non-zero delay by the dispatch gate (seconds): absorbs the
 # time between a granted turn and the request reaching the wire.
 POLITENESS_GUARD = 0.01
+# Added on top of POLITENESS_GUARD to the spacing of rendered navigations
+# (seconds): after its turn, a navigation still crosses Node, Chromium and
+# scrapy-playwright's route handler before it reaches the wire, 5-30 ms
+# measured here (spiders_project/politeness/turns.py).
+NAVIGATION_GUARD = 0.05
 # Retry-After of a 429/503 answer pauses its host for that long, capped here.
 RETRY_AFTER_MAX = 600.0
 DOWNLOADER_MIDDLEWARES = {
     # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
     "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
     # Just after it: sees every 429/503 (Retry-After) and robots.txt answer.
-    "spiders_project.middlewares.politeness.SitePacingMiddleware": 560,
+    "spiders_project.politeness.middlewares.SitePacingMiddleware": 560,
     # Last of all, right before the download: the cluster-wide turn of a
     # delayed host is granted here, so the site sees the delay.
-    "spiders_project.middlewares.politeness.HostGateMiddleware": 990,
+    "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
 }
 
 # --- Dead letters ----------------------------------------------------------------
@@ -88,9 +110,14 @@ DEAD_LETTERS_ENABLED = True
 # worker has room, and polled this often (seconds) when the list is empty.
 SEED_BATCH_SIZE = 16
 SEED_POLL_INTERVAL = 1.0
+# Each poll reads the oldest SEED_BATCH_SIZE x SEED_SPREAD seeds and takes
+# SEED_BATCH_SIZE of them at random, so workers polling together mostly claim
+# different seeds and intake grows with their number; 1 makes every worker
+# race for the same oldest seeds.
+SEED_SPREAD = 8
 # Exit (status 0) after this many seconds with nothing to do anywhere in the
 # cluster; 0 waits for new seeds forever. Name kept from scrapy-redis.
-MAX_IDLE_TIME_BEFORE_CLOSE = int(_env("MAX_IDLE_TIME_BEFORE_CLOSE", "0"))
+MAX_IDLE_TIME_BEFORE_CLOSE = _env("MAX_IDLE_TIME_BEFORE_CLOSE", 0)
 
 # --- Item buffer and db_writer -----------------------------------------------
 ITEM_PIPELINES = {
@@ -98,28 +125,45 @@ ITEM_PIPELINES = {
 }
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.
-ITEM_BUFFER_MAX = int(_env("ITEM_BUFFER_MAX", "100000"))
+ITEM_BUFFER_MAX = _env("ITEM_BUFFER_MAX", 100_000)
 # ... and resume once it is below this fraction of ITEM_BUFFER_MAX.
 ITEM_BUFFER_RESUME = 0.8
+# Seconds between looks at the buffer's length while fetching (it also rides
+# on every write transaction), and while paused (an LLEN each time).
+ITEM_BUFFER_CHECK_INTERVAL = 0.2
+ITEM_BUFFER_PAUSED_CHECK_INTERVAL = 1.0
 # The db_writer commits at most this many items per transaction ...
-DB_WRITER_BATCH_SIZE = int(_env("DB_WRITER_BATCH_SIZE", "500"))
+DB_WRITER_BATCH_SIZE = _env("DB_WRITER_BATCH_SIZE", 500)
 # ... and waits at most this many seconds to fill a batch before writing it.
-DB_WRITER_MAX_WAIT = float(_env("DB_WRITER_MAX_WAIT", "1.0"))
+DB_WRITER_MAX_WAIT = _env("DB_WRITER_MAX_WAIT", 1.0)
+# Longest single wait for the buffer to fill, in seconds: an idle writer makes
+# one blocking call this often, so it notices stop requests and keeps its lock
+# fresh without spinning.
+DB_WRITER_IDLE_WAIT = 1.0
+# Retry backoff after a database error: first wait and cap, in seconds
+# (doubles each failure). Redis has its own, REDIS_RECONNECT_BACKOFF(_MAX).
+DB_WRITER_RETRY_BACKOFF = 0.5
+DB_WRITER_RETRY_BACKOFF_MAX = 30.0
+# Seconds the db_writer's lock outlives its last refresh. A writer refreshes it
+# at every batch and about every third of it when idle or retrying, so only a
+# writer that is dead (or stuck this long) loses it, and a standby takes over
+# at most this long after a crash (a clean stop releases the lock at once).
+DB_WRITER_LOCK_TTL = 10.0
 
 # --- The spider ----------------------------------------------------------------
 # Link extraction stays on the seed's host; set 0 for no depth limit.
-DEPTH_LIMIT = int(_env("DEPTH_LIMIT", "0"))
-CONCURRENT_REQUESTS = int(_env("CONCURRENT_REQUESTS", "32"))
-CONCURRENT_REQUESTS_PER_DOMAIN = int(_env("CONCURRENT_REQUESTS_PER_DOMAIN", "16"))
+DEPTH_LIMIT = _env("DEPTH_LIMIT", 0)
+CONCURRENT_REQUESTS = _env("CONCURRENT_REQUESTS", 32)
+CONCURRENT_REQUESTS_PER_DOMAIN = _env("CONCURRENT_REQUESTS_PER_DOMAIN", 16)
 # Outputs (items and requests) of one response processed in parallel. Scrapy
 # 2.19 starts this many asyncio tasks for every response whatever it yields;
 # its default of 100 cost a third of a worker's CPU (docs/BENCHMARKS.md), and
 # our pipelines never wait, so a few are plenty.
 CONCURRENT_ITEMS = 16
-DOWNLOAD_TIMEOUT = int(_env("DOWNLOAD_TIMEOUT", "30"))
-ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", "false").lower() in ("1", "true", "yes")
+DOWNLOAD_TIMEOUT = _env("DOWNLOAD_TIMEOUT", 30)
+ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", False)
 USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
-RETRY_TIMES = int(_env("RETRY_TIMES", "2"))
+RETRY_TIMES = _env("RETRY_TIMES", 2)
 LOG_LEVEL = _env("LOG_LEVEL", "INFO")
 
 # --- Rendering -------------------------------------------------------------------
@@ -192,7 +236,7 @@ RENDER_DEADLINE = 90.0
 # on the network; at 4 a worker with its browser takes about 0.8 GB (PSS;
 # docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
 # CONCURRENT_REQUESTS only.
-RENDER_CONCURRENCY = int(_env("RENDER_CONCURRENCY", "4"))
+RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # Bounded memory: a browser context is closed and replaced after this many
 # pages, and Chromium restarted after this many (when its pages are done).
 RENDER_PAGES_PER_CONTEXT = 100
@@ -233,9 +277,13 @@ RENDER_CRASH_RETRIES = 2
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+# Scrapy's per-worker random delay factor: the frontier spaces a host's
+# fetches cluster-wide, and ClusterPoliteness zeroes the per-worker delay.
 DOWNLOAD_DELAY_JITTER = 0
 EXTENSIONS = {
-    "spiders_project.extensions.politeness.ClusterPoliteness": 100,
+    # First: refuse to run if a Scrapy/Playwright internal we use is missing.
+    "spiders_project.extensions.internals_check.InternalsCheck": 50,
+    "spiders_project.politeness.extension.ClusterPoliteness": 100,
     "spiders_project.extensions.backpressure.ItemBackpressure": 110,
     "spiders_project.extensions.shutdown.GracefulShutdown": 120,
     # Heartbeat and stats in Redis for the monitor (see Monitoring below).
@@ -243,7 +291,7 @@ EXTENSIONS = {
 }
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
-SHUTDOWN_GRACE_PERIOD = float(_env("SHUTDOWN_GRACE_PERIOD", "30"))
+SHUTDOWN_GRACE_PERIOD = _env("SHUTDOWN_GRACE_PERIOD", 30.0)
 FEED_EXPORT_ENCODING = "utf-8"
 
 # --- Monitoring ------------------------------------------------------------------
@@ -263,7 +311,7 @@ STATS_WORKER_RETENTION = 900.0
 STATS_SAMPLES_RETENTION = 300.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
-MONITOR_PORT = int(_env("MONITOR_PORT", "9410"))
+MONITOR_PORT = _env("MONITOR_PORT", 9410)
 # ... the spiders it reports on (a list; comma-separated in the environment) ...
 MONITOR_SPIDERS = _env("MONITOR_SPIDERS", "distributed")
 # ... and the longest a scrape waits for Redis (seconds) before it answers

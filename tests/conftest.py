@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from mirakuru import TCPExecutor
+from port_for import get_port
 from pytest_redis import factories
 
 redis_proc = factories.redis_proc(port=None)
@@ -38,3 +40,35 @@ def procs():
     yield started
     for p in started:
         p.close()
+
+
+@pytest.fixture
+def start_redis(tmp_path):
+    """Start a redis-server of the test's own, on a free port; stopped after the test.
+
+    For tests that restart or reconfigure Redis (maxmemory, REPLICAOF,
+    persistence), which they must never do to a server they did not start.
+    ``start_redis("--appendonly", "yes")`` adds options (a later option wins
+    over the defaults: no persistence, data in the test's folder) and returns
+    the executor and the server's URL.
+    """
+    started: list[TCPExecutor] = []
+
+    def start(*options: str) -> tuple[TCPExecutor, str]:
+        port = get_port(None)
+        datadir = tmp_path / f"redis-{port}"
+        datadir.mkdir()
+        executor = TCPExecutor(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(datadir)]
+            + ["--save", "", "--appendonly", "no", *options],
+            host="127.0.0.1",
+            port=port,
+            timeout=30,
+        )
+        executor.start()
+        started.append(executor)
+        return executor, f"redis://127.0.0.1:{port}/0"
+
+    yield start
+    for executor in started:
+        executor.stop()

@@ -1,4 +1,5 @@
-"""``scrapy crawl``, refusing to start with one clear line when Redis is away."""
+"""``scrapy crawl``, refusing to start with one clear line when a setting cannot work
+or Redis is away."""
 
 from __future__ import annotations
 
@@ -6,19 +7,57 @@ import argparse
 import sys
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.settings import BaseSettings
 
-from spiders_project.redis_connection import ping_or_message
+from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
+from spiders_project.extensions.backpressure import BackpressureConfig
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.redis_connection import RedisConfig, ping_or_message
+from spiders_project.rendering.config import RenderConfig
+from spiders_project.scrapy_redis_compat import setting_problems
+
+
+def check_worker_settings(settings: BaseSettings) -> None:
+    """Read every setting a worker uses, as its components will, so that a bad
+    value fails here with one line (ConfigError) instead of as a traceback from
+    inside the engine, after the spider has opened."""
+    RedisConfig.from_settings(settings)
+    FrontierConfig.from_settings(settings)
+    HostPoliteness.from_settings(settings)
+    BackpressureConfig.from_settings(settings)
+    RenderConfig.from_settings(settings)
+    read = SettingsReader(settings)
+    # Scrapy's own settings that deployments set from the environment.
+    read.getint("DEPTH_LIMIT", minimum=0)
+    read.getfloat("DOWNLOAD_TIMEOUT", above=0)
+    read.getint("RETRY_TIMES", minimum=0)
+    read.getbool("ROBOTSTXT_OBEY")
+    read.getfloat("SHUTDOWN_GRACE_PERIOD", minimum=0)
+    read.getfloat("RETRY_AFTER_MAX", minimum=0)
+    read.getfloat("NAVIGATION_GUARD", minimum=0)
 
 
 class Command(ScrapyCrawlCommand):
-    """Scrapy's crawl command, plus a Redis check before anything starts.
+    """Scrapy's crawl command, plus checks before anything starts.
 
-    Without it an unreachable Redis surfaces as a traceback from deep inside
-    the engine, after the spider has been opened.
+    Without them a bad setting or an unreachable Redis surfaces as a
+    traceback from deep inside the engine, after the spider has been opened.
+    A setting problem exits with status 2, an unreachable Redis with 1.
     """
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
+        problems = setting_problems(self.settings)
+        try:
+            check_worker_settings(self.settings)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        if problems:
+            for problem in problems:
+                print(f"ERROR: {problem}", file=sys.stderr)
+            self.exitcode = CONFIG_EXIT_STATUS
+            return
         message = ping_or_message(self.settings)
         if message is not None:
             print(f"ERROR: {message}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
 
 from monitor.snapshot import (
     QUEUES,
@@ -32,11 +34,14 @@ from monitor.snapshot import (
     read_cluster,
 )
 from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES
-from spiders_project.redis_connection import mask_url, sync_client
+from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
+from spiders_project.redis_connection import mask_url
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0
 _CLEAR = "\x1b[H\x1b[2J"
+
+logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCommand):
@@ -97,15 +102,19 @@ class Command(ScrapyCommand):
         spiders = opts.spider or self.settings.getlist("MONITOR_SPIDERS")
         retention = self.settings.getfloat("STATS_WORKER_RETENTION")
         url = mask_url(self.settings.get("REDIS_URL"))
-        client = sync_client(self.settings)
+        calls = redis_calls(self.settings)
+        client = calls.client
         live = not opts.once
         clear = live and sys.stdout.isatty()
         try:
             while True:
                 try:
-                    view = read_cluster(client, spiders, worker_retention=retention, samples=True)
-                except (redis.RedisError, OSError) as exc:
-                    message = f"cannot read Redis at {url}: {type(exc).__name__}: {exc}"
+                    view = read_cluster(calls, spiders, worker_retention=retention, samples=True)
+                except (RedisUnavailable, redis.RedisError) as exc:
+                    # Unreachable, loading or busy (its cause), or an error
+                    # reply such as WRONGTYPE on a broken key (with its command).
+                    cause = exc.cause if isinstance(exc, RedisUnavailable) else exc
+                    message = f"cannot read Redis at {url}: {type(cause).__name__}: {cause}"
                     if not live:
                         print(f"ERROR: {message}", file=sys.stderr)
                         self.exitcode = 1
@@ -127,6 +136,11 @@ class Command(ScrapyCommand):
             pass
         finally:
             client.close()
+
+
+def redis_calls(settings: BaseSettings) -> SyncRedisCalls:
+    """The command's call path to Redis (see ``redis_calls.one_shot_calls``)."""
+    return one_shot_calls(settings, logger)
 
 
 def render(view: ClusterView, url: str, window: float) -> str:

@@ -13,27 +13,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
 import sys
 from typing import Any
 
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
 
+from spiders_project.config import exit_on_config_error
 from spiders_project.frontier.dead_letters import DeadLetter, requeue
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import (
-    CONNECTION_ERRORS,
-    ping_or_message,
-    sync_client,
-    unreachable_message,
+from spiders_project.redis_calls import (
+    ErrorKind,
+    RedisUnavailable,
+    SyncRedisCalls,
+    classify,
+    error_code,
+    one_shot_calls,
 )
+from spiders_project.redis_connection import mask_url, unreachable_message
 
 ACTIONS = ("list", "requeue", "purge")
 DEFAULT_SPIDER = "distributed"
 # Entries ``list`` shows without --limit (newest first).
 DEFAULT_LIST_LIMIT = 20
+# What redis-py puts before an error reply met in a pipeline or transaction.
+_PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
+
+logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCommand):
@@ -82,34 +93,55 @@ class Command(ScrapyCommand):
             raise UsageError("purge takes no --limit", print_help=False)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        """One action, each Redis call sent once: any failure is one line and exit status 1."""
         assert self.settings is not None
-        message = ping_or_message(self.settings)
-        if message is not None:
-            self._fail(message)
-            return
+        action = args[0]
         keys = RedisKeys(opts.spider)
-        client = sync_client(self.settings)
+        with exit_on_config_error("scrapy deadletters"):
+            calls = redis_calls(self.settings)
         try:
-            if args[0] == "list":
-                self._list(client, keys, opts.limit or DEFAULT_LIST_LIMIT, opts.json)
-            elif args[0] == "requeue":
-                self._requeue(client, keys, None if opts.all else opts.limit)
+            if action == "list":
+                self._list(calls, keys, opts.limit or DEFAULT_LIST_LIMIT, opts.json)
+            elif action == "requeue":
+                self._requeue(calls, keys, None if opts.all else opts.limit)
             else:
-                self._purge(client, keys)
-        except CONNECTION_ERRORS as exc:
-            self._fail(unreachable_message(self.settings, exc))
+                self._purge(calls, keys)
+        except RedisUnavailable as exc:
+            self._fail(self._unavailable(exc.cause, action, keys))
         except redis.RedisError as exc:
             self._fail(f"Redis error: {type(exc).__name__}: {exc}")
         finally:
-            client.close()
+            calls.client.close()
+
+    def _unavailable(self, cause: BaseException, action: str, keys: RedisKeys) -> str:
+        assert self.settings is not None
+        if classify(cause) is ErrorKind.CONNECTION:
+            return unreachable_message(self.settings, cause)
+        # OOM, READONLY, MISCONF, LOADING, BUSY...: one batch is one transaction,
+        # so what was not requeued is still in the dead list.
+        code = error_code(cause) or type(cause).__name__
+        reply = _PIPELINE_PREFIX.sub("", str(cause), count=1)
+        reason = reply if reply.startswith(code) else f"{code} {reply}"
+        refused = "writes" if action != "list" else "reads"
+        line = f"Redis refuses {refused} ({reason}) at {mask_url(self.settings.get('REDIS_URL'))}"
+        if action == "requeue":
+            line += f"; entries not requeued are still in {keys.dead}"
+        return line
 
     def _fail(self, message: str) -> None:
         print(f"ERROR: {message}", file=sys.stderr)
         self.exitcode = 1
 
-    def _list(self, client: redis.Redis, keys: RedisKeys, limit: int, as_json: bool) -> None:
-        with client.pipeline(transaction=True) as pipe:
-            total, raw_entries = pipe.llen(keys.dead).lrange(keys.dead, 0, limit - 1).execute()
+    def _list(self, calls: SyncRedisCalls, keys: RedisKeys, limit: int, as_json: bool) -> None:
+        def read() -> list[Any]:
+            # Not MULTI: Redis refuses every command queued in a transaction
+            # while it is out of memory, and an operator looks at the dead
+            # letters then too. A letter pushed between the two reads only
+            # makes the total one ahead of the entries shown.
+            with calls.client.pipeline(transaction=False) as pipe:
+                return pipe.llen(keys.dead).lrange(keys.dead, 0, limit - 1).execute()
+
+        total, raw_entries = calls.call("list dead letters", read, retry=False, writes=False)
         if as_json:
             entries: list[Any] = []
             for raw in raw_entries:
@@ -129,22 +161,25 @@ class Command(ScrapyCommand):
             print(f"{letter.failed_at}  {letter.attempts}  {letter.error}  {letter.url}")
         print(f"{total} dead letters in {keys.dead} (showing {len(raw_entries)}, newest first)")
 
-    def _requeue(self, client: redis.Redis, keys: RedisKeys, limit: int | None) -> None:
+    def _requeue(self, calls: SyncRedisCalls, keys: RedisKeys, limit: int | None) -> None:
         assert self.settings is not None
         if limit is None:
             # Only what is there now: requests requeued now may fail again
             # while we run, and must not be taken a second time.
-            limit = int(client.llen(keys.dead))
+            limit = int(calls.command("LLEN", keys.dead, retry=False, writes=False))
 
         def rejected(raw: bytes, reason: str) -> None:
             print(f"Not a dead letter ({reason}), moved to {keys.dead_rejected}: {raw[:200]!r}")
 
-        result = requeue(
-            client,
-            keys,
-            limit,
-            retry_priority_adjust=self.settings.getint("RETRY_PRIORITY_ADJUST"),
-            on_rejected=rejected,
+        adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
+        # One try: the operator reads why it stopped and runs it again; batches
+        # already requeued have left the dead list, so none is requeued twice.
+        result = calls.call(
+            "requeue dead letters",
+            lambda: requeue(
+                calls.client, keys, limit, retry_priority_adjust=adjust, on_rejected=rejected
+            ),
+            retry=False,
         )
         line = f"Requeued {result.requeued} dead letters from {keys.dead}"
         if result.rejected:
@@ -152,7 +187,15 @@ class Command(ScrapyCommand):
             line += f"; {moved} moved to {keys.dead_rejected}"
         print(line)
 
-    def _purge(self, client: redis.Redis, keys: RedisKeys) -> None:
-        with client.pipeline(transaction=True) as pipe:
-            total, _ = pipe.llen(keys.dead).delete(keys.dead).execute()
+    def _purge(self, calls: SyncRedisCalls, keys: RedisKeys) -> None:
+        def purge() -> list[Any]:
+            with calls.client.pipeline(transaction=True) as pipe:
+                return pipe.llen(keys.dead).delete(keys.dead).execute()
+
+        total, _ = calls.call("purge dead letters", purge, retry=False)
         print(f"Purged {total} dead letters from {keys.dead}")
+
+
+def redis_calls(settings: BaseSettings) -> SyncRedisCalls:
+    """The command's call path to Redis (see ``redis_calls.one_shot_calls``)."""
+    return one_shot_calls(settings, logger)

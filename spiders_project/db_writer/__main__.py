@@ -16,13 +16,23 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from spiders_project.config import add_settings_option, load_settings, parse_overrides
+import redis
+
+from spiders_project.config import (
+    ConfigError,
+    add_settings_option,
+    exit_on_config_error,
+    load_settings,
+    log_level,
+    parse_overrides,
+)
 from spiders_project.db_writer.db_url import DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.stores import StoreUnavailable, open_store
-from spiders_project.db_writer.writer import ItemWriter, WriterConfig
+from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import mask_url, ping_or_message, sync_client
+from spiders_project.redis_calls import RedisState, SyncRedisCalls
+from spiders_project.redis_connection import RedisConfig, mask_url, ping_or_message, sync_client
 
 logger = logging.getLogger("spiders_project.db_writer")
 
@@ -55,12 +65,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     settings = load_settings(args.overrides)
-    logging.basicConfig(level=settings.get("LOG_LEVEL"), format=LOG_FORMAT, stream=sys.stderr)
+    with exit_on_config_error("db_writer"):
+        level = log_level(settings)
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
 
     try:
         db_url = parse_db_url(settings.get("DB_URL"))
         config = WriterConfig.from_settings(settings)
-    except (DbUrlError, ValueError) as exc:
+        RedisConfig.from_settings(settings)
+    except (DbUrlError, ConfigError) as exc:
         logger.error("%s", exc)
         return 2
     message = ping_or_message(settings)
@@ -74,9 +87,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     redis_url = mask_url(settings.get("REDIS_URL"))
-    queue = ItemQueue(sync_client(settings), RedisKeys(args.spider))
+    state = RedisState.from_settings(settings, logger)
+    # The call path's sleep between retries ends at a stop request, so a writer
+    # waiting for Redis (away, or refusing writes) stops at the first signal.
+    stop = StopFlag()
+    calls = SyncRedisCalls(sync_client(settings), state, sleep=stop.sleep)
+    queue = ItemQueue(calls, RedisKeys(args.spider), config.lock_ttl)
     writer = ItemWriter(
-        queue, store, config, exit_when_empty=args.exit_when_empty, store_name=db_url.redacted()
+        queue,
+        store,
+        config,
+        stop=stop,
+        exit_when_empty=args.exit_when_empty,
+        store_name=db_url.redacted(),
     )
 
     def on_stop_signal(signum: int, _frame: object) -> None:
@@ -101,7 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.batch_size,
         config.max_wait,
     )
-    code = writer.run()
+    try:
+        code = writer.run()
+    except redis.RedisError as exc:
+        # A caller's error (a key of the wrong type, say): the call path logged
+        # the command; retrying cannot help, so exit for the supervisor to see.
+        logger.critical("stopping: Redis refused a call the db_writer needs (%s)", exc)
+        code = 1
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)  # a late second signal must not change the status
     return code

@@ -83,12 +83,16 @@ def parse_entries(entries: list[bytes]) -> tuple[list[Row], list[Rejected]]:
 
 
 def dedupe(rows: list[Row]) -> list[Row]:
-    """One row per url, the last one of the batch winning.
+    """One row per url: the newest ``scraped_at`` wins, the later entry on a tie.
 
-    An upsert statement may not touch the same row twice, and the later entry
-    is the newer version of the page.
+    An upsert statement may not touch the same row twice. As in the stores'
+    upserts, an older fetch replayed late never replaces a newer one.
     """
-    by_url = {row.url: row for row in rows}
+    by_url: dict[str, Row] = {}
+    for row in rows:
+        kept = by_url.get(row.url)
+        if kept is None or row.scraped_at >= kept.scraped_at:
+            by_url[row.url] = row
     if len(by_url) == len(rows):
         return rows
     return list(by_url.values())

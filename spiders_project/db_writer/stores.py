@@ -2,7 +2,11 @@
 
 Both keep one table, ``items``, keyed by url, and write a batch as one
 upsert in one transaction, so a replayed item updates its row instead of
-adding one. Driver errors leave a store as one of two exceptions, because
+adding one. Newer wins: a row is replaced only by an item whose
+``scraped_at`` is not older (ISO-8601 UTC text in SQLite, in one format, so
+text order is time order), so a late replay of an older fetch changes nothing.
+
+Driver errors leave a store as one of two exceptions, because
 the writer must treat them differently:
 
 - :class:`StoreUnavailable`: the database cannot take writes now (down,
@@ -102,6 +106,7 @@ class SqliteStore:
         ON CONFLICT (url) DO UPDATE SET
             spider = excluded.spider, data = excluded.data,
             scraped_at = excluded.scraped_at, written_at = excluded.written_at
+        WHERE excluded.scraped_at >= items.scraped_at
     """
     # Errors caused by a value in the rows rather than by the database's state.
     REFUSED = (sqlite3.DataError, OverflowError, UnicodeEncodeError)
@@ -191,6 +196,7 @@ class PostgresStore:
         ON CONFLICT (url) DO UPDATE SET
             spider = excluded.spider, data = excluded.data,
             scraped_at = excluded.scraped_at, written_at = excluded.written_at
+        WHERE excluded.scraped_at >= items.scraped_at
     """
     # Errors caused by a value in the rows (bad text, an index entry too large).
     REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError)

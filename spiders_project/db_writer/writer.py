@@ -4,6 +4,11 @@ One writer per spider: :class:`ItemQueue` enforces it with a lock key, and a
 second instance waits for it. The writer takes a batch into the processing
 list, writes it in one transaction, then acknowledges it; whatever a crashed
 writer left in the processing list is written first at the next start.
+
+Stopping is warm on the first SIGTERM: the batch in hand is committed and
+acknowledged. A stop requested while the writer waits for Redis (away, or
+refusing writes) or for the database ends the wait at once and leaves the
+batch in the processing list for the next start; a second SIGTERM kills.
 """
 
 from __future__ import annotations
@@ -16,21 +21,14 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
+from spiders_project.config import SettingsReader
 from spiders_project.db_writer.entries import Row, dedupe, parse_entries
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
 from spiders_project.db_writer.stores import RowsRefused, Store, StoreUnavailable
-from spiders_project.redis_connection import CONNECTION_ERRORS
+from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger(__name__)
 
-# Longest single wait for the buffer to fill, in seconds: an idle writer
-# makes one blocking call per second, so it notices stop requests and keeps
-# its lock fresh without spinning.
-IDLE_WAIT = 1.0
-# Retry backoff after a database error: first wait and cap, in seconds. Not
-# settings yet; DB_WRITER_RETRY_BACKOFF(_MAX) would be their names.
-DB_RETRY_BACKOFF = 0.5
-DB_RETRY_BACKOFF_MAX = 30.0
 # Sleeps are cut into slices this long, so a stop request is seen quickly.
 SLEEP_SLICE = 0.2
 
@@ -41,28 +39,31 @@ class WriterConfig:
 
     batch_size: int
     max_wait: float
-    redis_backoff: float
-    redis_backoff_max: float
+    idle_wait: float
+    retry_backoff: float
+    retry_backoff_max: float
+    lock_ttl: float
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> WriterConfig:
-        config = cls(
-            batch_size=settings.getint("DB_WRITER_BATCH_SIZE"),
-            max_wait=settings.getfloat("DB_WRITER_MAX_WAIT"),
-            redis_backoff=settings.getfloat("REDIS_RECONNECT_BACKOFF"),
-            redis_backoff_max=settings.getfloat("REDIS_RECONNECT_BACKOFF_MAX"),
+        read = SettingsReader(settings)
+        backoff = read.getfloat("DB_WRITER_RETRY_BACKOFF", above=0)
+        return cls(
+            batch_size=read.getint("DB_WRITER_BATCH_SIZE", minimum=1),
+            max_wait=read.getfloat("DB_WRITER_MAX_WAIT", minimum=0),
+            idle_wait=read.getfloat("DB_WRITER_IDLE_WAIT", above=0),
+            retry_backoff=backoff,
+            retry_backoff_max=read.getfloat("DB_WRITER_RETRY_BACKOFF_MAX", minimum=backoff),
+            lock_ttl=read.getfloat("DB_WRITER_LOCK_TTL", above=0),
         )
-        if config.batch_size < 1:
-            raise ValueError(f"DB_WRITER_BATCH_SIZE must be at least 1, not {config.batch_size}")
-        if config.max_wait < 0:
-            raise ValueError(f"DB_WRITER_MAX_WAIT must not be negative, not {config.max_wait}")
-        if not 0 < config.redis_backoff <= config.redis_backoff_max:
-            raise ValueError("need 0 < REDIS_RECONNECT_BACKOFF <= REDIS_RECONNECT_BACKOFF_MAX")
-        return config
 
 
 class Backoff:
-    """Exponential delays: ``first``, doubled after each failure, at most ``cap``."""
+    """Database retry delays: ``first``, doubled after each failure, at most ``cap``.
+
+    Redis has its own, shared by the whole process, in
+    :class:`~spiders_project.redis_calls.RedisState`.
+    """
 
     def __init__(self, first: float, cap: float) -> None:
         self.first = first
@@ -78,8 +79,31 @@ class Backoff:
         self._next = self.first
 
 
-class _Stop(Exception):
-    """Stop requested while Redis or the database is away: leave the batch in processing."""
+class StopRequested(Exception):
+    """A stop was requested while the writer waited (for Redis, the database or the lock)."""
+
+
+class StopFlag:
+    """The writer's stop request: set by a signal handler, seen by every wait of the process.
+
+    Its :meth:`sleep` is the Redis call path's sleep between retries
+    (``SyncRedisCalls(client, state, sleep=stop.sleep)``), so a writer
+    retrying a call while Redis is away or refuses writes stops at once.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep in slices; raise :class:`StopRequested` as soon as a stop is requested."""
+        end = time.monotonic() + seconds
+        while True:
+            if self.requested:
+                raise StopRequested
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(remaining, SLEEP_SLICE))
 
 
 class ItemWriter:
@@ -91,20 +115,26 @@ class ItemWriter:
         store: Store,
         config: WriterConfig,
         *,
+        stop: StopFlag | None = None,
         exit_when_empty: bool = False,
         store_name: str = "database",
     ) -> None:
         self.queue = queue
         self.store = store
         self.config = config
+        self.stop = stop if stop is not None else StopFlag()
         self.exit_when_empty = exit_when_empty
         self.store_name = store_name
-        self.redis_backoff = Backoff(config.redis_backoff, config.redis_backoff_max)
-        self.db_backoff = Backoff(DB_RETRY_BACKOFF, DB_RETRY_BACKOFF_MAX)
-        self.stopping = False
+        self.db_backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
         self._recovering = True
         self._have_lock = False
         self._db_down = False
+        # Entries taken into the processing list and not acknowledged yet.
+        self._in_hand = False
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.requested
 
     # --- stopping ---------------------------------------------------------------
 
@@ -113,9 +143,9 @@ class ItemWriter:
 
         Safe to call from a signal handler, and more than once.
         """
-        if self.stopping:
+        if self.stop.requested:
             return
-        self.stopping = True
+        self.stop.requested = True
         name = signal.Signals(signum).name if signum is not None else "request"
         logger.info("draining: finishing the batch in hand, then stopping (%s)", name)
 
@@ -123,26 +153,39 @@ class ItemWriter:
 
     def run(self) -> int:
         """Write batches until stopped (or, with ``exit_when_empty``, until nothing is left)."""
-        while True:
-            try:
-                if not self._have_lock and not self._acquire_lock():
-                    break
-                if not self._step():
-                    break
-            except LockLost:
-                self._lock_lost()
-            except _Stop:
-                break
-            except CONNECTION_ERRORS as exc:
-                # A take or ack whose reply was lost may have moved entries:
-                # whatever is in the processing list is read again from its head.
-                self._recovering = True
-                try:
-                    self._reconnect_redis(exc)
-                except _Stop:
-                    break
+        try:
+            while self._turn():
+                pass
+        except StopRequested:
+            if self._in_hand:
+                logger.warning(
+                    "stopping without finishing the batch in hand;"
+                    " it stays in %s for the next start",
+                    self.queue.keys.items_processing,
+                )
         self._shut_down()
         return 0
+
+    def _turn(self) -> bool:
+        """Take the lock if needed, then handle one batch. False when the writer should stop.
+
+        Raises :class:`StopRequested` when a stop is requested while it waits.
+        """
+        try:
+            if not self._have_lock:
+                self._acquire_lock()
+            return self._step()
+        except LockLost:
+            self._lock_lost()
+        except RedisUnavailable as exc:
+            # A take or ack whose reply was lost may have moved entries: whatever
+            # is in the processing list is read again from its head. The call
+            # path logged the state change; the next calls (a lock refresh
+            # first) retry with its backoff until Redis answers and takes writes.
+            self._recovering = True
+            self.queue.forget_refresh()
+            self.stop.sleep(exc.delay)
+        return True
 
     def _step(self) -> bool:
         """Handle one batch (or one idle wait). False when the writer should stop."""
@@ -152,6 +195,7 @@ class ItemWriter:
         if self._recovering:
             entries = self.queue.read_processing(self.config.batch_size)
             if entries:
+                self._in_hand = True
                 self._handle(entries)
                 return True
             self._recovering = False
@@ -164,8 +208,8 @@ class ItemWriter:
             return False
         return True
 
-    def _acquire_lock(self) -> bool:
-        """Wait for the lock; False if a stop was requested meanwhile."""
+    def _acquire_lock(self) -> None:
+        """Wait for the lock: its holder's release at a clean stop, or its TTL after a crash."""
         waiting = False
         while not self.queue.try_lock():
             if not waiting:
@@ -175,8 +219,7 @@ class ItemWriter:
                     self.queue.holder(),
                 )
                 waiting = True
-            if not self._sleep(IDLE_WAIT, refresh=False):
-                return False
+            self.stop.sleep(self.config.idle_wait)
         if waiting:
             logger.info("took the lock %s", self.queue.lock)
         self._have_lock = True
@@ -188,7 +231,6 @@ class ItemWriter:
                 left,
                 self.queue.keys.items_processing,
             )
-        return True
 
     def _lock_lost(self) -> None:
         """Drop the batch in hand (it stays in processing) and wait to hold the lock again.
@@ -196,11 +238,8 @@ class ItemWriter:
         When another writer holds the lock, :meth:`_acquire_lock` says so.
         """
         self._have_lock = False
-        try:
-            holder = self.queue.holder()
-        except CONNECTION_ERRORS:
-            return  # the next call meets the error and reconnects
-        if holder is None:
+        self._in_hand = False
+        if self.queue.holder() is None:
             logger.warning(
                 "the lock %s expired (Redis restarted, or this writer stalled); taking it again",
                 self.queue.lock,
@@ -214,20 +253,22 @@ class ItemWriter:
         while len(batch) < size and not self.stopping:
             want = size - len(batch)
             got = self.queue.take(want)
+            if got:
+                self._in_hand = True
             if got and not batch:
                 deadline = time.monotonic() + self.config.max_wait
             batch.extend(got)
             if len(got) == want:
                 continue
             if not batch:
-                if self.exit_when_empty or not self.queue.wait(IDLE_WAIT):
+                if self.exit_when_empty or not self.queue.wait(self.config.idle_wait):
                     break  # idle: let the caller check for stop and exit conditions
                 continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             self.queue.refresh_lock()
-            self.queue.wait(min(remaining, IDLE_WAIT))
+            self.queue.wait(min(remaining, self.config.idle_wait))
         return batch
 
     def _handle(self, entries: list[bytes]) -> None:
@@ -256,6 +297,7 @@ class ItemWriter:
                     self.queue.keys.items_rejected,
                 )
         self.queue.ack(len(entries), written, reject_raw)
+        self._in_hand = False
 
     def _write(self, rows: list[Row]) -> list[tuple[Row, str]]:
         """Write until the database takes the batch; return the rows it refused."""
@@ -280,8 +322,7 @@ class ItemWriter:
                         exc,
                     )
                     self._db_down = True
-                if not self._sleep(self.db_backoff.next_delay()):
-                    self._stop_with_batch_in_processing()
+                self._sleep_refreshing(self.db_backoff.next_delay())
                 continue
             if self._db_down:
                 logger.info("%s available again", self.store_name)
@@ -300,47 +341,19 @@ class ItemWriter:
         middle = len(rows) // 2
         return self._write_isolating(rows[:middle]) + self._write_isolating(rows[middle:])
 
-    # --- Redis away ---------------------------------------------------------------
-
-    def _reconnect_redis(self, exc: BaseException) -> None:
-        logger.warning("Redis connection lost, reconnecting (%s: %s)", type(exc).__name__, exc)
-        self.redis_backoff.reset()
-        while True:
-            if not self._sleep(self.redis_backoff.next_delay(), refresh=False):
-                self._stop_with_batch_in_processing()
-            try:
-                self.queue.ping()
-            except CONNECTION_ERRORS:
-                continue
-            break
-        logger.info("Redis reconnected")
-        self.queue.forget_refresh()
-
     # --- helpers ------------------------------------------------------------------
 
-    def _sleep(self, seconds: float, refresh: bool = True) -> bool:
-        """Sleep in slices, keeping the lock fresh; False as soon as a stop is requested."""
+    def _sleep_refreshing(self, seconds: float) -> None:
+        """Sleep in slices, keeping the lock fresh; raise StopRequested at a stop request."""
         end = time.monotonic() + seconds
-        while not self.stopping:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return True
-            if refresh:
-                self.queue.refresh_lock()
-            time.sleep(min(remaining, SLEEP_SLICE))
-        return False
-
-    def _stop_with_batch_in_processing(self) -> None:
-        logger.warning(
-            "stopping without finishing the batch in hand; it stays in %s for the next start",
-            self.queue.keys.items_processing,
-        )
-        raise _Stop
+        while (remaining := end - time.monotonic()) > 0:
+            self.queue.refresh_lock()
+            self.stop.sleep(min(remaining, SLEEP_SLICE))
 
     def _shut_down(self) -> None:
         try:
             self.queue.release_lock()
-        except CONNECTION_ERRORS:
+        except RedisUnavailable:
             pass  # the lock expires by itself
         self.store.close()
         logger.info("stopped")

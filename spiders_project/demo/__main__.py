@@ -58,8 +58,10 @@ from types import FrameType
 import psycopg
 import redis
 
-from spiders_project.config import load_settings
+from spiders_project.commands.crawl import check_worker_settings
+from spiders_project.config import ConfigError, load_settings
 from spiders_project.db_writer.db_url import SQLITE, DbUrlError, parse_db_url
+from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.demo.runner import (
     ROOT,
     DemoError,
@@ -344,7 +346,7 @@ def report(
     hits = site.hits()
     pages = site.page_urls()
     crawled = len(pages.intersection(hits))
-    retried = sum(1 for _, _, _, status in site.request_log() if status == 503)
+    retried = site.statuses()[503]
     twice = sum(1 for url in pages if hits[url] > 1)
     say(
         f"pages crawled: {crawled} of {len(pages)} in {seconds:.1f} s "
@@ -371,9 +373,12 @@ def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         raise DemoError(f"{scrapy_bin} not found: run `make setup`")
 
     try:
-        load_settings()  # the programs load the same module: fail here, on one line
-    except ValueError as exc:
-        raise DemoError(f"bad setting in the environment: {exc}", status=2) from exc
+        # The programs read the same settings: fail here, on one line.
+        settings = load_settings()
+        check_worker_settings(settings)
+        WriterConfig.from_settings(settings)
+    except ConfigError as exc:
+        raise DemoError(f"bad setting: {exc}", status=2) from exc
     redis_url, own_redis = choose_redis(stack, run_dir)
     client = sync_client(load_settings({"REDIS_URL": redis_url}))
     stack.callback(client.close)

@@ -1,4 +1,4 @@
-"""A deterministic local website for tests, benchmarks and ``make demo``.
+"""A deterministic local website for ``make demo`` (tests and benchmarks extend it).
 
 Crawl tests need a site whose exact page set is known in advance and which
 holds the traps a correct crawler must handle: duplicate, fragment, relative
@@ -140,8 +140,8 @@ class SiteServer:
     and text depend only on ``seed`` and the arguments, never on the port. With
     ``offsite_links`` the pages also link to ``OFFSITE_HOST`` and to a "trap"
     port on ``host`` that answers 404 to everything, so an off-site request a
-    crawler should not have made shows up in ``request_log`` and
-    ``offsite_requests``. With ``port`` set and ``hosts > 1``, site ``i``
+    crawler should not have made shows up (the tests' ``TestSite`` logs
+    every request). With ``port`` set and ``hosts > 1``, site ``i``
     listens on ``port + i``.
     """
 
@@ -177,8 +177,8 @@ class SiteServer:
         self._ports: list[int] = []
         self._trap_port = 0
         self._lock = threading.Lock()
-        self._log: list[tuple[float, str, str, int]] = []
         self._hits: collections.Counter[str] = collections.Counter()
+        self._statuses: collections.Counter[int] = collections.Counter()
         # Touched only on the server's event loop, so they need no lock.
         self._cache: dict[tuple[int, int], bytes] = {}
         self._flaky_seen: set[tuple[int, int]] = set()
@@ -222,7 +222,7 @@ class SiteServer:
     ) -> None:
         self.stop()
 
-    # -- what tests ask --------------------------------------------------------------
+    # -- where it serves, what it served ----------------------------------------------
 
     @property
     def port(self) -> int:
@@ -244,20 +244,29 @@ class SiteServer:
             root if n == 0 else f"{root}page/{n}" for root in self.urls for n in range(self.pages)
         }
 
-    def request_log(self) -> list[tuple[float, str, str, int]]:
-        """(monotonic arrival time, Host header, path with query, status) of every request."""
-        with self._lock:
-            return list(self._log)
-
     def hits(self) -> collections.Counter[str]:
         """Successful GETs per absolute URL (robots.txt and trap port included)."""
         with self._lock:
             return collections.Counter(self._hits)
 
-    def offsite_requests(self) -> list[tuple[float, str, str, int]]:
-        """Requests whose Host header names none of the served sites (a crawler bug)."""
-        own = {self._netloc(p) for p in self._started_ports()}
-        return [entry for entry in self.request_log() if entry[1] not in own]
+    def statuses(self) -> collections.Counter[int]:
+        """Requests answered, by status (503: a flaky page's first answer)."""
+        with self._lock:
+            return collections.Counter(self._statuses)
+
+    def served(
+        self, arrived: float, host: str, site: int, method: str, target: str, status: int
+    ) -> None:
+        """Record one answered request (called on the server's thread, under ``_lock``).
+
+        ``arrived`` is its ``time.monotonic()``, ``host`` its Host header and
+        ``site`` the index of the site (-1: the off-site trap). Counts the
+        answers for ``statuses()`` and the successful GETs for ``hits()``; a
+        subclass that needs more (the tests' request log) extends it.
+        """
+        self._statuses[status] += 1
+        if status == 200 and method == "GET":
+            self._hits[self._absolute(site, target)] += 1
 
     def _netloc(self, port: int) -> str:
         return f"[{self.host}]:{port}" if ":" in self.host else f"{self.host}:{port}"
@@ -341,9 +350,7 @@ class SiteServer:
                 keep_alive = "close" not in conn and (version != "HTTP/1.0" or "keep-alive" in conn)
                 status, ctype, body = self._route(site, method, target, headers.get("host"))
                 with self._lock:
-                    self._log.append((arrived, headers.get("host", ""), target, status))
-                    if status == 200 and method == "GET":
-                        self._hits[self._absolute(site, target)] += 1
+                    self.served(arrived, headers.get("host", ""), site, method, target, status)
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 writer.write(_response(status, ctype, body, keep_alive, method == "HEAD"))

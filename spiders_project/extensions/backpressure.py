@@ -4,16 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
+from spiders_project import internals
+from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.tasks import stop_tasks
-from spiders_project.redis_connection import CONNECTION_ERRORS
+from spiders_project.frontier.tasks import spawn_loop, stop_tasks
+from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BackpressureConfig:
+    """``ITEM_BUFFER_*``: the bound, where fetching resumes, how often to look."""
+
+    limit: int  # 0: no bound, the extension is off
+    resume: float
+    check_interval: float
+    paused_check_interval: float
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> BackpressureConfig:
+        read = SettingsReader(settings)
+        resume = read.getfloat("ITEM_BUFFER_RESUME", minimum=0)
+        read.check(resume <= 1, "ITEM_BUFFER_RESUME", "must be a fraction of ITEM_BUFFER_MAX (0-1)")
+        return cls(
+            limit=read.getint("ITEM_BUFFER_MAX", minimum=0),
+            resume=resume,
+            check_interval=read.getfloat("ITEM_BUFFER_CHECK_INTERVAL", above=0),
+            paused_check_interval=read.getfloat("ITEM_BUFFER_PAUSED_CHECK_INTERVAL", above=0),
+        )
 
 
 class ItemBackpressure:
@@ -27,11 +53,12 @@ class ItemBackpressure:
     resumes below ``ITEM_BUFFER_RESUME`` times the bound.
     """
 
-    def __init__(self, crawler: Crawler, redis: WorkerRedis, limit: int, resume: float) -> None:
+    def __init__(self, crawler: Crawler, redis: WorkerRedis, config: BackpressureConfig) -> None:
         self.crawler = crawler
         self.redis = redis
-        self.limit = limit
-        self.resume_below = int(limit * resume)
+        self.config = config
+        self.limit = config.limit
+        self.resume_below = int(config.limit * config.resume)
         self.paused = False
         self._task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
@@ -39,19 +66,14 @@ class ItemBackpressure:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemBackpressure:
-        limit = crawler.settings.getint("ITEM_BUFFER_MAX")
-        if limit <= 0:
+        config = BackpressureConfig.from_settings(crawler.settings)
+        if config.limit == 0:
             raise NotConfigured("ITEM_BUFFER_MAX is 0")
-        return cls(
-            crawler,
-            WorkerRedis.of(crawler),
-            limit,
-            crawler.settings.getfloat("ITEM_BUFFER_RESUME"),
-        )
+        return cls(crawler, WorkerRedis.of(crawler), config)
 
     def _opened(self) -> None:
-        self.redis.batcher.on_backlog = self._check
-        self._task = asyncio.ensure_future(self._watch())
+        self.redis.batcher.backlog.subscribe(self._check)
+        self._task = spawn_loop("backpressure watch", self._watch())
 
     def _check(self, backlog: int) -> None:
         """Pause as soon as a flush reports the buffer over the bound."""
@@ -75,15 +97,17 @@ class ItemBackpressure:
     async def _watch(self) -> None:
         batcher = self.redis.batcher
         while True:
-            await asyncio.sleep(1.0 if self.paused else 0.2)
+            config = self.config
+            await asyncio.sleep(
+                config.paused_check_interval if self.paused else config.check_interval
+            )
             backlog = batcher.items_backlog
             if self.paused:
                 try:
-                    self.redis.round_trip()
-                    backlog = batcher.items_backlog = await self.redis.client.llen(
-                        self.redis.keys.items
+                    backlog = batcher.items_backlog = await self.redis.calls.command(
+                        "LLEN", self.redis.keys.items, retry=False, writes=False
                     )
-                except CONNECTION_ERRORS:
+                except RedisUnavailable:
                     continue
             engine = self.crawler.engine
             if not self.paused and backlog > self.limit:
@@ -91,7 +115,5 @@ class ItemBackpressure:
             elif self.paused and backlog <= self.resume_below:
                 self.paused = False
                 engine.unpause()
-                slot = getattr(engine, "_slot", None)
-                if slot is not None:
-                    slot.nextcall.schedule()
+                internals.wake_engine(engine)
                 logger.info("Backpressure: %d items waiting, resuming fetching", backlog)

@@ -25,26 +25,22 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from redis import RedisError
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.tasks import stop_tasks
+from spiders_project.frontier.context import WorkerRedis, worker_id
+from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import CONNECTION_ERRORS
+from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +68,12 @@ _ERROR_STATS = {
 }
 
 
-@cache
-def publish_script() -> str:
-    """The text of ``lua/publish_stats.lua``."""
-    return (Path(__file__).with_name("lua") / "publish_stats.lua").read_text()
+def publish_script() -> LuaScript:
+    """``lua/publish_stats.lua``."""
+    return load_lua(Path(__file__).with_name("lua"), "publish_stats")
 
 
-def worker_id() -> str:
-    """This process' id in Redis and in metric labels: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+__all__ = ["StatsPublisher", "metric_counters", "publish_call", "worker_id"]
 
 
 def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
@@ -219,7 +212,7 @@ class StatsPublisher:
         self.run = uuid.uuid4().hex
         self.close_timeout = close_timeout
         self.published = 0
-        self._script = redis.client.register_script(publish_script())
+        self._script = publish_script()
         self._first = True
         self._signed_off = False
         self._task: asyncio.Task[None] | None = None
@@ -254,15 +247,14 @@ class StatsPublisher:
         )
 
     async def publish(self, state: str = RUNNING, extra: Mapping[str, str] | None = None) -> None:
-        """One publish; raises the client's errors."""
+        """One publish, tried once; raises RedisUnavailable, or a caller's error (logged)."""
         keys, args = self.call(state, extra)
-        self.redis.round_trip()
-        await self._script(keys=keys, args=args)
+        await self.redis.calls.script(self._script, keys, args, retry=False)
         self._first = False
         self.published += 1
 
     def spider_opened(self) -> None:
-        self._task = asyncio.ensure_future(self._loop())
+        self._task = spawn_loop("stats publisher", self._loop())
 
     async def _loop(self) -> None:
         logger.info(
@@ -276,10 +268,10 @@ class StatsPublisher:
             if self.redis.state.connected:
                 try:
                     await self.publish()
-                except CONNECTION_ERRORS:
-                    pass  # the worker's other loops log Redis' state changes
-                except RedisError as exc:
-                    logger.error("Redis refused the stats publish: %s", exc)
+                except RedisUnavailable:
+                    pass  # the call path logs Redis' state changes
+                except Exception:  # noqa: BLE001 - a caller's error, logged by the call path
+                    pass  # the next publish carries absolute values
             await asyncio.sleep(self.config.interval)
 
     async def spider_closed(self, reason: str) -> None:
@@ -308,7 +300,7 @@ class StatsPublisher:
         try:
             async with asyncio.timeout(self.close_timeout):
                 await self.publish(CLOSED, {"_finish_reason": reason})
-        except (*CONNECTION_ERRORS, TimeoutError, RedisError) as exc:
+        except Exception as exc:  # noqa: BLE001 - RedisUnavailable, a timeout, a refusal
             logger.warning(
                 "Last stats publish failed (%s: %s); heartbeat %s expires in %.0f s",
                 type(exc).__name__,

@@ -9,6 +9,7 @@ import os
 from scrapy import signals
 from scrapy.crawler import Crawler
 
+from spiders_project import internals
 from spiders_project.frontier.tasks import stop_tasks
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class GracefulShutdown:
             await asyncio.sleep(0.05)
         self._log_drain(len(engine.downloader.active))
         await asyncio.sleep(self.grace)
-        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+        scheduler = internals.scheduler_of(engine)
         left = len(engine.downloader.active)
         logger.warning("Grace period over: handing back %d unfinished requests", left)
         if scheduler is not None and hasattr(scheduler, "hand_back"):

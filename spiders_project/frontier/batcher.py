@@ -11,27 +11,34 @@ one ZREM and one HDEL), keeping their order within each kind: nothing else
 runs between the commands of a MULTI/EXEC, and the kinds touch different keys,
 so the grouping changes what Redis does per tick, not what it ends up holding.
 
-When Redis is away the writes stay in memory and are retried with backoff;
-a transaction that was applied but whose reply was lost is sent again, which
-at-least-once makes harmless (the dupefilter absorbs repeated links, the
-db_writer upserts repeated items, acks are idempotent).
+No op is ever dropped. When Redis is away, or refuses writes (OOM, READONLY:
+Redis refuses such a transaction whole, see ``calls.refuse_guard``), or refuses
+one command of the transaction (a key of the wrong type), the ops concerned
+stay in memory, in their order, and are sent again after a backoff. A
+transaction that was applied but whose reply was lost is sent again, which
+at-least-once makes harmless: the dupefilter absorbs repeated links, the
+enqueue script counts only members it really added, the db_writer upserts
+repeated items, and acks of unique lease ids are idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
-import redis.asyncio
-
-from spiders_project.frontier.calls import ack_commands, enqueue_call
-from spiders_project.frontier.connection_state import ConnectionState
+from spiders_project.frontier.calls import ack_commands, enqueue_call, refuse_guard
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.tasks import stop_tasks, wait_event
+from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import CONNECTION_ERRORS
+from spiders_project.redis_calls import (
+    ErrorKind,
+    LuaScript,
+    RedisCalls,
+    RedisUnavailable,
+    classify,
+)
+from spiders_project.wiring import Subscribers
 
 logger = logging.getLogger(__name__)
 
@@ -42,29 +49,27 @@ _ENQUEUE, _ITEM, _ACK, _PUSH, _COMMAND = "enqueue", "item", "ack", "push", "comm
 class RedisBatcher:
     """Buffers writes and flushes them in one transaction per tick."""
 
-    def __init__(
-        self,
-        client: redis.asyncio.Redis,
-        keys: RedisKeys,
-        state: ConnectionState,
-        interval: float,
-    ) -> None:
-        self.client = client
+    def __init__(self, calls: RedisCalls, keys: RedisKeys, interval: float) -> None:
+        self.calls = calls
+        self.client = calls.client
         self.keys = keys
-        self.state = state
+        self.state = calls.state
         self.interval = interval
-        self.scripts = FrontierScripts(client)
+        self.scripts = FrontierScripts()
         self._ops: list[tuple[str, Any]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        # Called with (requests sent, requests enqueued) after each flush.
-        self.on_enqueued: Callable[[int, int], None] | None = None
+        # Told (requests sent, requests enqueued) after each flush that carried requests.
+        self.enqueued: Subscribers[[int, int]] = Subscribers()
+        # Told (seed entry, reason) for each seed this worker's flush moved to
+        # start_urls:rejected: once in the cluster, even when several workers
+        # read the same bad seed and all asked to reject it.
+        self.seeds_rejected: Subscribers[[bytes, str]] = Subscribers()
+        self._reject_reasons: dict[bytes, str] = {}
         # Called at the start of every flush, to add writes that are due (acks).
-        self.before_flush: Callable[[], None] | None = None
+        self.before_flush: Subscribers[[]] = Subscribers()
         self.pending_items = 0
-        # Called once per transaction sent (for the round-trip stat).
-        self.on_round_trip: Callable[[], None] | None = None
         # Ops ever appended / ever delivered, and an event set after each
         # delivery, for wait_flushed().
         self._appended = 0
@@ -72,8 +77,10 @@ class RedisBatcher:
         self._flushed = asyncio.Event()
         # Length of the shared item buffer as of the last flush.
         self.items_backlog = 0
-        # Called with that length after each flush (backpressure reacts at once).
-        self.on_backlog: Callable[[int], None] | None = None
+        # Told that length after each flush (backpressure reacts at once).
+        self.backlog: Subscribers[[int]] = Subscribers()
+        # The command Redis refused last (a caller's error), logged once until it passes.
+        self._refusal: str | None = None
 
     # --- appending (never waits) ---------------------------------------------
     def _add(self, op: tuple[str, Any]) -> None:
@@ -86,16 +93,22 @@ class RedisBatcher:
         """Queue a request; with ``seed``, only if that start_urls entry is still there."""
         self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed)))
 
-    def reject_seed(self, seed: bytes) -> None:
-        """Move a start_urls entry that is not a valid seed to start_urls:rejected."""
+    def reject_seed(self, seed: bytes, reason: str) -> None:
+        """Move a start_urls entry that is not a valid seed to start_urls:rejected.
+
+        ``seeds_rejected`` hears of it once the move happened, if this worker
+        was the one that made it.
+        """
+        self._reject_reasons[seed] = reason
         self._add((_ENQUEUE, ("", "", 0, b"", seed)))
 
     def item(self, payload: bytes) -> None:
         self._add((_ITEM, payload))
         self.pending_items += 1
 
-    def ack(self, member: bytes) -> None:
-        self._add((_ACK, member))
+    def ack(self, lease_id: bytes | str) -> None:
+        """End a lease of this worker for good (see ``calls.ack_commands``)."""
+        self._add((_ACK, lease_id))
 
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
@@ -105,9 +118,9 @@ class RedisBatcher:
         """Any other Redis command, sent in order with the rest."""
         self._add((_COMMAND, args))
 
-    def script(self, source: str, keys: list[str], args: list[Any]) -> None:
-        """A Lua script (EVAL), sent in order with the rest."""
-        self._add((_COMMAND, ("EVAL", source, len(keys), *keys, *args)))
+    def script(self, script: LuaScript, keys: list[str], args: list[Any]) -> None:
+        """A Lua script (EVAL by source: see ``flush``), sent in order with the rest."""
+        self._add((_COMMAND, ("EVAL", script.source, len(keys), *keys, *args)))
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -117,7 +130,7 @@ class RedisBatcher:
 
     # --- flushing ---------------------------------------------------------------
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task = spawn_loop("write batcher", self._run())
 
     def wake(self) -> None:
         self._wake.set()
@@ -129,69 +142,139 @@ class RedisBatcher:
             delay = await self.flush()
             if delay:
                 await asyncio.sleep(delay)
+        # close() stops this loop by cancelling it; getting here is a bug.
+        raise RuntimeError("the write batcher stopped without being closed")
 
     async def flush(self) -> float:
-        """Send everything buffered; returns 0, or the backoff after a failure."""
-        if self.before_flush is not None:
-            self.before_flush()
+        """Send everything buffered; returns 0, or the backoff after a failure.
+
+        On any failure the ops that did not reach Redis go back to the front
+        of the buffer, in their order.
+        """
+        self.before_flush()
         if not self._ops:
             return 0.0
         ops, self._ops = self._ops, []
+        groups = _group(ops)
         pipe = self.client.pipeline(transaction=True)
-        enqueue_calls: list[tuple[int, int]] = []  # (command index, requests sent)
+        spans: list[tuple[str, int, int, str]] = []  # (kind, first, end, command name)
         n_commands = 0
-        for kind, batch in _group(ops):
+        if any(kind == _ENQUEUE for kind, _ in groups) and not any(
+            kind in (_ITEM, _PUSH) for kind, _ in groups
+        ):
+            # RPUSH and LPUSH already make Redis refuse the transaction whole under OOM.
+            pipe.execute_command(*refuse_guard(self.keys))
+            n_commands += 1
+        for kind, batch in groups:
+            first = n_commands
             if kind == _ENQUEUE:
                 keys, args = enqueue_call(self.keys, batch)
                 # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
                 # restarted, script cache empty) would fail this command alone
                 # while the rest of the transaction is applied.
-                pipe.eval(self.scripts.enqueue.script, len(keys), *keys, *args)
-                enqueue_calls.append((n_commands, len(batch)))
+                pipe.eval(self.scripts.enqueue.source, len(keys), *keys, *args)
                 n_commands += 1
+                name = "script enqueue"
             elif kind == _ITEM:
                 pipe.rpush(self.keys.items, *batch)
                 n_commands += 1
+                name = "RPUSH items"
             elif kind == _ACK:
                 for command in ack_commands(self.keys, batch):
                     pipe.execute_command(*command)
                     n_commands += 1
+                name = "ack (ZREM/HDEL leases)"
             elif kind == _PUSH:
                 for key, value in batch:
                     pipe.lpush(key, value)
                     n_commands += 1
+                name = "LPUSH"
             else:
                 for args in batch:
                     pipe.execute_command(*args)
                     n_commands += 1
+                name = str(batch[0][0])
+            spans.append((kind, first, n_commands, name))
         # Free ride: the item backlog, for backpressure.
         pipe.llen(self.keys.items)
-        if self.on_round_trip is not None:
-            self.on_round_trip()
         try:
-            results = await pipe.execute(raise_on_error=False)
-        except CONNECTION_ERRORS as exc:
+            results = await self.calls.call(
+                "MULTI/EXEC", lambda: pipe.execute(raise_on_error=False), retry=False, writes=False
+            )
+        except RedisUnavailable as exc:
             self._ops = ops + self._ops
-            return self.state.failed(exc)
+            return exc.delay
+        except Exception:  # noqa: BLE001 - a caller's error, logged by the call path
+            self._ops = ops + self._ops
+            return self.state.backoff_max
         finally:
             await pipe.reset()
-        self.state.ok()
-        self._delivered += len(ops)
+        failed_kinds, delay = self._failed_groups(spans, results)
+        kept = [op for op in ops if op[0] in failed_kinds]
+        self._ops = kept + self._ops
+        self._delivered += len(ops) - len(kept)
         flushed, self._flushed = self._flushed, asyncio.Event()
         flushed.set()
         if isinstance(results[-1], int):
             self.items_backlog = results[-1]
-            if self.on_backlog is not None:
-                self.on_backlog(self.items_backlog)
-        for result in results:
-            if isinstance(result, Exception):
-                logger.error("Redis refused a buffered write: %s", result)
-        self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
-        if self.on_enqueued is not None:
-            for index, sent in enqueue_calls:
-                added = results[index]
-                self.on_enqueued(sent, added if isinstance(added, int) else 0)
-        return 0.0
+            self.backlog(self.items_backlog)
+        if _ITEM not in failed_kinds:
+            self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
+        if _ENQUEUE not in failed_kinds:
+            for kind, first, _, _ in spans:
+                if kind == _ENQUEUE:
+                    self._report_enqueued(ops, results[first])
+        return delay
+
+    def _report_enqueued(self, ops: list[tuple[str, Any]], reply: Any) -> None:
+        """Tell subscribers what the enqueue script's ``{enqueued, rejected seed...}`` says."""
+        sent = [arg for kind, arg in ops if kind == _ENQUEUE]
+        requests = sum(1 for host, *_ in sent if host)
+        self.enqueued(requests, int(reply[0]))
+        moved = set(reply[1:])
+        for host, _, _, _, seed in sent:
+            if host or seed not in self._reject_reasons:
+                continue
+            reason = self._reject_reasons.pop(seed)
+            if seed in moved:
+                moved.discard(seed)
+                self.seeds_rejected(seed, reason)
+
+    def _failed_groups(
+        self, spans: list[tuple[str, int, int, str]], results: list[Any]
+    ) -> tuple[set[str], float]:
+        """The op kinds whose commands Redis refused inside EXEC, and the wait before resending.
+
+        Logs a refused command once (until it passes); refused writes (OOM,
+        READONLY) go through the shared state, which logs them once too.
+        """
+        failed: set[str] = set()
+        delay = 0.0
+        refusal: str | None = None
+        for kind, first, end, name in spans:
+            errors = [r for r in results[first:end] if isinstance(r, Exception)]
+            if not errors:
+                continue
+            failed.add(kind)
+            exc = errors[0]
+            if classify(exc) in (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION):
+                delay = max(delay, self.state.failed(exc))
+                continue
+            refusal = f"{name}: {type(exc).__name__}: {exc}"
+            if refusal != self._refusal:
+                logger.error("Redis refused %s; keeping those writes and retrying", refusal)
+            delay = max(delay, self.state.backoff_max)
+        if self._refusal is not None and refusal is None:
+            logger.info("Redis took the writes it had refused (%s)", self._refusal)
+        self._refusal = refusal
+        if not delay:
+            # Acks alone (ZREM, HDEL) are taken even out of memory: only a
+            # tick that wrote something proves Redis accepts writes again.
+            if any(kind != _ACK for kind, _, _, _ in spans):
+                self.state.writes_ok()
+            else:
+                self.state.ok()
+        return failed, delay
 
     async def wait_flushed(self) -> None:
         """Return once everything buffered before this call has reached Redis."""

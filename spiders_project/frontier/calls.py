@@ -12,6 +12,19 @@ from spiders_project.keys import RedisKeys
 Call = tuple[list[str], list[Any]]
 
 
+def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
+    """A write that changes nothing but that Redis refuses when queued under OOM.
+
+    ``lua/enqueue.lua`` is not a flagged script (see its header), so inside
+    MULTI Redis accepts it at queue time and it fails only when it runs,
+    while the transaction's other commands (acks, LREMs) are applied. Queued
+    before it, this command makes Redis refuse the whole transaction
+    (EXECABORT) when it is out of memory. (On a replica, every write command
+    is refused at queue time anyway.)
+    """
+    return ("INCRBY", keys.requests_seq, 0)
+
+
 def enqueue_call(keys: RedisKeys, entries: Iterable[tuple[Any, ...]]) -> Call:
     """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry]).
 
@@ -44,9 +57,15 @@ def lease_call(
     candidates: Sequence[tuple[str, int]],
     next_hosts: int,
     per_host: int,
+    owner: str,
+    first_id: int,
 ) -> Call:
-    """``lua/lease.lua`` for candidate (host, configured delay ms) pairs."""
-    args: list[Any] = [want, lease_ms, next_hosts, per_host]
+    """``lua/lease.lua`` for candidate (host, configured delay ms) pairs.
+
+    Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
+    same ``first_id`` twice (see the script's header).
+    """
+    args: list[Any] = [want, lease_ms, next_hosts, per_host, owner, first_id]
     for host, delay_ms in candidates:
         args += (host, delay_ms)
     return (
@@ -56,14 +75,21 @@ def lease_call(
             keys.lease_info,
             keys.requests_size,
             keys.host_delays,
+            keys.requests_rejected,
             *(keys.host_queue(h) for h, _ in candidates),
         ],
         args,
     )
 
 
-def requeue_call(keys: RedisKeys, leased: Sequence[tuple[bytes, str]]) -> Call:
-    """``lua/requeue.lua`` for (leased request, its host) pairs."""
+def requeue_call(
+    keys: RedisKeys, leased: Sequence[tuple[bytes | str, str]], *, expired: bool
+) -> Call:
+    """``lua/requeue.lua`` for (lease id, its host) pairs.
+
+    ``expired=False``: the caller's own leases, handed back; ``expired=True``:
+    leases found expired, each moved only if still expired when the script runs.
+    """
     return (
         [
             keys.leases,
@@ -72,15 +98,19 @@ def requeue_call(keys: RedisKeys, leased: Sequence[tuple[bytes, str]]) -> Call:
             keys.requests_size,
             *(keys.host_queue(h) for _, h in leased),
         ],
-        [m for m, _ in leased],
+        ["expired" if expired else "mine", *(m for m, _ in leased)],
     )
 
 
 def expired_call(keys: RedisKeys, limit: int) -> Call:
     """``lua/expired.lua``: up to ``limit`` expired leases with their hosts."""
-    return [keys.leases, keys.lease_info], [limit]
+    return [keys.leases, keys.lease_info, keys.requests_rejected], [limit]
 
 
-def ack_commands(keys: RedisKeys, members: Sequence[bytes]) -> list[tuple[Any, ...]]:
-    """The commands that end leases for good (processed, rejected or dead)."""
-    return [("ZREM", keys.leases, *members), ("HDEL", keys.lease_info, *members)]
+def ack_commands(keys: RedisKeys, lease_ids: Sequence[bytes | str]) -> list[tuple[Any, ...]]:
+    """The commands that end leases for good (processed, rejected or dead).
+
+    Lease ids are unique, so this removes only the caller's own leases: one
+    that expired and was leased again has a new id.
+    """
+    return [("ZREM", keys.leases, *lease_ids), ("HDEL", keys.lease_info, *lease_ids)]

@@ -1,35 +1,49 @@
-"""The Redis side of one worker: a single asyncio client, its connection state
-and the write batcher, shared by the scheduler, the seed reader and the item
-pipeline so that all their writes travel in one ordered transaction per tick.
+"""The Redis side of one worker: its one call path, its identity and the write batcher.
+
+Shared by the scheduler, the seed reader, the item pipeline and the
+extensions, so that all their writes travel in one ordered transaction per
+tick and every call goes through one :class:`~spiders_project.redis_calls.RedisCalls`
+(one connection state, one backoff, one round-trip counter).
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
+import os
+import socket
+import uuid
 
 import redis.asyncio
 from scrapy.crawler import Crawler
 
 from spiders_project.frontier.batcher import RedisBatcher
-from spiders_project.frontier.connection_state import ConnectionState
+from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import async_client
+from spiders_project.wiring import shared
 
 logger = logging.getLogger("spiders_project.redis")
 
-_contexts: weakref.WeakKeyDictionary[Crawler, WorkerRedis] = weakref.WeakKeyDictionary()
+
+def worker_id() -> str:
+    """This process' id in Redis and in metric labels: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class WorkerRedis:
-    """Everything a worker process uses to talk to the shared Redis."""
+    """Everything a worker process uses to talk to the shared Redis.
+
+    ``lease_owner`` names this process run in its lease ids: ``host:pid``
+    plus a random part, because a restarted container reuses both.
+    """
 
     def __init__(
         self,
         client: redis.asyncio.Redis,
         keys: RedisKeys,
-        state: ConnectionState,
+        state: RedisState,
         flush_interval: float,
         crawler: Crawler | None = None,
     ) -> None:
@@ -37,9 +51,11 @@ class WorkerRedis:
         self.keys = keys
         self.state = state
         self._crawler = crawler
-        self.scripts = FrontierScripts(client)
-        self.batcher = RedisBatcher(client, keys, state, flush_interval)
-        self.batcher.on_round_trip = self.round_trip
+        self.calls = RedisCalls(client, state, self.round_trip)
+        self.scripts = FrontierScripts()
+        self.worker = worker_id()
+        self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
+        self.batcher = RedisBatcher(self.calls, keys, flush_interval)
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
@@ -49,21 +65,16 @@ class WorkerRedis:
     @classmethod
     def of(cls, crawler: Crawler) -> WorkerRedis:
         """The context of this crawler, created on first use."""
-        ctx = _contexts.get(crawler)
-        if ctx is None:
+
+        def build() -> WorkerRedis:
             settings = crawler.settings
             assert crawler.spidercls is not None
-            ctx = cls(
+            return cls(
                 client=async_client(settings),
                 keys=RedisKeys(crawler.spidercls.name),
-                state=ConnectionState(
-                    settings.get("REDIS_URL"),
-                    settings.getfloat("REDIS_RECONNECT_BACKOFF"),
-                    settings.getfloat("REDIS_RECONNECT_BACKOFF_MAX"),
-                    logger,
-                ),
-                flush_interval=settings.getfloat("FRONTIER_FLUSH_INTERVAL"),
+                state=RedisState.from_settings(settings, logger),
+                flush_interval=FrontierConfig.from_settings(settings).flush_interval,
                 crawler=crawler,
             )
-            _contexts[crawler] = ctx
-        return ctx
+
+        return shared(crawler, cls, build)

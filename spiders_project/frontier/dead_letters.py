@@ -24,11 +24,11 @@ from typing import Any
 import redis
 
 from spiders_project.frontier import serialize
-from spiders_project.frontier.calls import enqueue_call
-from spiders_project.frontier.politeness import host_of
+from spiders_project.frontier.calls import enqueue_call, refuse_guard
 from spiders_project.frontier.queue import MAX_PRIORITY
 from spiders_project.frontier.scripts import lua_source
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 
 # Entries moved per MULTI/EXEC when requeueing, so one transaction stays small.
@@ -178,6 +178,7 @@ def requeue(
                 pipe.multi()
                 if entries:
                     call_keys, call_args = enqueue_call(keys, entries)
+                    pipe.execute_command(*refuse_guard(keys))
                     pipe.eval(script, len(call_keys), *call_keys, *call_args)
                 # Negative count: remove from the tail, where the entries read are.
                 for raw, count in Counter(raw_entries).items():
@@ -196,7 +197,7 @@ def requeue(
         if on_rejected is not None:
             for raw, reason in rejected:
                 on_rejected(raw, reason)
-        if entries and isinstance(results[0], Exception):
+        if entries and isinstance(results[1], Exception):
             # The script failed at run time (a key of the wrong type), and EXEC
             # applied the LREMs anyway: put the entries back at the tail, where
             # they were, before reporting the error. Lua does not roll back, so
@@ -204,6 +205,6 @@ def requeue(
             # better than lost.
             garbage = {raw for raw, _ in rejected}
             client.rpush(keys.dead, *(raw for raw in raw_entries if raw not in garbage))
-            raise results[0]
+            raise results[1]
         result.requeued += len(entries)
     return result

@@ -35,7 +35,8 @@ class FingerprintDupeFilter(RFPDupeFilter):
         return cls(
             sync_client(crawler.settings),
             key=RedisKeys(crawler.spidercls.name).dupefilter,
-            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            # DUPEFILTER_DEBUG is refused at start (scrapy_redis_compat): this
+            # scheduler never calls request_seen, so it would log nothing.
             fingerprinter=crawler.request_fingerprinter,
         )
 
@@ -79,6 +80,11 @@ class SentFingerprints:
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)
+
+    def clear(self) -> None:
+        """Forget everything (Redis may have lost what it acknowledged)."""
+        self._new.clear()
+        self._old.clear()
 
     def add(self, fingerprint: bytes) -> None:
         if not self.half:

@@ -10,6 +10,7 @@ from scrapy_redis.queue import Base
 
 from spiders_project.frontier import serialize
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.scrapy_redis_compat import not_here
 
 # The enqueue script keeps -priority * 2^40 + seq exact in a double.
 MAX_PRIORITY = 4000
@@ -91,5 +92,10 @@ class JsonPriorityQueue(Base):
     def _decode_request(self, encoded_request: bytes) -> Request:
         return request_from_dict(self.serializer.loads(encoded_request), spider=self.spider)
 
-    def __len__(self) -> int:
-        raise TypeError("use FrontierScheduler.queue_size(); the worker's client is asyncio")
+    # The base class' synchronous methods would call the asyncio client
+    # without awaiting it, and pop destructively; the scheduler does this work.
+    _INSTEAD = "the FrontierScheduler enqueues, leases and clears in batches (lua/*.lua)"
+    push = not_here("queue.Base.push", _INSTEAD)
+    pop = not_here("queue.Base.pop", _INSTEAD)
+    clear = not_here("queue.Base.clear", _INSTEAD)
+    __len__ = not_here("queue.Base.__len__", "read <spider>:requests:size")

@@ -15,40 +15,55 @@ does the Redis work in asyncio tasks:
   callback's items and links handed over, or failed); then its ack rides in
   the same transaction as those items and links. A live worker renews its
   leases; leases of a dead worker expire and any worker puts them back.
+- Every lease has a unique id naming its worker (``lua/lease.lua``): acks,
+  renewals and hand-backs act on ids, so a worker that stalled past its
+  lease timeout and comes back can only touch leases that are still its own.
+- Every Redis call goes through the worker's one call path
+  (``spiders_project.redis_calls``); the background loops are spawned with
+  ``spawn_loop``, so one that ends for any reason but shutdown exits the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet.defer import Deferred
 
+from spiders_project import internals
 from spiders_project.frontier import serialize
 from spiders_project.frontier.calls import expired_call, lease_call, requeue_call
+from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
-from spiders_project.frontier.politeness import HostPoliteness, host_of
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.tasks import stop_tasks, wait_event
-from spiders_project.redis_connection import CONNECTION_ERRORS
+from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.hosts import host_of
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.scrapy_redis_compat import not_here, setting_problems
 
 logger = logging.getLogger(__name__)
 
 # Request meta key of a seed's raw start_urls entry (bytes as latin-1 text).
 SEED_ENTRY = "_seed_entry"
 
-# A leased request and the host whose queue it came from.
-Lease = tuple[bytes, str]
+# A lease: its id (``<worker>/<n>``), the request as stored, and the host
+# whose queue it came from.
+Lease = tuple[bytes, bytes, str]
 
-# How long an empty refill waits before asking Redis again.
-EMPTY_POLL_INTERVAL = 0.25
+# Scrapy signal sent (with ``entry``, the raw start_urls bytes) when a seed's
+# request reaches the scheduler: the seed reader rejects the seeds that a
+# spider middleware dropped on the way, instead of reading them again forever.
+seed_reached = object()
 
 
 class FrontierScheduler(Scheduler):
@@ -59,19 +74,13 @@ class FrontierScheduler(Scheduler):
         crawler: Crawler,
         redis: WorkerRedis,
         dupefilter: FingerprintDupeFilter,
-        *,
-        concurrency: int,
-        per_host: int,
-        prefetch: int,
-        lease_timeout: float,
-        close_timeout: float,
+        config: FrontierConfig,
         politeness: HostPoliteness,
-        persist: bool = True,
-        seen_cache: int = 0,
     ) -> None:
         super().__init__(
             server=redis.client,
-            persist=persist,
+            persist=config.persist,
+            flush_on_start=config.flush_on_start,
             queue_key=redis.keys.hosts,
             queue_cls="spiders_project.frontier.queue.JsonPriorityQueue",
             dupefilter=dupefilter,
@@ -82,38 +91,50 @@ class FrontierScheduler(Scheduler):
         self.stats = crawler.stats
         self.redis = redis
         self.keys = redis.keys
-        self.concurrency = concurrency
-        self.per_host = per_host
-        self.prefetch = prefetch
+        self.config = config
+        self.concurrency = config.concurrency
+        self.per_host = config.per_host
+        self.prefetch = config.prefetch
         self.politeness = politeness
         self._candidates: list[str] = []
-        self.lease_ms = int(lease_timeout * 1000)
-        self.renew_interval = lease_timeout / 3
-        self.close_timeout = close_timeout
+        self.lease_ms = int(config.lease_timeout * 1000)
+        self.renew_interval = config.renew_interval
+        self.close_timeout = config.close_timeout
         self._prefetched: deque[tuple[Request, Lease]] = deque()
         self._active: dict[Request, Lease] = {}
         self._want = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
-        self.sent = SentFingerprints(seen_cache)
-        redis.batcher.on_enqueued = self._count_enqueued
+        self.sent = SentFingerprints(config.seen_cache)
+        self._next_lease_id = 0
+        self._bad_hosts: set[bytes] = set()
+        self._run_id: str | None = None
+        redis.batcher.enqueued.subscribe(self._count_enqueued)
+        redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         settings = crawler.settings
+        # scrapy-redis' settings that this frontier does not honour (or fixes):
+        # `scrapy crawl` refuses them with one line each before anything starts;
+        # this catches crawls started otherwise (CrawlerProcess).
+        problems = setting_problems(settings)
+        if problems:
+            raise NotConfigured("; ".join(problems))
         return cls(
             crawler,
             WorkerRedis.of(crawler),
             FingerprintDupeFilter.from_crawler(crawler),
-            concurrency=max(1, settings.getint("CONCURRENT_REQUESTS")),
-            per_host=max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")),
-            prefetch=settings.getint("FRONTIER_PREFETCH"),
-            politeness=HostPoliteness.of(crawler),
-            lease_timeout=settings.getfloat("FRONTIER_LEASE_TIMEOUT"),
-            close_timeout=settings.getfloat("FRONTIER_CLOSE_TIMEOUT"),
-            persist=settings.getbool("SCHEDULER_PERSIST"),
-            seen_cache=settings.getint("FRONTIER_SEEN_CACHE"),
+            FrontierConfig.from_settings(settings),
+            HostPoliteness.of(crawler),
         )
+
+    # Would call the asyncio client synchronously (Base.clear): a coroutine
+    # nobody awaits, so nothing would be deleted.
+    flush = not_here(
+        "Scheduler.flush",
+        "set SCHEDULER_FLUSH_ON_START, or delete the spider's keys while no worker runs",
+    )
 
     # --- lifecycle --------------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
@@ -124,16 +145,27 @@ class FrontierScheduler(Scheduler):
     async def _open(self) -> None:
         if self.flush_on_start:
             await self._clear_frontier()
-        self.redis.round_trip()
-        self.remote_size = int(await self.redis.client.get(self.keys.requests_size) or 0)
+            logger.warning(
+                "SCHEDULER_FLUSH_ON_START: emptied the frontier and the dupefilter of %s",
+                self.spider.name,
+            )
+        client = self.redis.client
+        self.remote_size = int(
+            await self.redis.calls.call(
+                "GET", lambda: client.get(self.keys.requests_size), writes=False
+            )
+            or 0
+        )
+        with contextlib.suppress(RedisUnavailable):
+            await self._check_run_id()  # the lease loop checks again
         logger.info(
             "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
         )
-        self.redis.batcher.before_flush = self._ack_finished
+        self.redis.batcher.before_flush.subscribe(self._ack_finished)
         self.redis.batcher.start()
         self._tasks = [
-            asyncio.ensure_future(self._refill_loop()),
-            asyncio.ensure_future(self._lease_loop()),
+            spawn_loop("frontier refill", self._refill_loop()),
+            spawn_loop("frontier leases", self._lease_loop()),
         ]
         self._want.set()
 
@@ -160,6 +192,7 @@ class FrontierScheduler(Scheduler):
         many went back.
         """
         await stop_tasks(self._tasks)
+        self._tasks = []
         self._ack_finished()
         unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
         self._prefetched.clear()
@@ -170,45 +203,49 @@ class FrontierScheduler(Scheduler):
         return 0
 
     async def _clear_frontier(self) -> None:
-        """Forget every queued and leased request and every fingerprint."""
+        """Forget every queued and leased request and every fingerprint.
+
+        Host queues are found through the ready-set: the lease script forgets
+        a host only once its queue is empty (leased requests go with the
+        leases, deleted whole).
+        """
         keys = self.keys
-        self.redis.round_trip()
-        hosts = await self.redis.client.zrange(keys.hosts, 0, -1)
-        self.redis.round_trip()
-        await self.redis.client.delete(
-            *(keys.host_queue(h.decode()) for h in hosts),
-            keys.hosts,
-            keys.requests_size,
-            keys.leases,
-            keys.lease_info,
-            keys.dupefilter,
+        calls, client = self.redis.calls, self.redis.client
+        hosts = await calls.call("ZRANGE", lambda: client.zrange(keys.hosts, 0, -1), writes=False)
+        names = {h.decode("utf-8", "replace") for h in hosts}
+        await calls.call(
+            "DEL frontier",
+            lambda: client.delete(
+                *(keys.host_queue(h) for h in names),
+                keys.hosts,
+                keys.requests_size,
+                keys.requests_seq,
+                keys.leases,
+                keys.lease_info,
+                keys.dupefilter,
+            ),
         )
+        self.sent.clear()
 
     async def _requeue(self, leases: list[Lease]) -> int:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.close_timeout
-        keys, args = requeue_call(self.keys, leases)
-        while True:
-            try:
-                self.redis.round_trip()
-                result = await self.redis.scripts.requeue(keys=keys, args=args)
-            except CONNECTION_ERRORS as exc:
-                delay = self.redis.state.failed(exc)
-                if loop.time() + delay > deadline:
-                    logger.error(
-                        "Could not hand back %d leases; they expire and return", len(leases)
-                    )
-                    return 0
-                await asyncio.sleep(delay)
-                continue
-            self.redis.state.ok()
-            return int(result)
+        deadline = asyncio.get_running_loop().time() + self.close_timeout
+        keys, args = requeue_call(self.keys, [(i, h) for i, _, h in leases], expired=False)
+        try:
+            result = await self.redis.calls.script(
+                self.redis.scripts.requeue, keys, args, deadline=deadline
+            )
+        except RedisUnavailable:
+            logger.error("Could not hand back %d leases; they expire and return", len(leases))
+            return 0
+        return int(result)
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
         # A seed carries its raw start_urls entry, claimed in the same script
         # that enqueues it (never stored with the request).
         seed_entry = request.meta.pop(SEED_ENTRY, "").encode("latin-1")
+        if seed_entry:
+            self.crawler.signals.send_catch_log(seed_reached, entry=seed_entry)
         raw = None
         if not request.dont_filter or request.meta.get("seed"):
             raw = self.df.fingerprint(request)
@@ -222,7 +259,7 @@ class FrontierScheduler(Scheduler):
             logger.error("Dropped %s: %s", request, exc)
             self.stats.inc_value("frontier/unserializable")
             if seed_entry:
-                self.redis.batcher.reject_seed(seed_entry)
+                self.redis.batcher.reject_seed(seed_entry, f"cannot be stored: {exc}")
             return False
         if raw is None:
             fingerprint = ""
@@ -253,6 +290,32 @@ class FrontierScheduler(Scheduler):
         """Nothing prefetched, in flight, or waiting to be written."""
         return not self._prefetched and not self._active and not len(self.redis.batcher)
 
+    # --- the seen-cache -------------------------------------------------------------------
+    def _forget_sent(self, why: str) -> None:
+        """Empty FRONTIER_SEEN_CACHE: Redis may have lost fingerprints it had acknowledged.
+
+        A Redis that restarted (``appendfsync everysec`` loses up to a second
+        of writes) or failed over to a replica that lagged may have lost
+        links this worker sent. A link found in the cache is never sent
+        again, so the cache must not outlive what Redis knows: it is cleared
+        whenever the connection comes back and whenever Redis' run_id changes.
+        """
+        if len(self.sent):
+            logger.info("Forgot %d fingerprints of the seen-cache (%s)", len(self.sent), why)
+        self.sent.clear()
+        self.stats.inc_value("frontier/seen_cache_cleared")
+
+    async def _check_run_id(self) -> None:
+        """Clear the seen-cache if Redis is not the server it was (restart, failover)."""
+        client = self.redis.client
+        info = await self.redis.calls.call(
+            "INFO server", lambda: client.info("server"), retry=False, writes=False
+        )
+        run_id = str(info.get("run_id", ""))
+        if self._run_id is not None and run_id != self._run_id:
+            self._forget_sent(f"Redis run_id changed from {self._run_id} to {run_id}")
+        self._run_id = run_id
+
     # --- background work ---------------------------------------------------------------
     def _count_enqueued(self, sent: int, added: int) -> None:
         if added:
@@ -266,24 +329,18 @@ class FrontierScheduler(Scheduler):
         Scrapy has no signal for "this request is fully processed" (response
         scraped, its items through the pipelines, its links scheduled, or the
         download failed for good, retries and redirects included). The
-        engine's slot keeps exactly that set in ``inprogress``; a request we
+        engine's slot keeps exactly that set (``internals.requests_in_progress``,
+        which raises rather than guess if Scrapy changed); a request we
         handed out that is no longer there is finished.
         """
         if not self._active:
             return
-        slot = getattr(self.crawler.engine, "_slot", None)
-        inprogress = slot.inprogress if slot is not None else set()
+        inprogress = internals.requests_in_progress(self.crawler.engine)
         done = [request for request in self._active if request not in inprogress]
         for request in done:
             self.redis.batcher.ack(self._active.pop(request)[0])
         if done:
             self._want.set()  # their slots are free for new leases
-
-    def _wake_engine(self) -> None:
-        # The engine otherwise polls an empty scheduler only every 5 s.
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
 
     def _wanted(self) -> int:
         """How many requests to lease now.
@@ -300,7 +357,6 @@ class FrontierScheduler(Scheduler):
         return self.concurrency + self.prefetch - held
 
     async def _refill_loop(self) -> None:
-        state = self.redis.state
         while True:
             await self._want.wait()
             self._want.clear()
@@ -308,6 +364,9 @@ class FrontierScheduler(Scheduler):
             if wanted <= 0:
                 continue
             candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates]
+            first_id = self._next_lease_id
+            # Never reused, even if this call's reply is lost (lua/lease.lua).
+            self._next_lease_id += wanted
             keys, args = lease_call(
                 self.keys,
                 wanted,
@@ -315,72 +374,134 @@ class FrontierScheduler(Scheduler):
                 candidates,
                 next_hosts=max(8, 2 * self.concurrency),
                 per_host=self.per_host,
+                owner=self.redis.lease_owner,
+                first_id=first_id,
             )
             try:
-                self.redis.round_trip()
-                leased, self._candidates, wait_ms = await self.redis.scripts.lease(
-                    keys=keys, args=args
+                leased, next_hosts, wait_ms = await self.redis.calls.script(
+                    self.redis.scripts.lease, keys, args, retry=False
                 )
-            except CONNECTION_ERRORS as exc:
-                await asyncio.sleep(state.failed(exc))
+            except RedisUnavailable as exc:
+                await asyncio.sleep(exc.delay)
                 self._want.set()
                 continue
-            state.ok()
-            self._candidates = [h.decode() for h in self._candidates]
+            self._candidates = self._host_names(next_hosts)
             added = 0
-            for member, host in zip(leased[::2], leased[1::2], strict=True):
-                lease = (member, host.decode())
-                try:
-                    request = self.queue.decode(member)
-                except InvalidEntry as exc:
-                    logger.warning("Rejected a frontier entry (%s): %.200r", exc, member)
-                    self.stats.inc_value("frontier/rejected")
-                    self.redis.batcher.push(self.keys.requests_rejected, member)
-                    self.redis.batcher.ack(member)
+            for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
+                request = self._decode(lease_id, member)
+                if request is None:
                     continue
-                self._prefetched.append((request, lease))
+                self._prefetched.append((request, (lease_id, member, host.decode())))
                 added += 1
             if added:
-                self._wake_engine()
+                internals.wake_engine(self.crawler.engine)
             if self._candidates:
                 self._want.set()  # more hosts are ready: ask again
             elif not leased:
                 # Nothing ready: sleep until the next host's turn, or poll.
-                delay = (
-                    EMPTY_POLL_INTERVAL if wait_ms < 0 else min(wait_ms / 1000, EMPTY_POLL_INTERVAL)
-                )
+                poll = self.config.empty_poll_interval
+                delay = poll if wait_ms < 0 else min(wait_ms / 1000, poll)
                 await wait_event(self._want, max(delay, 0.001))
                 self._want.set()
 
+    def _decode(self, lease_id: bytes, member: bytes) -> Request | None:
+        """The request of a leased entry, or None after setting a bad entry aside.
+
+        Whatever the entry makes decoding or ``Request()`` raise (not JSON, an
+        unknown codec, a URL Scrapy refuses, anything) harms only that entry:
+        it goes to requests:rejected with one log line and its lease is acked,
+        so the rest of the batch, and the worker, carry on.
+        """
+        try:
+            return self.queue.decode(member)
+        except Exception as exc:  # noqa: BLE001 - any bad entry, see the docstring
+            logger.warning(
+                "Rejected a frontier entry (%s: %s), kept in %s: %.200r",
+                type(exc).__name__,
+                exc,
+                self.keys.requests_rejected,
+                member,
+            )
+            self.stats.inc_value("frontier/rejected")
+            self.redis.batcher.push(self.keys.requests_rejected, member)
+            self.redis.batcher.ack(lease_id)
+            return None
+
+    def _host_names(self, names: list[bytes]) -> list[str]:
+        """Ready hosts as text; a name that is not UTF-8 (not ours) is set aside.
+
+        Host names are written by ``host_of``, always valid UTF-8; anything
+        else in the ready-set was planted or corrupted. It goes to
+        requests:rejected with one log line and leaves the ready-set, and the
+        other hosts are served as usual.
+        """
+        hosts = []
+        for name in names:
+            try:
+                hosts.append(name.decode("utf-8"))
+            except UnicodeDecodeError:
+                if name in self._bad_hosts:
+                    continue  # already set aside; the removal is on its way
+                if len(self._bad_hosts) > 1000:
+                    self._bad_hosts.clear()
+                self._bad_hosts.add(name)
+                logger.warning(
+                    "Rejected a host name in %s that is not UTF-8, kept in %s: %.200r",
+                    self.keys.hosts,
+                    self.keys.requests_rejected,
+                    name,
+                )
+                self.stats.inc_value("frontier/rejected")
+                keys = [self.keys.hosts, self.keys.requests_rejected]
+                self.redis.batcher.script(self.redis.scripts.reject_host, keys, [name])
+        return hosts
+
     async def _lease_loop(self) -> None:
-        """Renew our leases and put back the expired leases of dead workers."""
+        """Renew our leases, put back expired leases, and notice a Redis that changed."""
         while True:
             await asyncio.sleep(self.renew_interval)
-            members = [lease[0] for _, lease in self._prefetched]
-            members += [lease[0] for lease in self._active.values()]
+            ids = [lease[0] for _, lease in self._prefetched]
+            ids += [lease[0] for lease in self._active.values()]
             try:
-                if members:
-                    self.redis.round_trip()
-                    await self.redis.scripts.renew(
-                        keys=[self.keys.leases], args=[self.lease_ms, *members]
+                if ids:
+                    await self.redis.calls.script(
+                        self.redis.scripts.renew,
+                        [self.keys.leases],
+                        [self.lease_ms, *ids],
+                        retry=False,
                     )
                 moved = await self.reclaim_expired()
-            except CONNECTION_ERRORS as exc:
-                self.redis.state.failed(exc)
-                continue
+                await self._check_run_id()
+            except RedisUnavailable:
+                continue  # the call path logged it; try again next period
             if moved:
                 logger.warning("Put back %d expired leases of a stopped worker", moved)
                 self.stats.inc_value("frontier/leases_reclaimed", moved)
                 self._want.set()
 
     async def reclaim_expired(self, limit: int = 1000) -> int:
-        """Return expired leases to their queues; several workers may race safely."""
+        """Return expired leases to their queues; several workers may race safely.
+
+        ``lua/requeue.lua`` re-checks each deadline as it moves the lease, so
+        a lease renewed after it was listed stays with its holder. A lease
+        that cannot be put back (no lease info) is set aside by
+        ``lua/expired.lua`` and logged here.
+        """
         keys, args = expired_call(self.keys, limit)
-        self.redis.round_trip()
-        found = await self.redis.scripts.expired(keys=keys, args=args)
+        calls, scripts = self.redis.calls, self.redis.scripts
+        found, rejected = await calls.script(scripts.expired, keys, args, retry=False)
+        for lease_id in rejected:
+            logger.warning(
+                "Rejected lease %.200r: it has no lease info, so no request to put back "
+                "(kept in %s)",
+                lease_id,
+                self.keys.requests_rejected,
+            )
+            self.stats.inc_value("frontier/rejected")
         if not found:
             return 0
-        leases = [(m, h.decode()) for m, h in zip(found[::2], found[1::2], strict=True)]
-        keys, args = requeue_call(self.keys, leases)
-        self.redis.round_trip()
-        return int(await self.redis.scripts.requeue(keys=keys, args=args))
+        leases = [
+            (i, h.decode("utf-8", "replace")) for i, h in zip(found[::2], found[1::2], strict=True)
+        ]
+        keys, args = requeue_call(self.keys, leases, expired=True)
+        return int(await calls.script(scripts.requeue, keys, args, retry=False))

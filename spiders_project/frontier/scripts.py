@@ -1,28 +1,32 @@
-"""The frontier's Lua scripts, read from ``lua/*.lua`` and registered once per client."""
+"""The frontier's Lua scripts, read once from ``lua/*.lua``.
+
+They are :class:`~spiders_project.redis_calls.LuaScript` objects, not bound
+to a client: workers run them through their asyncio call path (EVALSHA, with
+NOSCRIPT handled there), the batcher by source inside MULTI, and the commands
+and tests through the blocking one.
+"""
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
-from typing import Any
+
+from spiders_project.redis_calls import LuaScript, load_lua
 
 LUA_DIR = Path(__file__).with_name("lua")
 
 
-@cache
 def lua_source(name: str) -> str:
     """The text of ``lua/<name>.lua``."""
-    return (LUA_DIR / f"{name}.lua").read_text()
+    return load_lua(LUA_DIR, name).source
 
 
 class FrontierScripts:
-    """``register_script`` objects for one Redis client (sync or asyncio)."""
+    """Every frontier script, by name."""
 
-    def __init__(self, client: Any) -> None:
-        self.enqueue = client.register_script(lua_source("enqueue"))
-        self.lease = client.register_script(lua_source("lease"))
-        self.renew = client.register_script(lua_source("renew"))
-        self.requeue = client.register_script(lua_source("requeue"))
-        self.expired = client.register_script(lua_source("expired"))
-        self.pause_host = client.register_script(lua_source("pause_host"))
-        self.gate = client.register_script(lua_source("gate"))
+    def __init__(self) -> None:
+        self.enqueue: LuaScript = load_lua(LUA_DIR, "enqueue")
+        self.lease = load_lua(LUA_DIR, "lease")
+        self.renew = load_lua(LUA_DIR, "renew")
+        self.requeue = load_lua(LUA_DIR, "requeue")
+        self.expired = load_lua(LUA_DIR, "expired")
+        self.reject_host = load_lua(LUA_DIR, "reject_host")

@@ -1,10 +1,18 @@
-"""Small asyncio helpers for the worker's background loops."""
+"""asyncio helpers for the worker's background loops, and the rule that none dies silently."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+import logging
+import os
+from collections.abc import Coroutine, Iterable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# Exit status of a worker whose background loop ended unexpectedly (EX_SOFTWARE).
+LOOP_DIED_EXIT_CODE = 70
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -15,14 +23,54 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
+def spawn_loop(name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    """Run a background loop that must only ever end by being cancelled.
+
+    A loop that returns or raises took a piece of the worker with it (the
+    refill loop: fetching; the batcher: every write), and the rest of the
+    process would carry on, looking alive, doing nothing. That is fatal and
+    loud: one line naming the loop and the error, then exit non-zero so that
+    supervisor or systemd restarts the worker. Nothing is lost by exiting:
+    the worker's leases expire and go back to their queues, and the writes
+    still in memory belong to pages that were not acknowledged, so they are
+    fetched again.
+    """
+    task = asyncio.ensure_future(coro)
+    task.set_name(name)
+    task.add_done_callback(_exit_unless_cancelled)
+    return task
+
+
+def _exit_unless_cancelled(task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    reason = f"{type(exc).__name__}: {exc}" if exc is not None else "it returned"
+    logger.critical(
+        "Background loop %s ended unexpectedly (%s); exiting with status %d so the "
+        "supervisor restarts this worker",
+        task.get_name(),
+        reason,
+        LOOP_DIED_EXIT_CODE,
+    )
+    if exc is not None:
+        logger.debug("Traceback of %s", task.get_name(), exc_info=exc)
+    logging.shutdown()
+    os._exit(LOOP_DIED_EXIT_CODE)
+
+
 async def stop_tasks(tasks: Iterable[asyncio.Task[None]]) -> None:
     """Cancel ``tasks`` until they are done.
 
     On Python 3.11 ``asyncio.wait_for`` can swallow a cancellation that
     arrives as its inner wait completes, leaving a loop running; cancelling
-    again until the task is really done makes shutdown deterministic.
+    again until the task is really done makes shutdown deterministic. A task
+    that swallowed its cancellation and returned is not a loop death: its
+    done callback is removed before the first cancel.
     """
     pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.remove_done_callback(_exit_unless_cancelled)
     while pending:
         for task in pending:
             task.cancel()

@@ -9,6 +9,7 @@ from scrapy.utils.serialize import ScrapyJSONEncoder
 from scrapy_redis.pipelines import RedisPipeline
 
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.scrapy_redis_compat import not_here
 
 
 class ItemBufferPipeline(RedisPipeline):
@@ -29,6 +30,12 @@ class ItemBufferPipeline(RedisPipeline):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemBufferPipeline:
         return cls(WorkerRedis.of(crawler))
+
+    # 0.9.1's blocking RPUSH, meant for a thread; on the asyncio client it
+    # would return a coroutine nobody awaits and lose the item.
+    _process_item = not_here(
+        "RedisPipeline._process_item", "process_item hands items to the write batcher"
+    )
 
     def process_item(self, item: Any) -> Any:
         self.redis.batcher.item(self.serialize(item).encode())

@@ -5,8 +5,6 @@
   other requests over plain HTTP;
 - :mod:`.config` holds the ``RENDER_*`` settings; :mod:`.blocking` and
   :mod:`.recycle` keep pages lean and memory bounded;
-- :mod:`.site` is a local site whose content exists only after scripts run,
-  for tests and the benchmark.
 
 See docs/RENDERING.md.
 """

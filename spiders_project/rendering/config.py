@@ -1,4 +1,4 @@
-"""The ``RENDER_*`` settings, parsed once into a typed object that validates itself.
+"""The ``RENDER_*`` settings, read once into a typed config and checked (``from_settings``).
 
 ``PLAYWRIGHT_*`` settings stay scrapy-playwright's own (launch options, browser
 type); everything this project decides about rendering has the ``RENDER_`` prefix
@@ -13,12 +13,10 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
+from spiders_project.config import SettingsReader
+
 #: Values Playwright accepts for ``page.goto(wait_until=...)``.
 WAIT_UNTIL_VALUES = frozenset({"commit", "domcontentloaded", "load", "networkidle"})
-
-
-class RenderConfigError(ValueError):
-    """A ``RENDER_*`` setting that cannot work; the message names the setting."""
 
 
 @dataclass(frozen=True)
@@ -44,52 +42,42 @@ class RenderConfig:
     block_domains: tuple[str, ...]
     crash_retries: int
 
-    def __post_init__(self) -> None:
-        def check(ok: bool, message: str) -> None:
-            if not ok:
-                raise RenderConfigError(message)
-
-        check(
-            self.wait_until in WAIT_UNTIL_VALUES,
-            f"RENDER_WAIT_UNTIL must be one of {sorted(WAIT_UNTIL_VALUES)}, "
-            f"got {self.wait_until!r}",
-        )
-        check(self.timeout > 0, "RENDER_TIMEOUT must be > 0")
-        check(self.idle_timeout >= 0, "RENDER_IDLE_TIMEOUT must be >= 0")
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RenderConfig:
+        read = SettingsReader(settings)
+        timeout = read.getfloat("RENDER_TIMEOUT", above=0)
+        idle_timeout = read.getfloat("RENDER_IDLE_TIMEOUT", minimum=0)
+        deadline = read.getfloat("RENDER_DEADLINE", above=0)
         # One attempt legitimately takes a navigation (timeout) plus a selector
         # wait (timeout) or an idle wait; a deadline inside that window would
         # cancel pages that were about to succeed and leave their slots busy.
-        longest = self.timeout + max(self.timeout, self.idle_timeout)
-        check(
-            self.deadline > longest,
-            f"RENDER_DEADLINE ({self.deadline:g} s) must exceed RENDER_TIMEOUT plus the "
-            f"longer of RENDER_TIMEOUT and RENDER_IDLE_TIMEOUT ({longest:g} s)",
+        longest = timeout + max(timeout, idle_timeout)
+        read.check(
+            deadline > longest,
+            "RENDER_DEADLINE",
+            f"must exceed RENDER_TIMEOUT plus the longer of RENDER_TIMEOUT and "
+            f"RENDER_IDLE_TIMEOUT ({longest:g} s)",
         )
-        check(self.concurrency >= 1, "RENDER_CONCURRENCY must be >= 1")
-        check(self.pages_per_context >= 1, "RENDER_PAGES_PER_CONTEXT must be >= 1")
-        check(
-            self.pages_per_browser >= self.pages_per_context,
-            "RENDER_PAGES_PER_BROWSER must be >= RENDER_PAGES_PER_CONTEXT",
-        )
-        check(self.crash_retries >= 0, "RENDER_CRASH_RETRIES must be >= 0")
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> RenderConfig:
+        pages_per_context = read.getint("RENDER_PAGES_PER_CONTEXT", minimum=1)
+        try:
+            rules = parse_rules(settings.getdictorlist("RENDER_URL_PATTERNS"))
+        except (TypeError, ValueError) as exc:
+            read.fail("RENDER_URL_PATTERNS", str(exc))
         return cls(
-            enabled=settings.getbool("RENDER_ENABLED"),
-            rules=parse_rules(settings.getdictorlist("RENDER_URL_PATTERNS")),
-            wait_until=settings.get("RENDER_WAIT_UNTIL"),
-            timeout=settings.getfloat("RENDER_TIMEOUT"),
-            idle_timeout=settings.getfloat("RENDER_IDLE_TIMEOUT"),
-            deadline=settings.getfloat("RENDER_DEADLINE"),
-            concurrency=settings.getint("RENDER_CONCURRENCY"),
-            pages_per_context=settings.getint("RENDER_PAGES_PER_CONTEXT"),
-            pages_per_browser=settings.getint("RENDER_PAGES_PER_BROWSER"),
-            block_resource_types=frozenset(_clean(settings.getlist("RENDER_BLOCK_RESOURCE_TYPES"))),
+            enabled=read.getbool("RENDER_ENABLED"),
+            rules=rules,
+            wait_until=read.getstr("RENDER_WAIT_UNTIL", choices=sorted(WAIT_UNTIL_VALUES)),
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            deadline=deadline,
+            concurrency=read.getint("RENDER_CONCURRENCY", minimum=1),
+            pages_per_context=pages_per_context,
+            pages_per_browser=read.getint("RENDER_PAGES_PER_BROWSER", minimum=pages_per_context),
+            block_resource_types=frozenset(_clean(read.getlist("RENDER_BLOCK_RESOURCE_TYPES"))),
             block_domains=tuple(
-                d.lower().lstrip(".") for d in _clean(settings.getlist("RENDER_BLOCK_DOMAINS"))
+                d.lower().lstrip(".") for d in _clean(read.getlist("RENDER_BLOCK_DOMAINS"))
             ),
-            crash_retries=settings.getint("RENDER_CRASH_RETRIES"),
+            crash_retries=read.getint("RENDER_CRASH_RETRIES", minimum=0),
         )
 
     @property
@@ -111,15 +99,13 @@ def parse_rules(value: dict[str, str | None] | list[str]) -> tuple[UrlRule, ...]
     rules = []
     for pattern, selector in items:
         if not isinstance(pattern, str) or not pattern.strip():
-            raise RenderConfigError(f"RENDER_URL_PATTERNS: not a regex: {pattern!r}")
+            raise ValueError(f"not a regex: {pattern!r}")
         if selector is not None and not isinstance(selector, str):
-            raise RenderConfigError(
-                f"RENDER_URL_PATTERNS: selector of {pattern!r} must be a string or null"
-            )
+            raise ValueError(f"the selector of {pattern!r} must be a string or null")
         try:
             compiled = re.compile(pattern.strip())
         except re.error as exc:
-            raise RenderConfigError(f"RENDER_URL_PATTERNS: bad regex {pattern!r}: {exc}") from None
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from None
         rules.append(UrlRule(compiled, (selector or "").strip() or None))
     return tuple(rules)
 

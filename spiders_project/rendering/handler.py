@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import weakref
 from collections.abc import Awaitable
 from contextlib import suppress
 from contextvars import ContextVar
@@ -47,12 +46,14 @@ from scrapy.http import Response
 from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
+from spiders_project import internals
+from spiders_project.politeness.turns import HostTurns
 from spiders_project.rendering.blocking import ResourceBlocker, chain
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
-from spiders_project.rendering.politeness import HostTurns
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.slots import RenderSlots
+from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,6 @@ class _Attempt:
 
 
 _current: ContextVar[_Attempt | None] = ContextVar("render_attempt", default=None)
-_shared: weakref.WeakKeyDictionary[Crawler, RenderingDownloadHandler] = weakref.WeakKeyDictionary()
 # Our RENDER_CONCURRENCY semaphore is the page cap. scrapy-playwright's
 # per-context semaphore loses a slot whenever new_page() is cancelled, so it
 # must never be the one that blocks.
@@ -110,10 +110,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderingDownloadHandler:
         """The same instance for every scheme of ``crawler``: one driver, one browser."""
-        handler = _shared.get(crawler)
-        if handler is None:
-            handler = _shared[crawler] = cls(crawler)
-        return handler
+        return shared(crawler, cls, lambda: cls(crawler))
 
     async def _maybe_launch_in_thread(self) -> None:
         """Not at engine start: the driver starts with the first rendered page."""
@@ -231,7 +228,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     ) -> tuple[PlaywrightResponse | None, Download | None]:
         """Navigate, once the host's cluster-wide turn is granted (see :mod:`.politeness`)."""
         if self._turns is None:
-            self._turns = HostTurns.of(self._crawler)
+            self._turns = HostTurns.for_navigation(self._crawler)
         waited = await self._turns.wait(request.url)
         state = _current.get()
         if state is not None:
@@ -264,27 +261,22 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
     def _watch_driver(self, provider: BrowserProvider) -> None:
         """Restart the Node driver if it exits (killed, out of memory).
 
-        Playwright's public API has no event for that; the connection to the
-        driver (private, present in the pinned 1.65) emits "close". Without it,
-        every later rendered page would fail until the worker restarts.
+        Playwright's public API has no event for that; its private connection
+        to the driver emits "close" (reached through :mod:`spiders_project.internals`,
+        which raises InternalsMissing here if it is gone). Without it, every
+        later rendered page would fail until the worker restarts.
         """
-        playwright = getattr(provider, "playwright", None)
-        connection = getattr(getattr(playwright, "_impl_obj", None), "_connection", None)
-        if connection is None or not callable(getattr(connection, "on", None)):
-            logger.warning("Cannot watch Playwright's driver: if it exits it is not restarted")
-            return
-        connection.on("close", lambda: self._driver_gone(provider))
+        internals.on_driver_exit(
+            provider.playwright,
+            provider.playwright_context_manager,
+            lambda: self._driver_gone(provider),
+        )
 
     def _driver_gone(self, provider: BrowserProvider) -> None:
         if self._closed or getattr(self, "browser_provider", None) is not provider:
             return
         del self.browser_provider
         self._started = False
-        # Read the transport's error, which asyncio would otherwise log as never retrieved.
-        client = getattr(getattr(provider, "playwright_context_manager", None), "_client", None)
-        error = getattr(getattr(client, "_transport", None), "on_error_future", None)
-        if isinstance(error, asyncio.Future) and error.done() and not error.cancelled():
-            error.exception()
         self.stats.inc_value("render/driver_restarts")
         self._lost("Playwright's driver exited unexpectedly; starting a new one")
 

@@ -17,7 +17,7 @@ import weakref
 from scrapy import Request
 from scrapy.crawler import Crawler
 
-_instances: weakref.WeakKeyDictionary[Crawler, RenderSlots] = weakref.WeakKeyDictionary()
+from spiders_project.wiring import shared
 
 
 class RenderSlots:
@@ -37,10 +37,8 @@ class RenderSlots:
 
     @classmethod
     def of(cls, crawler: Crawler, size: int) -> RenderSlots:
-        slots = _instances.get(crawler)
-        if slots is None:
-            slots = _instances[crawler] = cls(size)
-        return slots
+        """The crawler's slots; asking for another ``size`` than the first caller is an error."""
+        return shared(crawler, cls, lambda: cls(size), size)
 
     def holds(self, request: Request) -> bool:
         return id(request) in self._held

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,16 +23,15 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy_redis.spiders import RedisSpider
 
+from spiders_project import internals
+from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.scheduler import SEED_ENTRY
-from spiders_project.redis_connection import CONNECTION_ERRORS
-from spiders_project.seeds import InvalidSeed, Seed, parse_seed
+from spiders_project.frontier.scheduler import SEED_ENTRY, seed_reached
+from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.scrapy_redis_compat import not_here
+from spiders_project.seeds import Seed, parse_seed
 
 logger = logging.getLogger(__name__)
-
-# A seed seen again after this many claims never reached the frontier (a
-# middleware dropped its request): it is rejected instead of retried forever.
-SEED_ATTEMPTS = 3
 
 
 class RedisSeedSpider(RedisSpider):
@@ -42,16 +41,33 @@ class RedisSeedSpider(RedisSpider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RedisSeedSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.redis = WorkerRedis.of(crawler)
+        spider._reached = set()
+        crawler.signals.connect(spider._seed_reached, signal=seed_reached)
+        spider.redis.batcher.seeds_rejected.subscribe(spider._seed_rejected)
         return spider
+
+    def _seed_reached(self, entry: bytes) -> None:
+        self._reached.add(entry)
 
     def setup_redis(self, crawler: Crawler | None = None) -> None:
         """Keep scrapy-redis' attribute names, without its client and idle hook."""
         assert crawler is not None
-        settings = crawler.settings
+        config = FrontierConfig.from_settings(crawler.settings)
         self.redis_key = WorkerRedis.of(crawler).keys.start_urls
-        self.redis_batch_size = settings.getint("SEED_BATCH_SIZE")
-        self.max_idle_time = settings.getint("MAX_IDLE_TIME_BEFORE_CLOSE")
-        self.seed_poll_interval = settings.getfloat("SEED_POLL_INTERVAL")
+        self.redis_batch_size = config.seed_batch_size
+        self.seed_spread = config.seed_spread
+        self.max_idle_time = config.max_idle_time
+        self.seed_poll_interval = config.seed_poll_interval
+
+    # RedisMixin's seed reading: a destructive pop through a client this
+    # spider does not have (``self.server`` is never set), from the idle hook.
+    # Seeds are read in ``start()`` instead.
+    _SEEDS_INSTEAD = "seeds are read in start(), left in start_urls until enqueued"
+    start_requests = not_here("RedisMixin.start_requests", _SEEDS_INSTEAD)
+    next_requests = not_here("RedisMixin.next_requests", _SEEDS_INSTEAD)
+    schedule_next_requests = not_here("RedisMixin.schedule_next_requests", _SEEDS_INSTEAD)
+    pop_list_queue = not_here("RedisMixin.pop_list_queue", _SEEDS_INSTEAD)
+    pop_priority_queue = not_here("RedisMixin.pop_priority_queue", _SEEDS_INSTEAD)
 
     def make_request_from_seed(self, seed: Seed) -> Request:
         """The request for a seed; subclasses add their own meta."""
@@ -67,29 +83,33 @@ class RedisSeedSpider(RedisSpider):
 
     async def start(self) -> AsyncIterator[Any]:
         idle_since: float | None = None
-        attempts: Counter[bytes] = Counter()
         while True:
             # Seeds go into the shared frontier, not straight to the
             # downloader, so they are read even while every slot is busy.
             entries = await self._peek_seeds()
+            yielded: list[bytes] = []
+            self._reached.clear()
             for raw in entries:
-                attempts[raw] += 1
-                if attempts[raw] > SEED_ATTEMPTS:
-                    self._reject_seed(raw, "dropped before reaching the frontier")
-                    continue
                 try:
                     request = self.make_request_from_data(raw)
-                except InvalidSeed as exc:
-                    self._reject_seed(raw, str(exc))
+                except Exception as exc:  # noqa: BLE001 - one bad seed harms only itself
+                    self._reject_seed(raw, f"{type(exc).__name__}: {exc}")
                     continue
                 request.meta[SEED_ENTRY] = raw.decode("latin-1")
                 idle_since = None
+                yielded.append(raw)
                 yield request
+            # The engine asks for the next request only after it scheduled
+            # the previous one (or a spider middleware dropped it), so every
+            # seed yielded above that did not reach the scheduler was dropped.
+            # It would be read again forever: reject it instead.
+            for raw in yielded:
+                if raw not in self._reached:
+                    self._reject_seed(raw, "dropped before reaching the frontier")
             if entries:
                 # The claims (or rejects) reach Redis before we look again.
                 await self.redis.batcher.wait_flushed()
                 continue
-            attempts.clear()
             if await self._cluster_is_idle():
                 idle_since = idle_since or time.monotonic()
                 idle = time.monotonic() - idle_since
@@ -101,18 +121,44 @@ class RedisSeedSpider(RedisSpider):
             await asyncio.sleep(self.seed_poll_interval)
 
     async def _peek_seeds(self) -> list[bytes]:
-        """The oldest seeds, left in place: each is removed by the script that
-        enqueues its request, so a worker that dies holding seeds loses none."""
+        """Some of the oldest seeds, left in place: each is removed by the script
+        that enqueues its request, so a worker that dies holding seeds loses none.
+
+        It reads the oldest SEED_BATCH_SIZE x SEED_SPREAD and picks
+        SEED_BATCH_SIZE of them at random, so workers polling together mostly
+        claim different seeds (each is claimed once, by the enqueue script,
+        whoever reads it) and intake grows with the number of workers instead
+        of every worker racing for the same oldest few; seeds stay roughly
+        oldest first. Identical entries (a seed pushed twice) are read once per
+        poll, and the next poll reads the copy left.
+        """
+        batch = self.redis_batch_size
+        client = self.redis.client
         try:
-            self.redis.round_trip()
-            entries = await self.redis.client.lrange(self.redis_key, -self.redis_batch_size, -1)
-        except CONNECTION_ERRORS as exc:
-            await asyncio.sleep(self.redis.state.failed(exc))
+            entries = await self.redis.calls.call(
+                "LRANGE start_urls",
+                lambda: client.lrange(self.redis_key, -batch * self.seed_spread, -1),
+                retry=False,
+                writes=False,
+            )
+        except RedisUnavailable as exc:
+            await asyncio.sleep(exc.delay)
             return []
-        self.redis.state.ok()
-        return entries[::-1]
+        distinct = list(dict.fromkeys(reversed(entries)))  # oldest first
+        if len(distinct) > batch:
+            chosen = sorted(random.sample(range(len(distinct)), batch))
+            distinct = [distinct[i] for i in chosen]
+        return distinct
 
     def _reject_seed(self, raw: bytes, reason: str) -> None:
+        self.redis.batcher.reject_seed(raw, reason)
+
+    def _seed_rejected(self, raw: bytes, reason: str) -> None:
+        """Log and count a seed once it is in start_urls:rejected.
+
+        Only the worker whose reject moved it hears of it: two workers that
+        read the same bad seed would otherwise log and count it twice.
+        """
         logger.error(
             "Rejected seed %.200r: %s (kept in %s)",
             raw,
@@ -120,26 +166,27 @@ class RedisSeedSpider(RedisSpider):
             self.redis.keys.start_urls_rejected,
         )
         self.crawler.stats.inc_value("seeds/rejected")
-        self.redis.batcher.reject_seed(raw)
 
     async def _cluster_is_idle(self) -> bool:
         """True when this worker and every queue of the cluster are empty."""
         engine = self.crawler.engine
-        scheduler = engine._slot.scheduler if engine._slot else None
-        if engine.downloader.active or not engine.scraper.slot.is_idle():
+        scheduler = internals.scheduler_of(engine)
+        if engine.downloader.active or not internals.scraper_is_idle(engine):
             return False
         if scheduler is not None and hasattr(scheduler, "is_idle") and not scheduler.is_idle():
             return False
         keys = self.redis.keys
-        try:
-            self.redis.round_trip()
+
+        async def sizes() -> list[Any]:
             async with self.redis.client.pipeline(transaction=False) as pipe:
                 pipe.llen(keys.start_urls).get(keys.requests_size).zcard(keys.leases)
-                sizes = await pipe.execute()
-        except CONNECTION_ERRORS as exc:
-            self.redis.state.failed(exc)
+                return await pipe.execute()
+
+        try:
+            found = await self.redis.calls.call("idle check", sizes, retry=False, writes=False)
+        except RedisUnavailable:
             return False
-        return not any(int(size or 0) for size in sizes)
+        return not any(int(size or 0) for size in found)
 
     def spider_idle(self) -> None:
         """Idle closing is decided in ``start()``; let Scrapy close when it ends."""

@@ -36,11 +36,11 @@ import psutil
 import redis
 from mirakuru import TCPExecutor
 from port_for import get_port
+from spiders_project.rendering.site import TRACKER_HOST, JsSite
 
 from spiders_project.config import load_settings
 from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from spiders_project.rendering.site import TRACKER_HOST, JsSite
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import redis
 
-from tests.processes import find_pg_ctl
+from tests.support.processes import find_pg_ctl
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

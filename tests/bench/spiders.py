@@ -19,7 +19,7 @@ from scrapy.crawler import Crawler
 from scrapy.utils.serialize import ScrapyJSONEncoder
 from scrapy_redis.spiders import RedisSpider
 
-from spiders_project.frontier.politeness import host_of
+from spiders_project.hosts import host_of
 from spiders_project.spiders.distributed import DistributedSpider
 
 

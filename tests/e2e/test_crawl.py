@@ -11,9 +11,9 @@ import pytest
 import redis
 from pytest_redis import factories
 
-from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from tests.processes import db_writer, stored_urls, wait_until, worker
+from tests.support.processes import db_writer, stored_urls, wait_until, worker
+from tests.support.site import TestSite
 
 K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def item_count(log: str) -> int:
 
 def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path, procs):
     db_path = tmp_path / "items.db"
-    with SiteServer(pages=1200, seed=2, flaky_every=40) as site:
+    with TestSite(pages=1200, seed=2, flaky_every=40) as site:
         r.lpush(K.start_urls, site.url)
         workers = [
             worker(f"w{i}", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3") for i in (1, 2)
@@ -67,7 +67,7 @@ def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path,
 
 def test_bad_seeds_are_rejected_and_the_worker_keeps_crawling(redis_url, r, tmp_path, procs):
     bad = [b"not a url", b"ftp://example.com/", b'{"url": ', b'{"meta": {}}', b"\xff\xfe"]
-    with SiteServer(pages=30, seed=3, dead_links=False, offsite_links=False) as site:
+    with TestSite(pages=30, seed=3, dead_links=False, offsite_links=False) as site:
         r.lpush(K.start_urls, *bad[:3], site.url, *bad[3:])
         w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
         procs.append(w)
@@ -81,7 +81,7 @@ def test_bad_seeds_are_rejected_and_the_worker_keeps_crawling(redis_url, r, tmp_
 
 def test_json_seed_with_meta_and_seeds_read_while_busy(redis_url, r, tmp_path, procs):
     """A second seed pushed mid-crawl is crawled side by side, not after the first."""
-    with SiteServer(pages=400, seed=4, latency=0.02, hosts=2) as site:
+    with TestSite(pages=400, seed=4, latency=0.02, hosts=2) as site:
         first, second = site.urls
         r.lpush(K.start_urls, first)
         w = worker(
@@ -114,7 +114,7 @@ def test_worker_and_db_writer_exit_with_one_line_when_redis_is_unreachable(tmp_p
 
 
 def test_sigterm_returns_unfinished_work(redis_url, r, tmp_path, procs):
-    with SiteServer(pages=300, seed=5, latency=0.05) as site:
+    with TestSite(pages=300, seed=5, latency=0.05) as site:
         r.lpush(K.start_urls, site.url)
         w = worker("w", redis_url, tmp_path, "CONCURRENT_REQUESTS=8")
         procs.append(w)
@@ -141,7 +141,7 @@ def test_depth_limit_and_a_password_protected_redis(redis_with_password, tmp_pat
     url = f"redis://:{quote('s3cret pw')}@{redis_with_password.host}:{redis_with_password.port}/0"
     r = redis.Redis.from_url(url)
     r.flushall()  # our own private server
-    with SiteServer(pages=200, seed=6, offsite_links=False) as site:
+    with TestSite(pages=200, seed=6, offsite_links=False) as site:
         r.lpush(K.start_urls, site.url)
         w = worker("w", url, tmp_path, "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
         procs.append(w)

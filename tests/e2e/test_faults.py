@@ -12,12 +12,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
-from mirakuru import TCPExecutor
-from port_for import get_port
 
-from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from tests.processes import db_writer, stored_urls, wait_until, worker
+from tests.support.processes import db_writer, stored_urls, wait_until, worker
+from tests.support.site import TestSite
 
 K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
@@ -30,7 +28,7 @@ def drained(r) -> bool:
 def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
     db_path = tmp_path / "items.db"
     settings = ("FRONTIER_LEASE_TIMEOUT=3", "CONCURRENT_REQUESTS=16")
-    with SiteServer(pages=1100, seed=11, latency=0.05) as site:
+    with TestSite(pages=1100, seed=11, latency=0.05) as site:
         r.lpush(K.start_urls, site.url)
         victim = worker("victim", redis_url, tmp_path, *settings)
         survivor = worker(
@@ -59,34 +57,9 @@ def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
 
 
 @pytest.fixture
-def aof_redis(tmp_path):
+def aof_redis(start_redis):
     """A redis-server with appendonly persistence that the test can restart."""
-    port = get_port(None)
-    datadir = tmp_path / "redis"
-    datadir.mkdir()
-    executor = TCPExecutor(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(datadir),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-        ],
-        host="127.0.0.1",
-        port=port,
-        timeout=30,
-    )
-    executor.start()
-    yield executor, f"redis://127.0.0.1:{port}/0"
-    executor.stop()
+    return start_redis("--appendonly", "yes", "--appendfsync", "always")
 
 
 def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
@@ -94,7 +67,7 @@ def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
     r = redis.Redis.from_url(url)
     db_path = tmp_path / "items.db"
     settings = ("FRONTIER_LEASE_TIMEOUT=5", "CONCURRENT_REQUESTS=8", "MAX_IDLE_TIME_BEFORE_CLOSE=4")
-    with SiteServer(pages=600, seed=12, latency=0.03) as site:
+    with TestSite(pages=600, seed=12, latency=0.03) as site:
         r.lpush(K.start_urls, site.url)
         workers = [worker(f"w{i}", url, tmp_path, *settings) for i in (1, 2)]
         writer = db_writer("dbw", url, f"sqlite:///{db_path}", tmp_path)
@@ -127,7 +100,7 @@ def test_hostile_queue_content_is_rejected_never_executed(redis_url, r, tmp_path
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    with SiteServer(pages=40, seed=13, dead_links=False, offsite_links=False) as site:
+    with TestSite(pages=40, seed=13, dead_links=False, offsite_links=False) as site:
         host = urlsplit(site.url).netloc
         hostile = [
             pickle.dumps(Exploit()),
@@ -152,7 +125,7 @@ def test_hostile_queue_content_is_rejected_never_executed(redis_url, r, tmp_path
 
 
 def test_politeness_holds_across_three_workers(redis_url, r, tmp_path, procs):
-    with SiteServer(
+    with TestSite(
         pages=25, seed=14, hosts=2, dead_links=False, offsite_links=False, latency=0.01
     ) as slow_and_fast:
         slow, fast = (urlsplit(u).netloc for u in slow_and_fast.urls)
@@ -187,7 +160,7 @@ def test_politeness_holds_across_three_workers(redis_url, r, tmp_path, procs):
 def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_path, procs):
     db_path = tmp_path / "items.db"
     limit = 40
-    with SiteServer(pages=300, seed=15, latency=0.005) as site:
+    with TestSite(pages=300, seed=15, latency=0.005) as site:
         r.lpush(K.start_urls, site.url)
         w = worker(
             "w",
@@ -218,7 +191,7 @@ def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_
 
 
 def test_sigterm_drains_within_the_grace_period_and_hands_back(redis_url, r, tmp_path, procs):
-    with SiteServer(pages=60, seed=16, latency=4.0) as site:
+    with TestSite(pages=60, seed=16, latency=4.0) as site:
         r.lpush(K.start_urls, site.url)
         w = worker("w", redis_url, tmp_path, "SHUTDOWN_GRACE_PERIOD=1", "CONCURRENT_REQUESTS=4")
         procs.append(w)

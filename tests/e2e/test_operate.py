@@ -23,10 +23,10 @@ import pytest
 import redis
 
 from spiders_project.demo.runner import ROOT, Supervisor, free_port, render_config
-from spiders_project.demo.site import SiteServer
 from spiders_project.keys import RedisKeys
-from tests.monitoring import Exporter, Metrics, scrape_url
-from tests.processes import PYTHON, db_writer, stored_urls, wait_until, worker
+from tests.support.monitoring import Exporter, Metrics, scrape_url
+from tests.support.processes import PYTHON, db_writer, stored_urls, wait_until, worker
+from tests.support.site import TestSite
 
 K = RedisKeys("distributed")
 SPIDER = {"spider": "distributed"}
@@ -59,7 +59,7 @@ def test_exporter_during_a_two_worker_crawl(redis_url, r, tmp_path, procs):
     refused = f"http://127.0.0.1:{free_port()}/"  # nothing listens: 3 attempts, a dead letter
     exporter = Exporter(redis_url, tmp_path)
     procs.append(exporter.proc)
-    with SiteServer(pages=400, seed=21, latency=0.1, flaky_every=25) as site:
+    with TestSite(pages=400, seed=21, latency=0.1, flaky_every=25) as site:
         r.lpush(K.start_urls, site.url, refused, "not a url")
         settings = (*FAST_STATS, "MAX_IDLE_TIME_BEFORE_CLOSE=3", "CONCURRENT_REQUESTS=4")
         workers = [worker(f"w{i}", redis_url, tmp_path, *settings) for i in (1, 2)]
@@ -201,7 +201,7 @@ def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, t
     )
     supervisor = Supervisor(run_dir, config)
     metrics_url = f"http://127.0.0.1:{monitor_port}/metrics"
-    with SiteServer(pages=400, seed=22, latency=0.1) as site:
+    with TestSite(pages=400, seed=22, latency=0.1) as site:
         supervisor.start()
         try:
             assert {state for state, _ in states(supervisor).values()} <= {"STARTING", "RUNNING"}

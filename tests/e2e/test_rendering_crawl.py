@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from spiders_project.keys import RedisKeys
-from spiders_project.rendering.site import TRACKER_HOST, JsSite
-from tests.processes import db_writer, wait_until, worker
+from tests.support.js_site import TRACKER_HOST, JsSite
+from tests.support.processes import db_writer, wait_until, worker
 
 K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow

@@ -30,7 +30,8 @@ from spiders_project.frontier.dead_letters import (
 )
 from spiders_project.keys import RedisKeys
 from spiders_project.middlewares.dead_letters import DeadLetterMiddleware
-from tests.processes import PYTHON, ROOT, worker
+from tests.support.crawlers import project_crawler
+from tests.support.processes import PYTHON, ROOT, worker
 
 K = RedisKeys("distributed")
 REFUSED = "http://127.0.0.1:1/"
@@ -284,6 +285,54 @@ def test_purge_and_one_line_errors(redis_url, r):
     assert "s3cret" not in down.stderr
 
 
+@pytest.fixture
+def own_redis(start_redis) -> Iterator[tuple[str, redis.Redis]]:
+    """A redis-server of this test alone, on a free port: its maxmemory is this test's."""
+    _, url = start_redis("--maxmemory-policy", "noeviction")
+    client = redis.Redis.from_url(url)
+    yield url, client
+    client.close()
+
+
+def test_requeue_when_redis_refuses_writes_is_one_line_and_keeps_the_letters(own_redis):
+    """Out of memory: requeue says so in one line, exits 1 and moves nothing; list still works."""
+    url, r = own_redis
+    entries = [
+        make_dead_letter(
+            serialize.dumps({"url": f"http://c.test/{n}"}),
+            error="HTTP 503",
+            attempts=3,
+            failed_at=datetime.now(UTC),
+            worker="h:1",
+        ).dumps()
+        for n in range(3)
+    ]
+    r.lpush(K.dead, *entries)
+    r.config_set("maxmemory", 1)  # below what Redis uses: every write that adds data is OOM
+    try:
+        refused = deadletters(url, "requeue", "--all")
+        listed = deadletters(url, "list")  # plain reads are still answered
+        limited = deadletters(url, "requeue", "--limit", "1")
+    finally:
+        r.config_set("maxmemory", 0)
+    assert refused.returncode == 1 and refused.stdout == ""
+    [line] = refused.stderr.splitlines()
+    assert line == (
+        "ERROR: Redis refuses writes (OOM command not allowed when used memory > 'maxmemory'.) "
+        f"at {url}; entries not requeued are still in distributed:dead"
+    )
+    assert limited.returncode == 1 and "Redis refuses writes (OOM" in limited.stderr
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[-1].startswith("3 dead letters in distributed:dead")
+    assert r.lrange(K.dead, 0, -1) == entries[::-1]
+    assert not r.exists(K.requests_size)
+
+    done = deadletters(url, "requeue", "--all")
+    assert done.returncode == 0, done.stderr
+    assert "Requeued 3 dead letters" in done.stdout
+    assert r.llen(K.dead) == 0 and int(r.get(K.requests_size)) == 3
+
+
 class _Spider(Spider):
     name = "t"
 
@@ -326,9 +375,12 @@ def test_middleware_keeps_only_what_retry_gave_up_on():
 def test_middleware_switch_and_retry_settings():
     with pytest.raises(NotConfigured):
         DeadLetterMiddleware.from_crawler(get_crawler(_Spider, {"DEAD_LETTERS_ENABLED": False}))
-    crawler = get_crawler(
+    crawler = project_crawler(
         _Spider,
         {
+            "REDIS_RECONNECT_BACKOFF": 0.2,
+            "REDIS_SOCKET_TIMEOUT": 10.0,
+            "REDIS_RECONNECT_BACKOFF_MAX": 5.0,
             "DEAD_LETTERS_ENABLED": True,
             "REDIS_URL": "redis://127.0.0.1:9/0",
             "RETRY_HTTP_CODES": [599],

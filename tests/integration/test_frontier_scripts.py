@@ -1,12 +1,11 @@
-"""The frontier's Lua scripts against a real redis-server."""
+"""The frontier's and the politeness Lua scripts against a real redis-server."""
 
+import logging
 import time
 
 import pytest
 from scrapy import Request
-from scrapy.utils.test import get_crawler
 
-from spiders_project.config import load_settings
 from spiders_project.frontier.calls import (
     ack_commands,
     enqueue_call,
@@ -17,26 +16,56 @@ from spiders_project.frontier.calls import (
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.keys import RedisKeys
+from spiders_project.politeness.turns import LUA_DIR as POLITENESS_LUA
+from spiders_project.redis_calls import RedisState, SyncRedisCalls, load_lua
 from spiders_project.spiders.distributed import DistributedSpider
+from tests.support.crawlers import project_crawler
 
 K = RedisKeys("t")
 
 
+class Scripts:
+    """The frontier scripts run through the blocking call path, as the commands run them."""
+
+    def __init__(self, r) -> None:
+        state = RedisState("redis://test", 0.01, 0.1, logging.getLogger("test"))
+        self.calls = SyncRedisCalls(r, state)
+        self.scripts = FrontierScripts()
+        self.next_id = 0
+        self.last_ids: list[bytes] = []
+
+    def __getattr__(self, name):
+        if name in ("gate", "pause_host"):
+            script = load_lua(POLITENESS_LUA, name)
+        else:
+            script = getattr(self.scripts, name)
+        return lambda keys, args: self.calls.script(script, keys, args)
+
+
 @pytest.fixture
 def s(r):
-    return FrontierScripts(r)
+    return Scripts(r)
 
 
 def enqueue(s, entries):
     keys, args = enqueue_call(K, entries)
-    return s.enqueue(keys=keys, args=args)
+    added, *rejected = s.enqueue(keys, args)
+    assert rejected == []
+    return added
 
 
-def lease(s, want, candidates, ms=60_000, per_host=100):
-    """Lease with the given (host, delay) candidates; returns (members, hosts, next, wait)."""
-    keys, args = lease_call(K, want, ms, candidates, next_hosts=100, per_host=per_host)
-    leased, nxt, wait = s.lease(keys=keys, args=args)
-    return leased[::2], [h.decode() for h in leased[1::2]], [h.decode() for h in nxt], wait
+def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
+    """Lease with the given (host, delay) candidates; returns (members, hosts, next, wait).
+
+    The lease ids of the call are left in ``s.last_ids``.
+    """
+    keys, args = lease_call(
+        K, want, ms, candidates, next_hosts=100, per_host=per_host, owner=owner, first_id=s.next_id
+    )
+    s.next_id += max(want, 0)
+    leased, nxt, wait = s.lease(keys, args)
+    s.last_ids = leased[::3]
+    return leased[1::3], [h.decode() for h in leased[2::3]], [h.decode() for h in nxt], wait
 
 
 def drain(s, host, want=100):
@@ -69,6 +98,17 @@ def test_seed_fingerprint_is_recorded_but_never_filters(r, s):
     assert r.sismember(K.dupefilter, "fpS")
 
 
+def test_size_counts_members_really_added(r, s):
+    """A seed pushed three times, or a transaction resent after a lost reply,
+    adds one member: the counter must not drift above the queues' contents."""
+    for _ in range(3):
+        enqueue(s, [("h", "!fpS", 0, b"seed")])
+    assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("h"))
+    keys, args = enqueue_call(K, [("h", "", 0, b"x"), ("h", "", 0, b"x")])
+    assert s.enqueue(keys, args) == [1] and s.enqueue(keys, args) == [0]
+    assert int(r.get(K.requests_size)) == 2 == r.zcard(K.host_queue("h"))
+
+
 def test_priority_first_then_first_in_first_out_within_a_host(s):
     enqueue(s, [("h", f"f{i}", 0, f"low{i}".encode()) for i in range(3)])
     enqueue(s, [("h", "h0", 5, b"high0"), ("h", "h1", 5, b"high1"), ("h", "n", -3, b"neg")])
@@ -93,6 +133,8 @@ def test_lease_returns_hosts_and_candidates(r, s):
     assert members == [b"A1", b"A2", b"B1"] and hosts == ["a", "a", "b"]
     assert nxt == [] and wait == -1
     assert int(r.get(K.requests_size)) == 0 and r.zcard(K.leases) == 3
+    # The first call (want 10) used ids 0-9 though it leased nothing: never reused.
+    assert s.last_ids == [b"w1/10", b"w1/11", b"w1/12"]
     assert r.zcard(K.hosts) == 0, "empty hosts without delay are forgotten"
 
 
@@ -145,45 +187,128 @@ def test_expired_leases_go_back_in_place_and_only_once(r, s):
     lease(s, 0, [])
     members, _, _, _ = lease(s, 1, [("a", 0)], ms=50)
     assert members == [b"A"]
+    (lease_id,) = s.last_ids
     keys, args = expired_call(K, 100)
-    assert s.expired(keys=keys, args=args) == []
+    assert s.expired(keys, args) == [[], []]
     time.sleep(0.1)
-    found = s.expired(keys=keys, args=args)
-    assert found == [b"A", b"a"]
-    leases = [(b"A", "a")]
-    rk, ra = requeue_call(K, leases)
-    assert s.requeue(keys=rk, args=ra) == 1
-    assert s.requeue(keys=rk, args=ra) == 0, "a second reclaimer moves nothing"
+    found, rejected = s.expired(keys, args)
+    assert found == [lease_id, b"a"] and rejected == []
+    rk, ra = requeue_call(K, [(lease_id, "a")], expired=True)
+    assert s.requeue(rk, ra) == 1
+    assert s.requeue(rk, ra) == 0, "a second reclaimer moves nothing"
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
     assert int(r.get(K.requests_size)) == 3
     assert drain(s, "a") == [b"A", b"B"]
+
+
+def test_reclaim_rechecks_the_deadline_in_the_same_step(r, s):
+    """A lease listed as expired but renewed before the move stays with its holder."""
+    enqueue(s, [("a", "1", 0, b"A")])
+    lease(s, 0, [])
+    lease(s, 1, [("a", 0)], ms=50)
+    (lease_id,) = s.last_ids
+    time.sleep(0.1)
+    found, _ = s.expired(*expired_call(K, 100))
+    assert found == [lease_id, b"a"]
+    assert s.renew([K.leases], [60_000, lease_id]) == 1  # its worker was alive after all
+    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=True)) == 0
+    assert r.zcard(K.leases) == 1 and r.zcard(K.host_queue("a")) == 0
+
+
+def test_a_stalled_worker_touches_only_its_own_leases(r, s):
+    """Worker 1's lease expires and worker 2 leases the request again: worker 1's
+    late ack, renew and hand-back find nothing of worker 2's."""
+    enqueue(s, [("a", "1", 0, b"A")])
+    lease(s, 0, [])
+    lease(s, 1, [("a", 0)], ms=50, owner="w1")
+    (old,) = s.last_ids
+    time.sleep(0.1)
+    found, _ = s.expired(*expired_call(K, 100))
+    assert s.requeue(*requeue_call(K, [(old, "a")], expired=True)) == 1
+    assert lease(s, 1, [("a", 0)], owner="w2")[0] == [b"A"]
+    (new,) = s.last_ids
+    assert new.startswith(b"w2/") and new != old
+    assert s.renew([K.leases], [60_000, old]) == 0
+    assert s.requeue(*requeue_call(K, [(old, "a")], expired=False)) == 0
+    for command in ack_commands(K, [old]):
+        r.execute_command(*command)
+    assert r.zrange(K.leases, 0, -1) == [new] and r.hexists(K.lease_info, new)
+    assert int(r.get(K.requests_size)) == 0
+
+
+def test_a_lease_without_info_is_set_aside(r, s):
+    r.zadd(K.leases, {b"orphan": 1})
+    found, rejected = s.expired(*expired_call(K, 100))
+    assert found == [] and rejected == [b"orphan"]
+    assert r.zcard(K.leases) == 0
+    assert any(b"orphan" in entry for entry in r.lrange(K.requests_rejected, 0, -1))
+
+
+def test_a_lease_of_the_previous_release_goes_back(r, s):
+    """Before lease ids, the member was the request and the info "<score> <host>"."""
+    r.zadd(K.leases, {b'{"url":"http://a/"}': 1})
+    r.hset(K.lease_info, b'{"url":"http://a/"}', "7 a")
+    found, _ = s.expired(*expired_call(K, 100))
+    assert found == [b'{"url":"http://a/"}', b"a"]
+    assert s.requeue(*requeue_call(K, [(found[0], "a")], expired=True)) == 1
+    assert r.zrange(K.host_queue("a"), 0, -1, withscores=True) == [(b'{"url":"http://a/"}', 7)]
+
+
+def test_hand_back_of_a_payload_already_queued_counts_once(r, s):
+    enqueue(s, [("a", "", 0, b"A")])
+    lease(s, 0, [])
+    lease(s, 1, [("a", 0)])
+    (lease_id,) = s.last_ids
+    enqueue(s, [("a", "", 0, b"A")])  # the same request queued again meanwhile
+    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=False)) == 0
+    assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("a"))
+    assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
 
 
 def test_renew_keeps_a_live_workers_lease(r, s):
     enqueue(s, [("a", "1", 0, b"A"), ("a", "2", 0, b"B")])
     lease(s, 0, [])
     lease(s, 2, [("a", 0)], ms=50)
-    assert s.renew(keys=[K.leases], args=[60_000, b"A", b"gone"]) == 1
+    first, second = s.last_ids
+    assert s.renew([K.leases], [60_000, first, b"gone"]) == 1
     time.sleep(0.1)
-    keys, args = expired_call(K, 100)
-    assert s.expired(keys=keys, args=args) == [b"B", b"a"]
+    assert s.expired(*expired_call(K, 100)) == [[second, b"a"], []]
 
 
 def test_ack_ends_the_lease(r, s):
     enqueue(s, [("a", "1", 0, b"A")])
     lease(s, 0, [])
     lease(s, 1, [("a", 0)])
-    for command in ack_commands(K, [b"A"]):
+    for command in ack_commands(K, s.last_ids):
         r.execute_command(*command)
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
 
 
+def test_gate_spaces_sends_and_forgets_the_host_afterwards(r, s):
+    keys = [K.host_turn("h"), K.host_delays]
+    assert s.gate(keys, ["h", 200, 0]) == 0
+    assert 100 < s.gate(keys, ["h", 200, 0]) <= 200
+    time.sleep(0.25)
+    assert s.gate(keys, ["h", 200, 0]) == 0
+    time.sleep(0.25)
+    assert not r.exists(K.host_turn("h")), "nothing is kept for a host the crawl left"
+
+
+def test_a_forgotten_host_forgets_its_delay_until_a_worker_says_it_again(r, s):
+    r.hset(K.host_delays, "h", 500)
+    enqueue(s, [("h", "1", 0, b"H")])
+    lease(s, 0, [])
+    lease(s, 1, [("h", 0)])
+    lease(s, 1, [("h", 0)])  # its turn passes with an empty queue: forgotten
+    time.sleep(0.55)
+    lease(s, 1, [("h", 0)])
+    assert not r.hexists(K.host_delays, "h")
+    s.gate([K.host_turn("h"), K.host_delays], ["h", 0, 500])
+    assert int(r.hget(K.host_delays, "h")) == 500
+
+
 def test_dupefilter_uses_scrapys_request_fingerprinter(redis_url, r):
-    settings = {
-        **load_settings({"REDIS_URL": redis_url}).copy_to_dict(),
-        "TWISTED_REACTOR_ENABLED": False,
-    }
-    crawler = get_crawler(DistributedSpider, settings)
+    crawler = project_crawler(DistributedSpider, {"REDIS_URL": redis_url})
     df = FingerprintDupeFilter.from_crawler(crawler)
     request = Request("http://example.com/a?b=2&a=1")
     expected = crawler.request_fingerprinter.fingerprint(request).hex()
@@ -193,3 +318,14 @@ def test_dupefilter_uses_scrapys_request_fingerprinter(redis_url, r):
     assert r.smembers(RedisKeys("distributed").dupefilter) == {expected.encode()}
     df.close("finished")
     assert r.exists(RedisKeys("distributed").dupefilter), "close() must not wipe shared state"
+
+
+def test_a_host_queue_of_the_wrong_type_harms_only_itself(r, s):
+    enqueue(s, [("good", "1", 0, b"G")])
+    r.set(K.host_queue("bad"), "not a sorted set")
+    r.zadd(K.hosts, {"bad": 0})
+    members, _, _, _ = lease(s, 10, [("bad", 0), ("good", 0)])
+    assert members == [b"G"]
+    assert r.zscore(K.hosts, "bad") is None
+    (entry,) = r.lrange(K.requests_rejected, 0, -1)
+    assert entry.startswith(b"host bad: WRONGTYPE")

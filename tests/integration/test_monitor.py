@@ -10,21 +10,23 @@ from __future__ import annotations
 import configparser
 import datetime
 import json
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from spiders_project.config import load_settings
-from spiders_project.demo.runner import free_port
 from spiders_project.extensions.heartbeat import (
     CLOSED,
     RUNNING,
@@ -34,8 +36,9 @@ from spiders_project.extensions.heartbeat import (
     publish_script,
 )
 from spiders_project.keys import RedisKeys
-from tests.monitoring import Exporter, Metrics
-from tests.processes import PYTHON, ROOT, Proc, wait_until
+from spiders_project.redis_calls import RedisState, SyncRedisCalls
+from tests.support.monitoring import Exporter, Metrics
+from tests.support.processes import PYTHON, ROOT, Proc, free_port, wait_until
 
 K = RedisKeys("distributed")
 DEPLOY = ROOT / "deploy"
@@ -80,7 +83,7 @@ def publish(
     config: StatsPublishConfig = CONFIG,
 ) -> int:
     keys, args = publish_call(K, worker, run, first=first, state=state, config=config, stats=stats)
-    return r.eval(publish_script(), len(keys), *keys, *args)
+    return r.eval(publish_script().source, len(keys), *keys, *args)
 
 
 def totals(r: redis.Redis) -> dict[str, int]:
@@ -323,7 +326,8 @@ def test_pages_per_second_and_eta_from_the_samples(redis_url, r):
     # Samples as publishers leave them: 10 pages/s for the last 100 s.
     r.zadd(K.stats_samples, {f"{seconds - t} {1000 - 10 * t}": seconds - t for t in range(100)})
     r.hset(K.stats_totals, "pages", 1000)
-    view = read_cluster(r, ["distributed"], worker_retention=900, samples=True).spiders[0]
+    calls = SyncRedisCalls(r, RedisState(redis_url, 0.2, 5.0, logging.getLogger("test")))
+    view = read_cluster(calls, ["distributed"], worker_retention=900, samples=True).spiders[0]
     rate, span = pages_per_second(view, seconds, 60)
     assert span == 60 and rate == pytest.approx(10, rel=0.01)
     assert eta_seconds(view, rate) == pytest.approx(30, rel=0.01)
@@ -374,10 +378,88 @@ def test_exporter_answers_when_redis_is_down_and_logs_each_state_change(tmp_path
     assert exporter.proc.wait(15) == 0
     log = exporter.log()
     assert log.count("listening on http://127.0.0.1:") == 1
-    assert log.count("Redis unreachable at") == 2  # at start, and after the restart
-    assert log.count("Redis connected at") == 1
+    assert log.count("Redis connection lost") == 2  # at start, and after the restart
+    assert log.count("Redis reconnected at") == 1
+    assert "Redis connected at" not in log  # said at start only when Redis answered then
     assert log.rstrip().endswith("stopped (SIGTERM)")
     assert "Traceback" not in log
+
+
+@pytest.fixture
+def own_redis(start_redis) -> Iterator[tuple[str, redis.Redis]]:
+    """A redis-server of this test alone, on a free port: a stuck script cannot hurt others."""
+    _, url = start_redis()
+    client = redis.Redis.from_url(url)
+    yield url, client
+    client.close()
+
+
+def scrape_200(exporter: Exporter) -> Metrics:
+    with urllib.request.urlopen(exporter.url, timeout=10) as response:
+        assert response.status == 200
+        return Metrics(response.read().decode())
+
+
+def refuses(r: redis.Redis, code: str) -> bool:
+    """True while Redis answers PING with the error reply ``code`` (BUSY)."""
+    try:
+        r.ping()
+    except redis.ResponseError as exc:
+        return exc.status_code == code or str(exc).startswith(code)
+    return False
+
+
+def test_exporter_answers_through_error_replies(own_redis, tmp_path, exporters):
+    """WRONGTYPE and BUSY: each scrape answers 200 with crawler_redis_up 0, then 1 again.
+
+    LOADING is not staged: a slowed DEBUG RELOAD does not answer LOADING reliably on
+    Redis 7.0. The call path raises RedisUnavailable for it, as for an unreachable Redis.
+    """
+    url, r = own_redis
+    r.lpush(K.dead, "d1")
+    exporter = Exporter(url, tmp_path)
+    exporters.append(exporter)
+
+    def dead() -> float | None:
+        m = scrape_200(exporter)
+        if m.value("crawler_redis_up") == 0:
+            assert not m.series("crawler_queue_length")
+            return None
+        return m.value("crawler_queue_length", spider="distributed", queue="dead")
+
+    assert dead() == 1
+    # A key someone overwrote: the pipeline's ZCARD of the leases answers WRONGTYPE.
+    r.set(K.leases, "not a sorted set")
+    assert dead() is None
+    assert dead() is None
+    status = run_scrapy({"REDIS_URL": url}, "crawlstatus", "--once")
+    assert status.returncode == 1 and "Traceback" not in status.stderr
+    [line] = status.stderr.splitlines()
+    assert line.startswith(f"ERROR: cannot read Redis at {url}: ResponseError: ")
+    assert "ZCARD distributed:requests:leases" in line and "WRONGTYPE" in line
+    r.delete(K.leases)
+    assert dead() == 1
+
+    # A script that runs past busy-reply-threshold: every other command answers BUSY.
+    r.config_set("busy-reply-threshold", 50)
+    spin = (
+        "local t = tonumber(redis.call('TIME')[1]) + 3 "
+        "while tonumber(redis.call('TIME')[1]) < t do end return 1"
+    )
+    busy = threading.Thread(target=lambda: redis.Redis.from_url(url).eval(spin, 0))
+    busy.start()
+    try:
+        wait_until(lambda: refuses(r, "BUSY"), 10, what="Redis to answer BUSY")
+        assert dead() is None
+    finally:
+        busy.join(30)
+    assert dead() == 1
+
+    assert exporter.proc.poll() is None
+    log = exporter.log()
+    assert "Traceback" not in log
+    # The wrapper names the read that met the broken key.
+    assert "Redis refused read_cluster: " in log and "WRONGTYPE" in log
 
 
 def test_exporter_refuses_a_port_in_use_and_bad_settings(redis_url, tmp_path, exporters):

@@ -12,14 +12,14 @@ import psutil
 import pytest
 from playwright.async_api import async_playwright
 
-from spiders_project.config import load_settings
+from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
 from spiders_project.rendering.blocking import ResourceBlocker
-from spiders_project.rendering.config import RenderConfig, RenderConfigError, parse_rules
+from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.rules import RenderRules
-from spiders_project.rendering.site import TRACKER_HOST, JsSite
-from tests.processes import worker
+from tests.support.js_site import TRACKER_HOST, JsSite
+from tests.support.processes import worker
 
 K = RedisKeys("distributed")
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
@@ -48,7 +48,7 @@ def test_defaults_are_valid_and_bad_values_name_their_setting():
         ({"RENDER_PAGES_PER_CONTEXT": 10, "RENDER_PAGES_PER_BROWSER": 5}, "RENDER_PAGES_PER_"),
         ({"RENDER_URL_PATTERNS": '["(unclosed"]'}, "RENDER_URL_PATTERNS"),
     ):
-        with pytest.raises(RenderConfigError, match=name):
+        with pytest.raises(ConfigError, match=name):
             config(**overrides)
 
 
@@ -143,7 +143,10 @@ def test_http_only_worker_never_starts_the_driver_or_chromium(redis_url, r, tmp_
             time.sleep(0.1)
         assert w.wait(5) == 0, w.log()[-3000:]
         assert r.llen(K.items) == 40
-        assert children == set()
+        # Scrapy's start-up line "Versions: ... Platform" runs `uname -p`
+        # (platform.platform()), a child a 0.1 s poll catches now and then; it
+        # is no driver or browser. Any other child fails the test.
+        assert children - {"uname"} == set()
         assert "Playwright driver" not in w.log()
         assert site.count("/api/plain/") == 0
 

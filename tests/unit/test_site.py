@@ -18,7 +18,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 
-from spiders_project.demo.site import OFFSITE_HOST, SiteServer
+from tests.support.site import OFFSITE_HOST, TestSite
 
 # No proxy from the environment may stand between the tests and 127.0.0.1.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -69,12 +69,12 @@ def crawl(root: str) -> tuple[set[str], set[str], list[str]]:
 
 
 @pytest.fixture
-def site() -> Iterator[SiteServer]:
-    with SiteServer(80, seed=7) as server:
+def site() -> Iterator[TestSite]:
+    with TestSite(80, seed=7) as server:
         yield server
 
 
-def test_page_urls_is_the_exact_set_a_crawl_reaches(site: SiteServer) -> None:
+def test_page_urls_is_the_exact_set_a_crawl_reaches(site: TestSite) -> None:
     pages = site.page_urls()
     assert len(pages) == 80
     assert site.url == f"http://127.0.0.1:{site.port}/" and site.url in pages
@@ -91,7 +91,7 @@ def test_page_urls_is_the_exact_set_a_crawl_reaches(site: SiteServer) -> None:
     assert site.offsite_requests() == []
 
 
-def test_every_page_is_html_with_a_title(site: SiteServer) -> None:
+def test_every_page_is_html_with_a_title(site: TestSite) -> None:
     with _OPENER.open(site.url + "page/5", timeout=10) as response:
         assert response.headers["Content-Type"] == "text/html; charset=utf-8"
         body = response.read()
@@ -99,13 +99,13 @@ def test_every_page_is_html_with_a_title(site: SiteServer) -> None:
     assert fetch(site.url + "robots.txt")[0] == 200
 
 
-def test_dead_links_and_non_canonical_paths_answer_404(site: SiteServer) -> None:
+def test_dead_links_and_non_canonical_paths_answer_404(site: TestSite) -> None:
     for path in ("missing/3", "page/80", "page/05", "page/5?x=1", "page/0", "nothing"):
         assert fetch(site.url + path)[0] == 404, path
 
 
 def test_flaky_pages_fail_once_then_succeed() -> None:
-    with SiteServer(10, flaky_every=3) as server:
+    with TestSite(10, flaky_every=3) as server:
         assert server.url + "page/3" in server.page_urls()
         assert [fetch(server.url + "page/3")[0] for _ in range(3)] == [503, 200, 200]
         assert fetch(server.url + "page/6")[0] == 503
@@ -114,7 +114,7 @@ def test_flaky_pages_fail_once_then_succeed() -> None:
         assert server.hits()[server.url + "page/3"] == 2
 
 
-def test_request_log_records_host_path_and_status(site: SiteServer) -> None:
+def test_request_log_records_host_path_and_status(site: TestSite) -> None:
     before = time.monotonic()
     fetch(site.url + "page/2")
     fetch(site.url + "page/2?q=1")
@@ -130,7 +130,7 @@ def test_request_log_records_host_path_and_status(site: SiteServer) -> None:
     assert site.offsite_requests() == log[2:]
 
 
-def test_hits_count_successful_gets_per_url(site: SiteServer) -> None:
+def test_hits_count_successful_gets_per_url(site: TestSite) -> None:
     for _ in range(3):
         fetch(site.url + "page/1")
     fetch(site.url)
@@ -141,7 +141,7 @@ def test_hits_count_successful_gets_per_url(site: SiteServer) -> None:
     assert site.hits() == {site.url + "page/1": 3, site.url: 1}
 
 
-def test_offsite_trap_port_logs_what_a_crawler_should_not_request(site: SiteServer) -> None:
+def test_offsite_trap_port_logs_what_a_crawler_should_not_request(site: TestSite) -> None:
     _, body = fetch(site.url)
     trap = next(h for h in hrefs(body) if h.startswith("http://127.0.0.1:") and site.url not in h)
     assert fetch(trap)[0] == 404
@@ -150,7 +150,7 @@ def test_offsite_trap_port_logs_what_a_crawler_should_not_request(site: SiteServ
 
 
 def test_hosts_are_separate_sites_on_separate_ports() -> None:
-    with SiteServer(20, hosts=3, seed=1) as server:
+    with TestSite(20, hosts=3, seed=1) as server:
         assert server.url == server.urls[0] and len(set(server.urls)) == 3
         assert len(server.page_urls()) == 60
         reached = set()
@@ -164,7 +164,7 @@ def test_hosts_are_separate_sites_on_separate_ports() -> None:
 
 def test_same_seed_same_site_other_seed_other_site() -> None:
     def pages(seed: int) -> list[bytes]:
-        with SiteServer(15, seed=seed) as server:
+        with TestSite(15, seed=seed) as server:
             bodies = [fetch(url)[1] for url in sorted(server.page_urls())]
         return [re.sub(rb"127\.0\.0\.1:\d+", b"HOST", body) for body in bodies]
 
@@ -172,7 +172,7 @@ def test_same_seed_same_site_other_seed_other_site() -> None:
     assert pages(3) != pages(4)
 
 
-def test_keep_alive_serves_many_requests_on_one_connection(site: SiteServer) -> None:
+def test_keep_alive_serves_many_requests_on_one_connection(site: TestSite) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", site.port, timeout=10)
     try:
         sockets = set()
@@ -189,7 +189,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(site: SiteServer) -> 
 
 
 def test_latency_does_not_serialise_concurrent_requests() -> None:
-    with SiteServer(100, latency=0.3) as server:
+    with TestSite(100, latency=0.3) as server:
         results: list[int] = []
         urls = sorted(server.page_urls())[:64]
         threads = [threading.Thread(target=lambda u=u: results.append(fetch(u)[0])) for u in urls]
@@ -204,7 +204,7 @@ def test_latency_does_not_serialise_concurrent_requests() -> None:
 
 
 def test_stop_closes_the_port() -> None:
-    server = SiteServer(5).start()
+    server = TestSite(5).start()
     port = server.port
     server.stop()
     with pytest.raises(OSError):

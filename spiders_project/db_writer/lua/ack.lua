@@ -1,3 +1,13 @@
+#!lua flags=allow-oom
+-- Allowed under OOM, because it never leaves Redis fuller than it found it:
+-- it trims the whole batch (ARGV[3] entries) from the processing list, and the
+-- rejected entries it keeps are byte-for-byte copies of some of those same
+-- entries (entries that are not items, or rows the database refused), so the
+-- RPUSH adds at most what the LTRIM frees. The counters are four fields of one
+-- small hash that exist after the first batch. The db_writer is the one
+-- process that frees Redis memory, so it must be able to acknowledge while
+-- Redis is full.
+--
 -- Acknowledge a committed batch: drop it from the head of the processing
 -- list, keep its rejected entries, count it, and extend the lock, atomically.
 --
@@ -18,11 +28,12 @@
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return 0
 end
+-- Trim first: memory goes down before the rejected copies are pushed.
+redis.call('LTRIM', KEYS[1], tonumber(ARGV[3]), -1)
 local rejected = #ARGV - 5
 for i = 6, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-redis.call('LTRIM', KEYS[1], tonumber(ARGV[3]), -1)
 redis.call('HINCRBY', KEYS[3], 'items_written', tonumber(ARGV[4]))
 redis.call('HINCRBY', KEYS[3], 'rejected', rejected)
 redis.call('HINCRBY', KEYS[3], 'batches', 1)

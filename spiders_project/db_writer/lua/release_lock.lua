@@ -1,3 +1,6 @@
+#!lua flags=allow-oom
+-- Allowed under OOM: it only deletes.
+--
 -- Delete the db_writer lock if this writer still holds it.
 --
 -- KEYS[1]  db_writer lock

@@ -1,3 +1,7 @@
+#!lua flags=allow-oom
+-- Allowed under OOM: it moves entries between two lists, so memory stays level
+-- (the db_writer must drain a Redis that is full).
+--
 -- Move up to N entries from the head of the item buffer to the tail of the
 -- processing list, for the db_writer that holds the lock.
 --

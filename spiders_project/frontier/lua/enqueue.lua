@@ -20,7 +20,18 @@
 --              seed "" for a request; else the raw start_urls entry it came
 --              from: skipped unless this call removes that entry (another
 --              worker may have claimed it); host index 0 rejects the seed
--- Returns    the number of requests enqueued.
+-- Returns    {enqueued, rejected seed...}: enqueued is the number of members
+--            Redis really added, so a payload already queued (a seed pushed
+--            twice, a resent transaction) neither counts twice in size nor
+--            moves (ZADD NX); then the seed entries this call moved to
+--            start_urls:rejected, which the caller reports (once in the
+--            cluster: a worker whose reject lost the race reports nothing).
+--
+-- No shebang: a flagged script costs Redis about 20% more CPU per crawled
+-- page here (docs/BENCHMARKS.md). Under OOM or on a replica this script fails
+-- at its first write (INCRBY), before changing anything; callers that send it
+-- inside MULTI with other writes add a write Redis refuses at queue time
+-- (``calls.REFUSE_GUARD``), so the transaction is refused whole.
 --
 -- Score = -priority * 2^40 + seq stays an exact integer in a double. A host
 -- already in the ready-set keeps its time (NX), so politeness survives a
@@ -28,11 +39,12 @@
 local h = tonumber(ARGV[1])
 local first = h + 2
 local n = (#ARGV - first + 1) / 5
-if n == 0 then return 0 end
+if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[2], n) - n
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local enqueued = 0
+local reply = {0}
 local touched = {}
 for j = 0, n - 1 do
   local base = first + j * 5
@@ -44,6 +56,7 @@ for j = 0, n - 1 do
     add = redis.call('LREM', KEYS[5], -1, seed) == 1
     if add and i == 0 then
       redis.call('LPUSH', KEYS[6], seed)
+      reply[#reply + 1] = seed
       add = false
     end
   end
@@ -57,13 +70,13 @@ for j = 0, n - 1 do
   if add then
     seq = seq + 1
     local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
-    redis.call('ZADD', KEYS[6 + i], score, ARGV[base + 2])
     touched[i] = true
-    enqueued = enqueued + 1
+    enqueued = enqueued + redis.call('ZADD', KEYS[6 + i], 'NX', score, ARGV[base + 2])
   end
 end
 for i, _ in pairs(touched) do
   redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1 + i])
 end
 if enqueued > 0 then redis.call('INCRBY', KEYS[4], enqueued) end
-return enqueued
+reply[1] = enqueued
+return reply

@@ -1,17 +1,45 @@
--- List leases whose deadline has passed (their worker died), with their hosts,
--- so the caller can name those hosts' queues in KEYS of requeue.lua.
+#!lua flags=allow-oom
+-- List leases whose deadline has passed (their worker died or stalled), with
+-- their hosts, so the caller can name those hosts' queues in KEYS of
+-- requeue.lua, which re-checks each deadline as it moves the lease.
 --
--- KEYS[1]  leases: sorted set of leased JSON requests, score = deadline (ms)
--- KEYS[2]  lease info: hash leased request -> "<queue score> <host>"
+-- A lease that cannot be put back (its info is missing or unreadable) is
+-- ended here instead: removed, and its id (with its info, if any) pushed to
+-- requests:rejected for an operator, so it never blocks the idle check.
+-- Allowed under OOM: it only removes, or moves a little.
+--
+-- KEYS[1]  leases: sorted set of lease ids, score = deadline (ms)
+-- KEYS[2]  lease info: hash lease id -> "<queue score> <#host> <host><request>"
+-- KEYS[3]  requests:rejected: list of entries set aside
 -- ARGV[1]  the most leases to list
--- Returns  {request, host, request, host, ...}
+-- Returns  {{lease id, host, lease id, host, ...}, {rejected lease id, ...}}
+--
+-- Leases written by the previous release (member = the request, info =
+-- "<score> <host>") are listed the same way; requeue.lua reads both forms.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {}
-for _, m in ipairs(members) do
-  local info = redis.call('HGET', KEYS[2], m) or ''
-  out[#out + 1] = m
-  out[#out + 1] = string.match(info, ' (.*)$') or ''
+local rejected = {}
+for _, id in ipairs(ids) do
+  local info = redis.call('HGET', KEYS[2], id)
+  local host = nil
+  if info then
+    if string.sub(id, 1, 1) == '{' then
+      host = string.match(info, '^%S+ (.*)$')
+    else
+      local len, start = string.match(info, '^%S+ (%d+) ()')
+      if len then host = string.sub(info, start, start + tonumber(len) - 1) end
+    end
+  end
+  if host then
+    out[#out + 1] = id
+    out[#out + 1] = host
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('LPUSH', KEYS[3], 'lease ' .. id .. ' without lease info: ' .. (info or '(none)'))
+    rejected[#rejected + 1] = id
+  end
 end
-return out
+return {out, rejected}

@@ -1,19 +1,30 @@
+#!lua
 -- Lease requests from hosts whose turn has come, and tell the caller which
--- hosts to ask for next time.
+-- hosts to ask for next time. (The shebang makes Redis refuse the whole call
+-- up front under OOM or on a replica: no lease is taken that cannot be recorded.)
 --
 -- KEYS[1]    hosts: ready-set, host -> time (ms) it may next be fetched
--- KEYS[2]    leases: sorted set of leased JSON requests, score = deadline (ms)
--- KEYS[3]    lease info: hash leased request -> "<queue score> <host>"
+-- KEYS[2]    leases: sorted set of lease ids, score = deadline (ms)
+-- KEYS[3]    lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[4]    size: counter of queued requests
 -- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
--- KEYS[5+i]  queue of the i-th candidate host
+-- KEYS[6]    requests:rejected, for a host whose queue is not a sorted set
+-- KEYS[6+i]  queue of the i-th candidate host
 -- ARGV[1]    N, the most requests to lease
 -- ARGV[2]    lease duration (ms)
 -- ARGV[3]    how many ready hosts to return as next candidates
 -- ARGV[4]    the most requests one host without delay gives per call
--- ARGV[5..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
--- Returns    {{request, host, request, host, ...}, {next candidate host, ...},
+-- ARGV[5]    the caller's worker id (lease ids are "<worker id>/<n>")
+-- ARGV[6]    n of the first lease id; the caller never reuses n (not even
+--            after a call whose reply was lost), so every lease id is unique
+-- ARGV[7..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
+-- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready or -1}
+--
+-- A lease id names one lease of one worker: ack (ZREM + HDEL), renew and
+-- hand-back act on ids, so a worker can only ever touch its own leases. Once
+-- an expired lease is put back and leased again, it has a new id, and the old
+-- holder's late ack or renew finds nothing.
 --
 -- A host with a delay gives one request per call and moves its time forward
 -- by the delay (the larger of the configured one and the site's own), so the
@@ -27,24 +38,37 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local want = tonumber(ARGV[1])
 local deadline = now + tonumber(ARGV[2])
-local leased = {}
 local per_host = tonumber(ARGV[4])
-local ncand = (#ARGV - 4) / 2
+local owner = ARGV[5]
+local n = tonumber(ARGV[6])
+local leased = {}
+local ncand = (#ARGV - 6) / 2
 for i = 1, ncand do
   if want <= 0 then break end
-  local host = ARGV[3 + i * 2]
+  local host = ARGV[5 + i * 2]
   local ready = redis.call('ZSCORE', KEYS[1], host)
   if ready and tonumber(ready) <= now then
-    local queue = KEYS[5 + i]
-    local delay = tonumber(ARGV[4 + i * 2])
+    local queue = KEYS[6 + i]
+    local delay = tonumber(ARGV[6 + i * 2])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
     local take = math.min(want, per_host)
     if delay > 0 then take = 1 end
-    local popped = redis.call('ZPOPMIN', queue, take)
+    local popped = redis.pcall('ZPOPMIN', queue, take)
+    if type(popped) == 'table' and popped.err then
+      -- Not a sorted set (planted or corrupted): set the host aside, so it
+      -- harms only itself, and serve the others.
+      redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. popped.err)
+      redis.call('ZREM', KEYS[1], host)
+      popped = {}
+      delay = 0
+    end
     for j = 1, #popped, 2 do
-      redis.call('ZADD', KEYS[2], deadline, popped[j])
-      redis.call('HSET', KEYS[3], popped[j], popped[j + 1] .. ' ' .. host)
+      local id = owner .. '/' .. n
+      n = n + 1
+      redis.call('ZADD', KEYS[2], deadline, id)
+      redis.call('HSET', KEYS[3], id, popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j])
+      leased[#leased + 1] = id
       leased[#leased + 1] = popped[j]
       leased[#leased + 1] = host
     end
@@ -54,8 +78,10 @@ for i = 1, ncand do
     if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
       redis.call('ZADD', KEYS[1], now + delay, host)
     else
-      -- Nothing left in its queue and no turn to keep: forget the host.
+      -- Nothing left in its queue and no turn to keep: forget the host, and
+      -- the delay it asked for (workers that know it store it again, gate.lua).
       redis.call('ZREM', KEYS[1], host)
+      redis.call('HDEL', KEYS[5], host)
     end
   end
 end

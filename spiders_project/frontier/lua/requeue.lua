@@ -1,27 +1,50 @@
--- Put leased requests back in their hosts' queues, at their old place. Used
--- for a worker handing back what it will not process, and for expired leases
--- of dead workers. Safe when several workers run it at once: a lease is moved
--- only by the call that removes it.
+#!lua flags=allow-oom
+-- Put leased requests back in their hosts' queues, at their old place:
+-- - "mine": a worker handing back its own leases (by id) that it will not
+--   process;
+-- - "expired": leases of a dead or stalled worker, each moved only if its
+--   deadline has passed now, in this same atomic step (a lease renewed since
+--   expired.lua listed it stays with its holder).
+-- Safe when several workers run it at once: a lease is moved only by the call
+-- that removes it. Allowed under OOM: each move frees as much as it adds.
 --
--- KEYS[1]    leases: sorted set of leased JSON requests, score = deadline (ms)
--- KEYS[2]    lease info: hash leased request -> "<queue score> <host>"
+-- KEYS[1]    leases: sorted set of lease ids, score = deadline (ms)
+-- KEYS[2]    lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[4]    size: counter of queued requests
--- KEYS[4+i]  queue of the host of the i-th request
--- ARGV[i]    the i-th leased request
--- Returns    the number of requests put back.
+-- KEYS[4+i]  queue of the host of the i-th lease
+-- ARGV[1]    "mine" or "expired"
+-- ARGV[1+i]  the i-th lease id
+-- Returns    the number of requests put back in a queue. A request already
+--            queued (the same payload queued twice) is not counted twice.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired_only = ARGV[1] == 'expired'
 local moved = 0
-for i = 1, #ARGV do
-  local m = ARGV[i]
-  if redis.call('ZREM', KEYS[1], m) == 1 then
-    local info = redis.call('HGET', KEYS[2], m) or '0 '
-    redis.call('HDEL', KEYS[2], m)
-    local score, host = string.match(info, '^(%S+) (.*)$')
-    redis.call('ZADD', KEYS[4 + i], tonumber(score) or 0, m)
-    if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
-    moved = moved + 1
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local deadline = redis.call('ZSCORE', KEYS[1], id)
+  if deadline and (not expired_only or tonumber(deadline) <= now) then
+    local info = redis.call('HGET', KEYS[2], id) or ''
+    local score, host, request
+    if string.sub(id, 1, 1) == '{' then
+      -- A lease of the previous release: the member is the request.
+      score, host = string.match(info, '^(%S+) (.*)$')
+      request = id
+    else
+      local len, start
+      score, len, start = string.match(info, '^(%S+) (%d+) ()')
+      if len then
+        host = string.sub(info, start, start + tonumber(len) - 1)
+        request = string.sub(info, start + tonumber(len))
+      end
+    end
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    if request and request ~= '' then
+      moved = moved + redis.call('ZADD', KEYS[3 + i], 'NX', tonumber(score) or 0, request)
+      if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
+    end
   end
 end
 if moved > 0 then redis.call('INCRBY', KEYS[4], moved) end

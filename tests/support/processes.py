@@ -15,8 +15,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from port_for import get_port
+
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (port-for, as pytest-redis uses)."""
+    return int(get_port(None))
 
 
 class Proc:

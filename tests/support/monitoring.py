@@ -8,8 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from spiders_project.demo.runner import free_port
-from tests.processes import PYTHON, Proc, wait_until
+from tests.support.processes import PYTHON, Proc, free_port, wait_until
 
 
 class Metrics:

@@ -1,4 +1,4 @@
-"""A local site whose content exists only after its scripts run, for tests and the benchmark.
+"""A local site whose content exists only after its scripts run, for tests and benchmarks.
 
 ``/page/<n>`` (``/`` is page 0) is a shell titled "Loading": after ``delay`` ms a
 script fetches ``/api/page/<n>`` and writes the real title, an ``<h1

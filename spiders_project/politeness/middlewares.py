@@ -11,8 +11,12 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
+from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.politeness import HostPoliteness, HostTurns, host_of
+from spiders_project.hosts import host_of
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.politeness.turns import LUA_DIR, HostTurns
+from spiders_project.redis_calls import load_lua
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ class SitePacingMiddleware:
         self.politeness = politeness
         self.user_agent = user_agent
         self.retry_after_max = retry_after_max
+        self.pause_host = load_lua(LUA_DIR, "pause_host")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SitePacingMiddleware:
@@ -62,7 +67,7 @@ class SitePacingMiddleware:
             WorkerRedis.of(crawler),
             HostPoliteness.of(crawler),
             settings.get("USER_AGENT"),
-            settings.getfloat("RETRY_AFTER_MAX"),
+            SettingsReader(settings).getfloat("RETRY_AFTER_MAX", minimum=0),
         )
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -77,9 +82,8 @@ class SitePacingMiddleware:
                     pause,
                     response.status,
                 )
-                scripts, keys = self.redis.scripts, self.redis.keys
                 self.redis.batcher.script(
-                    scripts.pause_host.script, [keys.hosts], [host, int(pause * 1000)]
+                    self.pause_host, [self.redis.keys.hosts], [host, int(pause * 1000)]
                 )
         elif request.url.endswith("/robots.txt") and response.status == 200:
             try:

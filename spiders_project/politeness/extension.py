@@ -5,6 +5,8 @@ from __future__ import annotations
 from scrapy import signals
 from scrapy.crawler import Crawler
 
+from spiders_project import internals
+
 
 class ClusterPoliteness:
     """Sets each worker's downloader delay to 0 once the engine exists.
@@ -25,4 +27,4 @@ class ClusterPoliteness:
         return cls(crawler)
 
     def engine_started(self) -> None:
-        self.crawler.engine.downloader._delay = 0.0
+        internals.set_download_delay(self.crawler.engine, 0.0)

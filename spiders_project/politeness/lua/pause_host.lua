@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- Push a host's next turn to at least now + pause (Retry-After).
 --
 -- KEYS[1]  hosts: ready-set, host -> time (ms) it may next be fetched

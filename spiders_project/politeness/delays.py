@@ -1,0 +1,67 @@
+"""The delay of each host: configured, overridden per host, or asked for by the site.
+
+The frontier, not each worker's downloader, spaces the fetches of one host:
+the lease script hands out one request of a delayed host per turn and moves
+the host's next turn forward, so N workers together respect the delay.
+"""
+
+from __future__ import annotations
+
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+
+from spiders_project.config import SettingsReader
+from spiders_project.hosts import host_key
+from spiders_project.wiring import shared
+
+
+class HostPoliteness:
+    """Delay per host: the per-host override if any, else the default.
+
+    Two places use it. The lease script spaces a host's turns by the delay, so
+    workers do not lease what they cannot send yet; the dispatch gate (the
+    last downloader middleware) grants each send at least the delay plus a
+    small guard after the previous one, which is what the site sees.
+    """
+
+    def __init__(self, default: float, overrides: dict[str, float], guard: float) -> None:
+        self.default_ms = round(default * 1000)
+        self.overrides_ms = {host_key(h): round(d * 1000) for h, d in overrides.items()}
+        self.guard_ms = round(guard * 1000)
+        # Delays sites asked for (robots.txt Crawl-delay), as this worker saw them.
+        self.asked_ms: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> HostPoliteness:
+        """The instance shared by the scheduler and the middlewares of a crawler."""
+        return shared(crawler, cls, lambda: cls.from_settings(crawler.settings))
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> HostPoliteness:
+        read = SettingsReader(settings)
+        overrides = read.getdict("HOST_DOWNLOAD_DELAYS")
+        delays: dict[str, float] = {}
+        for host, delay in overrides.items():
+            try:
+                delays[str(host)] = float(delay)
+            except (TypeError, ValueError):
+                read.fail("HOST_DOWNLOAD_DELAYS", f"the delay of {host!r} is not a number")
+            read.check(delays[str(host)] >= 0, "HOST_DOWNLOAD_DELAYS", f"{host!r} is negative")
+        return cls(
+            read.getfloat("DOWNLOAD_DELAY", minimum=0),
+            delays,
+            read.getfloat("POLITENESS_GUARD", minimum=0),
+        )
+
+    def delay_ms(self, host: str) -> int:
+        """The configured delay of ``host`` (the site may ask for more)."""
+        return self.overrides_ms.get(host, self.default_ms)
+
+    def site_asked(self, host: str, delay_ms: int) -> None:
+        """Record a delay the site asked for (it is also stored in Redis)."""
+        self.asked_ms[host] = delay_ms
+
+    def gate_ms(self, host: str) -> int:
+        """The spacing the dispatch gate enforces: the delay plus the guard."""
+        delay = max(self.delay_ms(host), self.asked_ms.get(host, 0))
+        return delay + self.guard_ms if delay > 0 else 0

@@ -1,0 +1,111 @@
+"""The write batcher never drops an op, whatever Redis answers (a real redis-server)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import redis.asyncio
+
+from spiders_project.frontier.batcher import RedisBatcher
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import RedisCalls, RedisState
+
+K = RedisKeys("b")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def batcher_for(redis_url: str) -> tuple[RedisBatcher, RedisState]:
+    state = RedisState(redis_url, 0.01, 0.05, logging.getLogger("test.batcher"))
+    client = redis.asyncio.Redis.from_url(redis_url, retry=None)
+    return RedisBatcher(RedisCalls(client, state), K, 0.05), state
+
+
+def test_ops_survive_oom_in_order(redis_url, r, caplog):
+    async def main() -> None:
+        batcher, state = await batcher_for(redis_url)
+        batcher.item(b"i1")
+        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.item(b"i2")
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("maxmemory", 1)
+        try:
+            assert await batcher.flush() > 0
+            assert len(batcher) == 3 and not state.writable
+            batcher.item(b"i3")
+            assert await batcher.flush() > 0
+        finally:
+            r.config_set("maxmemory", 0)
+        assert await batcher.flush() == 0
+        assert len(batcher) == 0 and state.writable
+        await batcher.client.aclose()
+
+    with caplog.at_level(logging.INFO, logger="test.batcher"):
+        run(main())
+    assert r.lrange(K.items, 0, -1) == [b"i1", b"i2", b"i3"]
+    assert r.zcard(K.host_queue("h")) == 1 and int(r.get(K.requests_size)) == 1
+    assert caplog.messages.count("Redis accepts writes again") == 1
+    assert sum(m.startswith("Redis refuses writes (OOM") for m in caplog.messages) == 1
+
+
+def test_a_refused_command_keeps_its_ops_and_the_rest_goes(redis_url, r, caplog):
+    """A broken key (WRONGTYPE) fails its own group inside EXEC; it is kept, the rest lands."""
+    r.set(K.items, "not a list")
+
+    async def main() -> None:
+        batcher, _ = await batcher_for(redis_url)
+        batcher.item(b"i1")
+        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.push(K.requests_rejected, b"bad")
+        assert await batcher.flush() > 0
+        assert len(batcher) == 1
+        assert await batcher.flush() > 0  # still broken: logged once
+        r.delete(K.items)
+        assert await batcher.flush() == 0 and len(batcher) == 0
+        await batcher.client.aclose()
+
+    with caplog.at_level(logging.INFO):
+        run(main())
+    assert r.lrange(K.items, 0, -1) == [b"i1"]
+    assert r.zcard(K.host_queue("h")) == 1 and r.lrange(K.requests_rejected, 0, -1) == [b"bad"]
+    refused = [m for m in caplog.messages if m.startswith("Redis refused RPUSH items")]
+    assert len(refused) == 1, caplog.messages
+    assert any(m.startswith("Redis took the writes it had refused") for m in caplog.messages)
+
+
+def test_redis_away_keeps_everything(redis_url, r):
+    async def main() -> None:
+        batcher, state = await batcher_for("redis://127.0.0.1:9/0")
+        batcher.item(b"i1")
+        batcher.ack(b"w/1")
+        assert await batcher.flush() > 0
+        assert len(batcher) == 2 and not state.connected
+        await batcher.client.aclose()
+
+    run(main())
+
+
+def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
+    """Under OOM a tick of links and acks is refused whole, though acks alone would pass."""
+    r.zadd(K.leases, {b"w/1": 1})
+    r.hset(K.lease_info, b"w/1", b"info")
+
+    async def main() -> None:
+        batcher, _ = await batcher_for(redis_url)
+        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.ack(b"w/1")
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("maxmemory", 1)
+        try:
+            assert await batcher.flush() > 0
+            assert r.zcard(K.leases) == 1, "the ack went without its links"
+        finally:
+            r.config_set("maxmemory", 0)
+        assert await batcher.flush() == 0
+        await batcher.client.aclose()
+
+    run(main())
+    assert r.zcard(K.leases) == 0 and r.zcard(K.host_queue("h")) == 1

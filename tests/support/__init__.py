@@ -1,0 +1,1 @@
+"""What tests and benchmarks share: local sites, process wrappers and private servers."""
