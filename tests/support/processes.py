@@ -9,16 +9,22 @@ import glob
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import redis
 from port_for import get_port
+
+from spiders_project.keys import RedisKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
+# The keys of the spider ``worker()`` runs.
+K = RedisKeys("distributed")
 
 
 def free_port() -> int:
@@ -84,6 +90,22 @@ def worker(
     for s in settings:
         argv += ["-s", s]
     return Proc(name, argv, {"REDIS_URL": redis_url, **(env or {})}, log_dir / f"{name}.log")
+
+
+def published_stats(r: redis.Redis, proc: Proc) -> dict[str, str]:
+    """The Scrapy stats ``proc`` (a worker) published to Redis, as its monitor reads them.
+
+    A worker publishes them every STATS_PUBLISH_INTERVAL and a last time when
+    its spider closes, so after it exits these are its final stats. Tests read
+    them here instead of parsing the "Dumping Scrapy stats" block of its log.
+    """
+    raw = r.hgetall(K.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def stat(r: redis.Redis, proc: Proc, name: str) -> int:
+    """One counter of ``published_stats`` (0 when the worker never counted it)."""
+    return int(published_stats(r, proc).get(name, 0))
 
 
 def db_writer(
