@@ -27,7 +27,15 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 
 from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
-from spiders_project.config import add_settings_option, load_settings, parse_overrides
+from spiders_project.config import (
+    CONFIG_EXIT_STATUS,
+    ConfigError,
+    add_settings_option,
+    exit_on_config_error,
+    load_settings,
+    log_level,
+    parse_overrides,
+)
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from spiders_project.redis_connection import sync_client
 
@@ -49,15 +57,17 @@ def parse_args(argv: Sequence[str] | None) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = load_settings(parse_args(argv))
-    logging.basicConfig(level=settings.get("LOG_LEVEL"), format=LOG_FORMAT, stream=sys.stderr)
+    with exit_on_config_error("monitor"):
+        level = log_level(settings)
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     try:
         config = MonitorConfig.from_settings(settings)
         # Scrapes never wait on its backoff (they are not retried); it is here
         # for its state and its log lines, shared with every other process.
         state = RedisState.from_settings(settings, logger)
-    except ValueError as exc:
+    except ConfigError as exc:
         logger.error("%s", exc)
-        return 2
+        return CONFIG_EXIT_STATUS
 
     stop = threading.Event()
     received: list[int] = []

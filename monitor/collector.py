@@ -12,6 +12,7 @@ come and go, so they are what throughput panels and ``increase()`` should use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -20,8 +21,17 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from monitor.snapshot import QUEUES, REJECTED, ClusterView, SpiderView, read_cluster
-from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES, RESPONSES
+from spiders_project.contract import (
+    ERRORS,
+    ITEMS,
+    PAGES,
+    QUEUES,
+    REJECTED,
+    RESPONSES,
+    ClusterView,
+    SpiderView,
+    read_cluster,
+)
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger("monitor")
@@ -63,7 +73,9 @@ class CrawlerCollector(Collector):
     def read(self) -> ClusterView | None:
         """The cluster's state, or None when this scrape cannot read it (see the class)."""
         try:
-            return read_cluster(self.calls, self.spiders, worker_retention=self.worker_retention)
+            # Reads are never retried within a scrape: "Redis down" now, not later.
+            send = functools.partial(self.calls.pipelined, retry=False)
+            return read_cluster(send, self.spiders, worker_retention=self.worker_retention)
         except RedisUnavailable:
             return None  # the state logged the change
         except redis.RedisError:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
+from spiders_project.config import SettingsReader
+
 
 @dataclass(frozen=True)
 class MonitorConfig:
@@ -19,19 +21,17 @@ class MonitorConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MonitorConfig:
-        config = cls(
-            host=settings.get("MONITOR_HOST"),
-            port=settings.getint("MONITOR_PORT"),
-            spiders=tuple(
-                dict.fromkeys(s.strip() for s in settings.getlist("MONITOR_SPIDERS") if s.strip())
-            ),
-            redis_timeout=settings.getfloat("MONITOR_REDIS_TIMEOUT"),
-            worker_retention=settings.getfloat("STATS_WORKER_RETENTION"),
+        read = SettingsReader(settings)
+        port = read.getint("MONITOR_PORT", minimum=0)
+        read.check(port <= 65535, "MONITOR_PORT", "must be a TCP port (0-65535)")
+        spiders = tuple(
+            dict.fromkeys(s.strip() for s in read.getlist("MONITOR_SPIDERS") if s.strip())
         )
-        if not 0 <= config.port <= 65535:
-            raise ValueError(f"MONITOR_PORT must be a TCP port, not {config.port}")
-        if not config.spiders:
-            raise ValueError("MONITOR_SPIDERS names no spider")
-        if config.redis_timeout <= 0:
-            raise ValueError(f"MONITOR_REDIS_TIMEOUT must be positive, not {config.redis_timeout}")
-        return config
+        read.check(bool(spiders), "MONITOR_SPIDERS", "names no spider")
+        return cls(
+            host=read.getstr("MONITOR_HOST"),
+            port=port,
+            spiders=spiders,
+            redis_timeout=read.getfloat("MONITOR_REDIS_TIMEOUT", above=0),
+            worker_retention=read.getfloat("STATS_WORKER_RETENTION", above=0),
+        )

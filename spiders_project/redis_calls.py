@@ -37,7 +37,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -376,6 +376,19 @@ class RedisCalls:
             deadline=deadline,
         )
 
+    async def pipelined(
+        self, name: str, commands: Sequence[Sequence[Any]], *, retry: bool = True
+    ) -> list[Any]:
+        """Read-only ``commands`` in one round trip (no transaction), errors handled as ``call``."""
+
+        async def send() -> list[Any]:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return await pipe.execute()
+
+        return await self.call(name, send, retry=retry, writes=False)
+
     async def script(
         self,
         script: LuaScript,
@@ -446,6 +459,19 @@ class SyncRedisCalls:
             retry=retry,
             writes=writes,
         )
+
+    def pipelined(
+        self, name: str, commands: Sequence[Sequence[Any]], *, retry: bool = True
+    ) -> list[Any]:
+        """Read-only ``commands`` in one round trip (no transaction), errors handled as ``call``."""
+
+        def send() -> list[Any]:
+            with self.client.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                return pipe.execute()
+
+        return self.call(name, send, retry=retry, writes=False)
 
     def script(
         self, script: LuaScript, keys: list[Any], args: list[Any], *, retry: bool = True

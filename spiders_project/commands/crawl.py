@@ -11,6 +11,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.extensions.backpressure import BackpressureConfig
+from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
@@ -36,6 +37,8 @@ def check_worker_settings(settings: BaseSettings) -> None:
     read.getfloat("SHUTDOWN_GRACE_PERIOD", minimum=0)
     read.getfloat("RETRY_AFTER_MAX", minimum=0)
     read.getfloat("NAVIGATION_GUARD", minimum=0)
+    if read.getbool("STATS_PUBLISH_ENABLED"):
+        StatsPublishConfig.from_settings(settings)
 
 
 class Command(ScrapyCrawlCommand):

@@ -13,6 +13,7 @@ every listed worker with the age of its last heartbeat. Examples::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -24,7 +25,11 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from monitor.snapshot import (
+from spiders_project.config import SettingsReader, exit_on_config_error
+from spiders_project.contract import (
+    ERRORS,
+    ITEMS,
+    PAGES,
     QUEUES,
     ClusterView,
     SpiderView,
@@ -33,7 +38,7 @@ from monitor.snapshot import (
     pages_per_second,
     read_cluster,
 )
-from spiders_project.extensions.heartbeat import ERRORS, ITEMS, PAGES
+from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import mask_url
 
@@ -91,7 +96,8 @@ class Command(ScrapyCommand):
             raise UsageError("--interval and --window must be positive", print_help=False)
         if opts.json and not opts.once:
             raise UsageError("--json needs --once", print_help=False)
-        kept = self.settings.getfloat("STATS_SAMPLES_RETENTION")
+        with exit_on_config_error("scrapy crawlstatus"):
+            kept = StatsPublishConfig.from_settings(self.settings).samples_retention
         if opts.window > kept:
             raise UsageError(
                 f"--window can be at most STATS_SAMPLES_RETENTION ({kept:g} s)", print_help=False
@@ -99,17 +105,21 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        spiders = opts.spider or self.settings.getlist("MONITOR_SPIDERS")
-        retention = self.settings.getfloat("STATS_WORKER_RETENTION")
+        with exit_on_config_error("scrapy crawlstatus"):
+            read = SettingsReader(self.settings)
+            spiders = opts.spider or [s for s in read.getlist("MONITOR_SPIDERS") if s.strip()]
+            read.check(bool(spiders), "MONITOR_SPIDERS", "names no spider (or give --spider)")
+            retention = StatsPublishConfig.from_settings(self.settings).worker_retention
+            calls = redis_calls(self.settings)
         url = mask_url(self.settings.get("REDIS_URL"))
-        calls = redis_calls(self.settings)
         client = calls.client
         live = not opts.once
         clear = live and sys.stdout.isatty()
         try:
             while True:
                 try:
-                    view = read_cluster(calls, spiders, worker_retention=retention, samples=True)
+                    send = functools.partial(calls.pipelined, retry=False)
+                    view = read_cluster(send, spiders, worker_retention=retention, samples=True)
                 except (RedisUnavailable, redis.RedisError) as exc:
                     # Unreachable, loading or busy (its cause), or an error
                     # reply such as WRONGTYPE on a broken key (with its command).

@@ -51,7 +51,6 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -60,6 +59,7 @@ import redis
 
 from spiders_project.commands.crawl import check_worker_settings
 from spiders_project.config import ConfigError, load_settings
+from spiders_project.contract import Work, work_of, work_reads
 from spiders_project.db_writer.db_url import SQLITE, DbUrlError, parse_db_url
 from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.demo.runner import (
@@ -216,27 +216,12 @@ def monitor_available() -> bool:
     return spec is not None and spec.origin is not None and Path(spec.origin).is_relative_to(ROOT)
 
 
-@dataclass(frozen=True)
-class Frontier:
-    """Sizes of every Redis structure that holds unfinished work, plus the dupefilter."""
-
-    seeds: int
-    queued: int
-    leased: int
-    items: int
-    processing: int
-    seen: int
-
-    @classmethod
-    def read(cls, client: redis.Redis) -> Frontier:
-        pipe = client.pipeline(transaction=False)
-        pipe.llen(K.start_urls).get(K.requests_size).zcard(K.leases)
-        pipe.llen(K.items).llen(K.items_processing).scard(K.dupefilter)
-        return cls(*(int(size or 0) for size in pipe.execute()))
-
-    @property
-    def empty(self) -> bool:
-        return not (self.seeds or self.queued or self.leased or self.items or self.processing)
+def read_work(client: redis.Redis) -> Work:
+    """Everything in Redis that is not finished yet (``contract.Work``)."""
+    with client.pipeline(transaction=False) as pipe:
+        for command in work_reads(K):
+            pipe.execute_command(*command)
+        return work_of(pipe.execute())
 
 
 def check_programs(supervisor: Supervisor, warned: set[str]) -> None:
@@ -264,18 +249,18 @@ def wait_for_crawl(
 ) -> float:
     """Wait until the crawl is over and return when it was (monotonic time)."""
     pages = site.page_urls()
-    last_state: tuple[Frontier, int] | None = None
+    last_state: tuple[Work, int] | None = None
     changed_at = time.monotonic()
     next_progress = changed_at + PROGRESS_EVERY
     warned: set[str] = set()
     while True:
         now = time.monotonic()
-        frontier = Frontier.read(client)
+        frontier = read_work(client)
         stored = table.count()
         state = (frontier, stored)
         if state != last_state:
             last_state, changed_at = state, now
-        elif frontier.empty and now - changed_at >= SETTLE_SECONDS:
+        elif frontier.drained and now - changed_at >= SETTLE_SECONDS:
             return changed_at
         if now >= next_progress:
             next_progress += PROGRESS_EVERY

@@ -37,24 +37,14 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.config import SettingsReader
+from spiders_project.contract import CLOSED, ERRORS, ITEMS, PAGES, RESPONSES, RUNNING
 from spiders_project.frontier.context import WorkerRedis, worker_id
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
 
 logger = logging.getLogger(__name__)
-
-# Metric counters: fields of the worker hash and of the totals hash. The
-# exporter reads these (and only these) for the crawler_*_total metrics.
-PAGES = "pages"  # responses that reached the spider (Scrapy's response_received_count)
-ITEMS = "items"  # items scraped (item_scraped_count)
-ERRORS = "errors:"  # errors:<kind>, see metric_counters()
-RESPONSES = "responses:"  # responses:<HTTP status>, every response the downloader got
-# Fields the script adds to the worker hash.
-STATE_FIELD = "_state"  # "running", or "closed" after its last publish
-LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
-
-RUNNING, CLOSED = "running", "closed"
 
 # Scrapy stats that become errors:<kind> counters.
 _DOWNLOAD_ERRORS = "downloader/exception_type_count/"
@@ -129,20 +119,23 @@ class StatsPublishConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> StatsPublishConfig:
+        read = SettingsReader(settings)
         config = cls(
-            interval=settings.getfloat("STATS_PUBLISH_INTERVAL"),
-            heartbeat_ttl=settings.getfloat("STATS_HEARTBEAT_TTL"),
-            worker_retention=settings.getfloat("STATS_WORKER_RETENTION"),
-            samples_retention=settings.getfloat("STATS_SAMPLES_RETENTION"),
+            interval=read.getfloat("STATS_PUBLISH_INTERVAL", above=0),
+            heartbeat_ttl=read.getfloat("STATS_HEARTBEAT_TTL", above=0),
+            worker_retention=read.getfloat("STATS_WORKER_RETENTION", above=0),
+            samples_retention=read.getfloat("STATS_SAMPLES_RETENTION", above=0),
         )
-        if config.interval <= 0:
-            raise ValueError(f"STATS_PUBLISH_INTERVAL must be positive, not {config.interval}")
-        if config.heartbeat_ttl <= config.interval:
-            raise ValueError("STATS_HEARTBEAT_TTL must be longer than STATS_PUBLISH_INTERVAL")
-        if config.worker_retention < config.heartbeat_ttl:
-            raise ValueError("STATS_WORKER_RETENTION must be at least STATS_HEARTBEAT_TTL")
-        if config.samples_retention <= 0:
-            raise ValueError("STATS_SAMPLES_RETENTION must be positive")
+        read.check(
+            config.heartbeat_ttl > config.interval,
+            "STATS_HEARTBEAT_TTL",
+            "must be longer than STATS_PUBLISH_INTERVAL",
+        )
+        read.check(
+            config.worker_retention >= config.heartbeat_ttl,
+            "STATS_WORKER_RETENTION",
+            "must be at least STATS_HEARTBEAT_TTL",
+        )
         return config
 
 

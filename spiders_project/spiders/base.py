@@ -24,6 +24,7 @@ from scrapy.crawler import Crawler
 from scrapy_redis.spiders import RedisSpider
 
 from spiders_project import internals
+from spiders_project.contract import work_of, work_reads
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.scheduler import SEED_ENTRY, seed_reached
@@ -175,18 +176,13 @@ class RedisSeedSpider(RedisSpider):
             return False
         if scheduler is not None and hasattr(scheduler, "is_idle") and not scheduler.is_idle():
             return False
-        keys = self.redis.keys
-
-        async def sizes() -> list[Any]:
-            async with self.redis.client.pipeline(transaction=False) as pipe:
-                pipe.llen(keys.start_urls).get(keys.requests_size).zcard(keys.leases)
-                return await pipe.execute()
-
         try:
-            found = await self.redis.calls.call("idle check", sizes, retry=False, writes=False)
+            replies = await self.redis.calls.pipelined(
+                "idle check", work_reads(self.redis.keys), retry=False
+            )
         except RedisUnavailable:
             return False
-        return not any(int(size or 0) for size in found)
+        return work_of(replies).idle
 
     def spider_idle(self) -> None:
         """Idle closing is decided in ``start()``; let Scrapy close when it ends."""

@@ -19,6 +19,8 @@ ENTRY_POINTS = {
     "worker": [*SCRAPY, "crawl", "distributed"],
     "db_writer": [PYTHON, "-m", "spiders_project.db_writer"],
     "deadletters": [*SCRAPY, "deadletters", "list"],
+    "crawlstatus": [*SCRAPY, "crawlstatus", "--once"],
+    "monitor": [PYTHON, "-m", "monitor"],
 }
 
 
@@ -60,16 +62,30 @@ def assert_one_line_naming(done: subprocess.CompletedProcess[str], name: str) ->
         ("db_writer", "REDIS_URL", "nonsense"),
         ("db_writer", "LOG_LEVEL", "LOUD"),
         ("deadletters", "REDIS_URL", "nonsense"),
+        ("crawlstatus", "REDIS_URL", "nonsense"),
+        ("crawlstatus", "MONITOR_SPIDERS", ""),
+        ("monitor", "MONITOR_PORT", "abc"),
+        ("monitor", "REDIS_URL", "nonsense"),
+        ("monitor", "LOG_LEVEL", "LOUD"),
     ],
 )
 def test_a_bad_environment_value_is_one_line_and_status_2(entry, name, value, tmp_path):
     assert_one_line_naming(run(ENTRY_POINTS[entry], {name: value}, tmp_path), name)
 
 
-def test_a_bad_command_line_setting_is_one_line_and_status_2(tmp_path):
-    # FRONTIER_LEASE_TIMEOUT=0 used to make the lease loop spin.
-    argv = [*ENTRY_POINTS["worker"], "-s", "FRONTIER_LEASE_TIMEOUT=0"]
-    assert_one_line_naming(run(argv, {}, tmp_path), "FRONTIER_LEASE_TIMEOUT")
+@pytest.mark.parametrize(
+    ("entry", "name", "value"),
+    [
+        ("worker", "FRONTIER_LEASE_TIMEOUT", "0"),  # used to make the lease loop spin
+        ("worker", "STATS_PUBLISH_INTERVAL", "often"),
+        ("crawlstatus", "STATS_WORKER_RETENTION", "abc"),
+        ("monitor", "MONITOR_REDIS_TIMEOUT", "0"),
+        ("monitor", "STATS_WORKER_RETENTION", "-1"),
+    ],
+)
+def test_a_bad_command_line_setting_is_one_line_and_status_2(entry, name, value, tmp_path):
+    argv = [*ENTRY_POINTS[entry], "-s", f"{name}={value}"]
+    assert_one_line_naming(run(argv, {}, tmp_path), name)
 
 
 def test_a_password_in_a_bad_redis_url_is_never_shown(tmp_path):

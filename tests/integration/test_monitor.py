@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import datetime
+import functools
 import json
 import logging
 import os
@@ -27,9 +28,8 @@ import pytest
 import redis
 
 from spiders_project.config import load_settings
+from spiders_project.contract import CLOSED, RUNNING, eta_seconds, pages_per_second, read_cluster
 from spiders_project.extensions.heartbeat import (
-    CLOSED,
-    RUNNING,
     StatsPublishConfig,
     metric_counters,
     publish_call,
@@ -319,15 +319,14 @@ def test_crawlstatus_prints_the_same_numbers(redis_url, r):
 
 def test_pages_per_second_and_eta_from_the_samples(redis_url, r):
     """Pages/s over the window comes from the totals' samples and decays once work stops."""
-    from monitor.snapshot import eta_seconds, pages_per_second, read_cluster
-
     r.set(K.requests_size, 300)
     seconds, _ = r.time()
     # Samples as publishers leave them: 10 pages/s for the last 100 s.
     r.zadd(K.stats_samples, {f"{seconds - t} {1000 - 10 * t}": seconds - t for t in range(100)})
     r.hset(K.stats_totals, "pages", 1000)
     calls = SyncRedisCalls(r, RedisState(redis_url, 0.2, 5.0, logging.getLogger("test")))
-    view = read_cluster(calls, ["distributed"], worker_retention=900, samples=True).spiders[0]
+    send = functools.partial(calls.pipelined, retry=False)
+    view = read_cluster(send, ["distributed"], worker_retention=900, samples=True).spiders[0]
     rate, span = pages_per_second(view, seconds, 60)
     assert span == 60 and rate == pytest.approx(10, rel=0.01)
     assert eta_seconds(view, rate) == pytest.approx(30, rel=0.01)
@@ -473,7 +472,7 @@ def test_exporter_refuses_a_port_in_use_and_bad_settings(redis_url, tmp_path, ex
         "bad", [*argv[:-1], "MONITOR_SPIDERS="], {"REDIS_URL": redis_url}, tmp_path / "bad.log"
     )
     assert bad.wait(30) == 2
-    assert "MONITOR_SPIDERS names no spider" in bad.log()
+    assert "MONITOR_SPIDERS='': names no spider" in bad.log()
 
 
 # --- Prometheus ----------------------------------------------------------------------------
