@@ -36,16 +36,15 @@ import psutil
 import redis
 from mirakuru import TCPExecutor
 from port_for import get_port
-from spiders_project.rendering.site import TRACKER_HOST, JsSite
 
 from spiders_project.config import load_settings
 from spiders_project.demo.site import SiteServer
-from spiders_project.keys import RedisKeys
+from tests.support.js_site import TRACKER_HOST, JsSite
+from tests.support.processes import K
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
 HEADING = "## Rendering"
-K = RedisKeys("distributed")
 MB = 1024 * 1024
 HTTP11 = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 STOCK_PLAYWRIGHT = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"

@@ -19,11 +19,10 @@ from supervisor.options import ServerOptions
 
 from spiders_project.config import load_settings
 from spiders_project.demo.runner import PrivateRedis, render_config
-from spiders_project.keys import RedisKeys
+from tests.support.processes import K
 
 ROOT = Path(__file__).resolve().parents[2]
 CRAWLER_CONF = ROOT / "deploy" / "supervisor" / "crawler.conf"
-K = RedisKeys("distributed")
 
 
 def demo_env(redis_url: str, db_path: Path) -> dict[str, str]:

@@ -25,11 +25,9 @@ import redis
 from port_for import get_port
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
-from spiders_project.keys import RedisKeys
-from tests.support.processes import Proc, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import K, Proc, db_writer, stored_urls, wait_until, worker
 from tests.support.site import TestSite
 
-K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 
 # How long Redis refuses writes in the OOM and READONLY tests, in seconds:

@@ -6,11 +6,9 @@ import json
 
 import pytest
 
-from spiders_project.keys import RedisKeys
-from tests.support.processes import worker
+from tests.support.processes import K, worker
 from tests.support.site import TestSite
 
-K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 
 

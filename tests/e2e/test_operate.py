@@ -23,12 +23,10 @@ import pytest
 import redis
 
 from spiders_project.demo.runner import ROOT, Supervisor, free_port, render_config
-from spiders_project.keys import RedisKeys
 from tests.support.monitoring import Exporter, Metrics, scrape_url
-from tests.support.processes import PYTHON, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import PYTHON, K, db_writer, stored_urls, wait_until, worker
 from tests.support.site import TestSite
 
-K = RedisKeys("distributed")
 SPIDER = {"spider": "distributed"}
 pytestmark = pytest.mark.slow
 # Publish every second, so the test sees heartbeats come and go in seconds.

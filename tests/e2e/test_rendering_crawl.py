@@ -11,11 +11,9 @@ import time
 import psutil
 import pytest
 
-from spiders_project.keys import RedisKeys
 from tests.support.js_site import TRACKER_HOST, JsSite
-from tests.support.processes import db_writer, wait_until, worker
+from tests.support.processes import K, db_writer, wait_until, worker
 
-K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
 BLOCK_TEST_TRACKER = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"

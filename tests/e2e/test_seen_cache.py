@@ -14,11 +14,9 @@ import socket
 import pytest
 import redis
 
-from spiders_project.keys import RedisKeys
-from tests.support.processes import db_writer, stored_urls, wait_until, worker
+from tests.support.processes import K, db_writer, stored_urls, wait_until, worker
 from tests.support.site import TestSite
 
-K = RedisKeys("distributed")
 pytestmark = pytest.mark.slow
 
 

@@ -35,12 +35,10 @@ from spiders_project.extensions.heartbeat import (
     publish_call,
     publish_script,
 )
-from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
-from tests.support.processes import PYTHON, ROOT, Proc, free_port, wait_until
+from tests.support.processes import PYTHON, ROOT, K, Proc, free_port, wait_until
 
-K = RedisKeys("distributed")
 DEPLOY = ROOT / "deploy"
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")

@@ -13,15 +13,13 @@ import pytest
 from playwright.async_api import async_playwright
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.keys import RedisKeys
 from spiders_project.rendering.blocking import ResourceBlocker
 from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.rules import RenderRules
 from tests.support.js_site import TRACKER_HOST, JsSite
-from tests.support.processes import worker
+from tests.support.processes import K, worker
 
-K = RedisKeys("distributed")
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from spiders_project.keys import RedisKeys
 from spiders_project.settings import SEED_SPREAD
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
-
-K = RedisKeys("distributed")
+from tests.support.processes import K
 
 
 def peek_twice(redis_url: str) -> tuple[list[bytes], list[bytes]]:
