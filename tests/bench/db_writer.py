@@ -1,25 +1,31 @@
-"""db_writer throughput into SQLite and PostgreSQL, through ``spiders_project.db_writer.bench``.
+"""db_writer throughput into SQLite and PostgreSQL.
 
-That module pushes N items into the item buffer of a scratch spider, runs the
-real db_writer process until the buffer is empty, and prints one line; this one
-runs it for each database and reads that line back.
+For each database: push N items (shaped like the spider's, about 400 bytes of
+JSON) into the item buffer of a scratch spider in the bench's private Redis,
+run the real db_writer process (``--exit-when-empty``, DB_WRITER_MAX_WAIT=0)
+until the buffer is empty, and time it from its first committed batch on, so
+the process' start-up (imports, connects) does not count as throughput.
 """
 
 from __future__ import annotations
 
-import re
+import json
+import os
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
+import redis
+
+from spiders_project.db_writer.db_url import SQLITE, parse_db_url
+from spiders_project.keys import RedisKeys
 from tests.bench.services import PYTHON, ROOT, Postgres
 
-_LINE = re.compile(
-    r"(?P<written>\d+) items -> .*?: (?P<rate>[\d,]+) items/s from the first batch on "
-    r"\((?P<steady>[\d.]+) s\); (?P<rate_all>[\d,]+) items/s with process start-up "
-    r"\((?P<elapsed>[\d.]+) s\); exit (?P<code>-?\d+)"
-)
+SPIDER = "dbwriterbench"
 
 
 @dataclass
@@ -33,21 +39,70 @@ class WriterResult:
     error: str = ""
 
 
+def make_item(i: int) -> bytes:
+    """An item shaped like the spider's (about 400 bytes of JSON)."""
+    return json.dumps(
+        {
+            "url": f"http://bench.example/page/{i}",
+            "status": 200,
+            "title": f"Page {i} of the bench site",
+            "fetched_at": datetime.now(UTC).isoformat(),
+            "depth": i % 7,
+            "links": [f"http://bench.example/page/{i + k}" for k in range(1, 4)],
+            "text": "lorem ipsum dolor sit amet " * 8,
+        }
+    ).encode()
+
+
+def clear_database(db_url: str) -> None:
+    parsed = parse_db_url(db_url)
+    if parsed.backend == SQLITE:
+        assert parsed.path is not None
+        for suffix in ("", "-wal", "-shm"):
+            path = f"{parsed.path}{suffix}"
+            if os.path.exists(path):
+                os.remove(path)
+        return
+    with psycopg.connect(parsed.conninfo or "", autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS items")
+
+
 def run_writer_bench(database: str, redis_url: str, db_url: str, items: int) -> WriterResult:
-    argv = [PYTHON, "-m", "spiders_project.db_writer.bench", "-n", str(items)]
-    argv += ["--redis-url", redis_url, "--db-url", db_url]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    match = _LINE.search(done.stdout)
-    if match is None:
-        tail = (done.stdout + done.stderr)[-1500:]
-        return WriterResult(database, 0, 0.0, 0.0, 0.0, done.returncode, tail)
+    """Fill the scratch spider's buffer with ``items`` items and time the drain."""
+    keys = RedisKeys(SPIDER)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.delete(keys.items, keys.items_processing, keys.items_rejected, keys.db_writer_stats)
+        clear_database(db_url)
+        pipe = client.pipeline(transaction=False)
+        chunk = [make_item(i) for i in range(1000)]
+        for start in range(0, items, 1000):
+            # Distinct urls, same size: only the url changes between chunks.
+            page = f"/p{start}/".encode()
+            pipe.rpush(keys.items, *(c.replace(b"/page/", page, 1) for c in chunk))
+        pipe.execute()
+
+        env = dict(os.environ, REDIS_URL=redis_url, DB_URL=db_url)
+        command = [PYTHON, "-m", "spiders_project.db_writer", "--spider", SPIDER]
+        command += ["--exit-when-empty", "-s", "DB_WRITER_MAX_WAIT=0"]
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        first_batch_at = None
+        while process.poll() is None:
+            if first_batch_at is None and client.hget(keys.db_writer_stats, "batches"):
+                first_batch_at = time.perf_counter()
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - started
+        steady = time.perf_counter() - (first_batch_at or started)
+        written = int(client.hget(keys.db_writer_stats, "items_written") or 0)
+        output = process.stdout.read().decode(errors="replace") if process.stdout else ""
+    finally:
+        client.close()
+    error = "" if process.returncode == 0 else output[-1500:]
     return WriterResult(
-        database,
-        int(match["written"]),
-        float(match["rate"].replace(",", "")),
-        float(match["elapsed"]),
-        float(match["steady"]),
-        int(match["code"]),
+        database, written, written / steady, elapsed, steady, process.returncode, error
     )
 
 

@@ -225,7 +225,7 @@ def writers(report: Report) -> list[str]:
     lines = [
         "## db_writer",
         "",
-        "`python -m spiders_project.db_writer.bench -n N` per database: N items (about 400 "
+        "Per database (`tests/bench/db_writer.py`): N items (about 400 "
         "bytes of JSON each) pushed into a scratch item buffer in the private Redis, then the "
         "real db_writer process drains it (DB_WRITER_BATCH_SIZE as configured, "
         "DB_WRITER_MAX_WAIT=0). PostgreSQL is a temporary cluster on a free port.",
