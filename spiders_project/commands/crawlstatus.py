@@ -107,7 +107,8 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         with exit_on_config_error("scrapy crawlstatus"):
             read = SettingsReader(self.settings)
-            spiders = opts.spider or [s for s in read.getlist("MONITOR_SPIDERS") if s.strip()]
+            names = opts.spider or read.getlist("MONITOR_SPIDERS")
+            spiders = list(dict.fromkeys(s.strip() for s in names if s.strip()))
             read.check(bool(spiders), "MONITOR_SPIDERS", "names no spider (or give --spider)")
             retention = StatsPublishConfig.from_settings(self.settings).worker_retention
             calls = redis_calls(self.settings)
