@@ -1,5 +1,5 @@
 # make setup: everything a fresh Debian/Ubuntu machine with Python 3.11 needs.
-# make test:  setup, then the whole test suite (what CI runs).
+# make test:  setup, lint, then the whole test suite (what CI runs).
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test).
 
@@ -33,7 +33,7 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest
 
 demo: setup
@@ -42,9 +42,11 @@ demo: setup
 bench: setup
 	$(PY) -m tests.bench $(BENCH_ARGS)
 
+# ruff on all the code; mypy strict on the product (files and options in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check spiders_project monitor tests
 	$(VENV)/bin/ruff format --check spiders_project monitor tests
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache run data/demo-items.db

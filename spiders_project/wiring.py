@@ -45,7 +45,7 @@ def shared(crawler: Crawler, kind: type[T], build: Callable[[], T], *args: Hasha
             f"{kind.__name__} of this crawler was built for {built_for!r}, "
             f"a second caller asks for {args!r}"
         )
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 class Subscribers(Generic[P]):

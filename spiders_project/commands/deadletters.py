@@ -139,7 +139,9 @@ class Command(ScrapyCommand):
             # letters then too. A letter pushed between the two reads only
             # makes the total one ahead of the entries shown.
             with calls.client.pipeline(transaction=False) as pipe:
-                return pipe.llen(keys.dead).lrange(keys.dead, 0, limit - 1).execute()
+                pipe.llen(keys.dead)
+                pipe.lrange(keys.dead, 0, limit - 1)
+                return pipe.execute()
 
         total, raw_entries = calls.call("list dead letters", read, retry=False, writes=False)
         if as_json:
@@ -190,7 +192,9 @@ class Command(ScrapyCommand):
     def _purge(self, calls: SyncRedisCalls, keys: RedisKeys) -> None:
         def purge() -> list[Any]:
             with calls.client.pipeline(transaction=True) as pipe:
-                return pipe.llen(keys.dead).delete(keys.dead).execute()
+                pipe.llen(keys.dead)
+                pipe.delete(keys.dead)
+                return pipe.execute()
 
         total, _ = calls.call("purge dead letters", purge, retry=False)
         print(f"Purged {total} dead letters from {keys.dead}")

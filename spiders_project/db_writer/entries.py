@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 # How much of a rejected entry a log line shows.
 PREVIEW_CHARS = 120
@@ -78,7 +79,8 @@ def parse_entries(entries: list[bytes]) -> tuple[list[Row], list[Rejected]]:
         if problem:
             rejected.append(Rejected(raw, problem))
             continue
-        rows.append(Row(url, text, _scraped_at(item.get("fetched_at"), now)))
+        # _url_problem answers None only for a string.
+        rows.append(Row(cast(str, url), text, _scraped_at(item.get("fetched_at"), now)))
     return rows, rejected
 
 

@@ -108,7 +108,7 @@ class ItemQueue:
 
     def take(self, count: int) -> list[bytes]:
         """Move up to ``count`` entries, oldest first, into the processing list."""
-        moved = self.calls.script(
+        moved: list[bytes] | None = self.calls.script(
             self._take,
             [self.keys.items, self.keys.items_processing, self.lock],
             [self.token, count],
@@ -140,7 +140,12 @@ class ItemQueue:
             moved = self.calls.call(
                 "BLMOVE items",
                 lambda: self.client.blmove(
-                    self.keys.items, self.keys.items, timeout, "LEFT", "LEFT"
+                    self.keys.items,
+                    self.keys.items,
+                    # Redis takes fractional seconds; redis-py's hint says int.
+                    timeout,  # type: ignore[arg-type]
+                    "LEFT",
+                    "LEFT",
                 ),
                 retry=False,
             )
@@ -155,11 +160,15 @@ class ItemQueue:
 
     def read_processing(self, count: int) -> list[bytes]:
         """The first ``count`` entries left in the processing list (recovery)."""
-        return self.calls.command("LRANGE", self.keys.items_processing, 0, count - 1, writes=False)
+        entries: list[bytes] = self.calls.command(
+            "LRANGE", self.keys.items_processing, 0, count - 1, writes=False
+        )
+        return entries
 
     def processing_length(self) -> int:
         """How many entries wait in the processing list."""
-        return self.calls.command("LLEN", self.keys.items_processing, writes=False)
+        length: int = self.calls.command("LLEN", self.keys.items_processing, writes=False)
+        return length
 
     def is_empty(self) -> bool:
         """True when neither the buffer nor the processing list holds an entry."""

@@ -12,7 +12,8 @@ from spiders_project.frontier.context import WorkerRedis
 from spiders_project.scrapy_redis_compat import not_here
 
 
-class ItemBufferPipeline(RedisPipeline):
+# scrapy-redis ships no types, so its pipeline is Any to mypy.
+class ItemBufferPipeline(RedisPipeline):  # type: ignore[misc]
     """scrapy-redis' RedisPipeline without its thread and its deprecated arguments.
 
     0.9.1 does a blocking RPUSH per item in a thread (``deferToThread``),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from scrapy.settings import BaseSettings
 
@@ -110,7 +112,7 @@ def parse_rules(value: dict[str, str | None] | list[str]) -> tuple[UrlRule, ...]
     return tuple(rules)
 
 
-def executable_problem(launch_options: dict) -> str | None:
+def executable_problem(launch_options: Mapping[str, Any]) -> str | None:
     """Why ``executable_path`` of the launch options cannot start, or None if it can."""
     path = launch_options.get("executable_path")
     if path is None:

@@ -48,7 +48,7 @@ from scrapy_playwright.provider import BrowserProvider
 
 from spiders_project import internals
 from spiders_project.politeness.turns import HostTurns
-from spiders_project.rendering.blocking import ResourceBlocker, chain
+from spiders_project.rendering.blocking import AbortPredicate, ResourceBlocker, chain
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
 from spiders_project.rendering.recycle import Recycler
@@ -77,7 +77,8 @@ _UNLIMITED = 1_000_000
 _CLOSE_TIMEOUT = 10.0
 
 
-class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
+# scrapy-playwright ships no types, so its handler is Any to mypy.
+class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]
     """``DOWNLOAD_HANDLERS`` entry for http and https (see the module docstring)."""
 
     lazy = False
@@ -87,7 +88,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.render = RenderConfig.from_settings(crawler.settings)
         self.config.max_pages_per_context = _UNLIMITED
         self.config.navigation_timeout_ms = self.render.timeout_ms
-        self.abort_request = chain(
+        self.abort_request: AbortPredicate | None = chain(
             self.abort_request,
             ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
         )
@@ -210,14 +211,15 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         }
         try:
             await self._ensure_started(request.url)
-            return await self._download_request(request)
+            response: Response = await self._download_request(request)
+            return response
         finally:
             for page in state.pages:
                 if not page.is_closed():
                     self._in_background(page.close(), "closing a cancelled page")
 
     async def _create_page(self, request: Request, spider: Spider) -> Page:
-        page = await super()._create_page(request, spider)
+        page: Page = await super()._create_page(request, spider)
         state = _current.get()
         if state is not None:
             state.pages.append(page)
@@ -233,7 +235,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):
         state = _current.get()
         if state is not None:
             state.turn_wait += waited
-        return await super()._get_response_and_download(request, page, spider)
+        navigated: tuple[PlaywrightResponse | None, Download | None]
+        navigated = await super()._get_response_and_download(request, page, spider)
+        return navigated
 
     async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
         """Wait for the content: the request's selector, or else network idle (bounded)."""

@@ -33,7 +33,7 @@ class RenderSlots:
     def __init__(self, size: int) -> None:
         self.size = size
         self._semaphore = asyncio.Semaphore(size)
-        self._held: dict[int, weakref.finalize] = {}
+        self._held: dict[int, weakref.finalize[[int], Request]] = {}
 
     @classmethod
     def of(cls, crawler: Crawler, size: int) -> RenderSlots:
