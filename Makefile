@@ -49,4 +49,4 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache run data/demo-items.db
+	rm -rf $(VENV) .pytest_cache .mypy_cache run data/demo-items.db

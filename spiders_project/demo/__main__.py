@@ -53,6 +53,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import psycopg
 import redis
@@ -157,20 +158,20 @@ class ItemsTable:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
-    def _query(self, sql: str) -> list[tuple]:
+    def _query(self, sql: str) -> list[tuple[Any, ...]]:
         """Rows of ``sql``; no rows while the table does not exist yet."""
         if self.path is not None:
             if not self.path.exists():
                 return []
-            conn = sqlite3.connect(self.path, timeout=10)
+            lite = sqlite3.connect(self.path, timeout=10)
             try:
-                return conn.execute(sql).fetchall()
+                return lite.execute(sql).fetchall()
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     return []
                 raise
             finally:
-                conn.close()
+                lite.close()
         assert self.db.conninfo is not None
         with psycopg.connect(self.db.conninfo, autocommit=True, connect_timeout=10) as conn:
             if conn.execute("SELECT to_regclass('items')").fetchone() == (None,):

@@ -226,7 +226,9 @@ class StatsPublisher:
         crawler.signals.connect(publisher.spider_closed, signal=signals.spider_closed)
         return publisher
 
-    def call(self, state: str, extra: Mapping[str, str] | None = None) -> tuple[list[str], list]:
+    def call(
+        self, state: str, extra: Mapping[str, str] | None = None
+    ) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of a publish of the current stats."""
         return publish_call(
             self.redis.keys,

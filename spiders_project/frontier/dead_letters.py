@@ -159,7 +159,7 @@ def requeue(
         with client.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(keys.dead)
-                raw_entries: list[bytes] = pipe.lrange(keys.dead, -n, -1)
+                raw_entries: list[bytes] = pipe.lrange(keys.dead, -n, -1)  # type: ignore[assignment]  # bytes: no decode_responses
                 if not raw_entries:
                     break
                 entries: list[tuple[str, str, int, bytes]] = []
@@ -182,7 +182,7 @@ def requeue(
                     pipe.eval(script, len(call_keys), *call_keys, *call_args)
                 # Negative count: remove from the tail, where the entries read are.
                 for raw, count in Counter(raw_entries).items():
-                    pipe.lrem(keys.dead, -count, raw)
+                    pipe.lrem(keys.dead, -count, raw)  # type: ignore[arg-type]  # bytes are fine
                 for raw, _ in rejected:
                     pipe.lpush(keys.dead_rejected, raw)
                 results = pipe.execute(raise_on_error=False)

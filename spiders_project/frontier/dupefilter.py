@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from scrapy import Request
+import redis
+from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.utils.request import RequestFingerprinterProtocol
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_connection import sync_client
 
 
-class FingerprintDupeFilter(RFPDupeFilter):
+class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redis ships no types
     """scrapy-redis' RFPDupeFilter with two fixes.
 
     - 0.9.1 hashes its own JSON of (method, canonical url, body), so a project
@@ -25,7 +27,14 @@ class FingerprintDupeFilter(RFPDupeFilter):
     schedulers.
     """
 
-    def __init__(self, server, key: str, debug: bool = False, *, fingerprinter=None) -> None:
+    def __init__(
+        self,
+        server: redis.Redis,
+        key: str,
+        debug: bool = False,
+        *,
+        fingerprinter: RequestFingerprinterProtocol | None = None,
+    ) -> None:
         super().__init__(server, key, debug)
         self.fingerprinter = fingerprinter
 
@@ -41,7 +50,7 @@ class FingerprintDupeFilter(RFPDupeFilter):
         )
 
     @classmethod
-    def from_spider(cls, spider) -> FingerprintDupeFilter:
+    def from_spider(cls, spider: Spider) -> FingerprintDupeFilter:
         return cls.from_crawler(spider.crawler)
 
     def request_fingerprint(self, request: Request) -> str:
@@ -51,7 +60,8 @@ class FingerprintDupeFilter(RFPDupeFilter):
         """The raw fingerprint (``request_fingerprint`` is its hex, as stored in Redis)."""
         if self.fingerprinter is None:
             raise RuntimeError("FingerprintDupeFilter needs a crawler's request_fingerprinter")
-        return self.fingerprinter.fingerprint(request)
+        fingerprint: bytes = self.fingerprinter.fingerprint(request)
+        return fingerprint
 
     def close(self, reason: str = "") -> None:
         """Keep the shared fingerprints; only ``clear()`` deletes them."""

@@ -19,7 +19,7 @@ MAX_PRIORITY = 4000
 _UNNAMED = object()
 
 
-class JsonPriorityQueue(Base):
+class JsonPriorityQueue(Base):  # type: ignore[misc]  # scrapy-redis ships no types
     """scrapy-redis' queue interface over a sorted set of JSON requests.
 
     Differences from ``scrapy_redis.queue.PriorityQueue``, and why:
@@ -41,7 +41,8 @@ class JsonPriorityQueue(Base):
         return priority, self._encode_request(request)
 
     def _encode_request(self, request: Request) -> bytes:
-        return self.serializer.dumps(self._to_dict(request))
+        data: bytes = self.serializer.dumps(self._to_dict(request))
+        return data
 
     def _to_dict(self, request: Request) -> dict[str, Any]:
         """``request.to_dict(spider=...)``, without its cost for spider-method callbacks.

@@ -66,7 +66,7 @@ Lease = tuple[bytes, bytes, str]
 seed_reached = object()
 
 
-class FrontierScheduler(Scheduler):
+class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships no types
     """Shared Redis frontier with leases; see the module docstring."""
 
     def __init__(
@@ -211,7 +211,7 @@ class FrontierScheduler(Scheduler):
         """
         keys = self.keys
         calls, client = self.redis.calls, self.redis.client
-        hosts = await calls.call("ZRANGE", lambda: client.zrange(keys.hosts, 0, -1), writes=False)
+        hosts = await calls.command("ZRANGE", keys.hosts, 0, -1, writes=False)
         names = {h.decode("utf-8", "replace") for h in hosts}
         await calls.call(
             "DEL frontier",

@@ -35,12 +35,12 @@ from spiders_project.seeds import Seed, parse_seed
 logger = logging.getLogger(__name__)
 
 
-class RedisSeedSpider(RedisSpider):
+class RedisSeedSpider(RedisSpider):  # type: ignore[misc]  # scrapy-redis ships no types
     """Base spider: seeds from ``<name>:start_urls``; subclasses define ``parse``."""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RedisSeedSpider:
-        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider: RedisSeedSpider = super().from_crawler(crawler, *args, **kwargs)
         spider.redis = WorkerRedis.of(crawler)
         spider._reached = set()
         crawler.signals.connect(spider._seed_reached, signal=seed_reached)
