@@ -170,8 +170,10 @@ def read_cluster(
     the second each listed worker's hash and heartbeat. The cost does not
     depend on how many stats there are, and nothing is written. Workers whose
     last publish is older than ``worker_retention`` seconds are left out (the
-    next publish of any worker drops their entry). Errors are ``send``'s.
+    next publish of any worker drops their entry). A spider named twice is
+    read once. Errors are ``send``'s.
     """
+    spiders = list(dict.fromkeys(spiders))
     reads: list[Command] = [("TIME",), ("INFO", "memory")]
     per_spider = [_spider_reads(RedisKeys(spider), samples) for spider in spiders]
     for spider_reads in per_spider:

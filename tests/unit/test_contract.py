@@ -137,3 +137,13 @@ def test_a_cluster_read_from_raw_replies() -> None:
     [worker] = spider.workers
     assert (worker.worker, worker.alive, worker.counters) == ("h:1", True, {"pages": 7, "items": 2})
     assert as_dict(view)["spiders"][0]["idle"] is False
+
+
+def test_a_spider_named_twice_is_read_once() -> None:
+    def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, []]
+        return [[b"1000", b"0"], {}, *per_spider]
+
+    view = read_cluster(send, ["s", "s"], worker_retention=900)
+    assert [spider.spider for spider in view.spiders] == ["s"]
+    assert view.spiders[0].work.drained
