@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
 import sqlite3
 import time
@@ -12,7 +11,7 @@ import psutil
 import pytest
 
 from tests.support.js_site import TRACKER_HOST, JsSite
-from tests.support.processes import K, db_writer, wait_until, worker
+from tests.support.processes import K, db_writer, stat, wait_until, worker
 
 pytestmark = pytest.mark.slow
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
@@ -33,11 +32,6 @@ def stored(db_path) -> dict[str, dict]:
 
 def drained(r) -> bool:
     return r.llen(K.items) == 0 and r.llen(K.items_processing) == 0
-
-
-def stat(log: str, name: str) -> int:
-    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
-    return int(match.group(1)) if match else 0
 
 
 def browser_processes(pid: int) -> list[psutil.Process]:
@@ -134,9 +128,9 @@ def test_sigkill_of_chromium_or_its_driver_mid_crawl_loses_no_page(redis_url, r,
     log = w.log()
     assert log.count("Chromium exited unexpectedly") == 2
     assert log.count("Playwright's driver exited unexpectedly") == 1
-    assert stat(log, "render/browser_crashes") == 2
-    assert stat(log, "render/driver_restarts") == 1
-    assert stat(log, "playwright/browser_count") == 4
+    assert stat(r, w, "render/browser_crashes") == 2
+    assert stat(r, w, "render/driver_restarts") == 1
+    assert stat(r, w, "playwright/browser_count") == 4
     assert r.llen(K.dead) == 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from datetime import datetime
 
@@ -18,18 +17,13 @@ from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.rules import RenderRules
 from tests.support.js_site import TRACKER_HOST, JsSite
-from tests.support.processes import K, worker
+from tests.support.processes import K, stat, worker
 
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
 
 
 def config(**overrides) -> RenderConfig:
     return RenderConfig.from_settings(load_settings(overrides))
-
-
-def stat(log: str, name: str) -> int:
-    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
-    return int(match.group(1)) if match else 0
 
 
 # --- settings, rules, blocking, recycling -----------------------------------------------
@@ -211,12 +205,12 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
         datetime.fromisoformat(i["fetched_at"]) for i in items.values() if not i["rendered"]
     )
     assert plain_done < times[2]
-    assert stat(log, "render/max_concurrent") == 2
-    assert stat(log, "render/pages") == len(rendered)
+    assert stat(r, w, "render/max_concurrent") == 2
+    assert stat(r, w, "render/pages") == len(rendered)
     # 16 pages at 3 per context and 7 per browser.
-    assert stat(log, "render/browser_restarts") == 2
-    assert stat(log, "playwright/browser_count") == 3
-    assert stat(log, "render/contexts_recycled") >= 4
+    assert stat(r, w, "render/browser_restarts") == 2
+    assert stat(r, w, "playwright/browser_count") == 3
+    assert stat(r, w, "render/contexts_recycled") >= 4
     assert "Traceback" not in log
 
 
