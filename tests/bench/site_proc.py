@@ -1,6 +1,6 @@
 """The benchmark's site, in a process of its own: ``python -m tests.bench.site_proc --pages N``.
 
-A :class:`~spiders_project.demo.site.SiteServer` in the same process as the crawler
+The tests' :class:`~tests.support.site.TestSite` in the same process as the crawler
 would take its GIL; in a process of its own it can be pinned to another core and
 its CPU measured apart. Every page is rendered before the first request, so the
 first crawl measured does not pay for filling the site's cache.
@@ -25,11 +25,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from spiders_project.demo.site import SiteServer
+from tests.support.site import TestSite
 
 
-class BenchSite(SiteServer):
-    """A SiteServer whose request log can be read cheaply and emptied between crawls."""
+class BenchSite(TestSite):
+    """The tests' site, whose request log can be read cheaply and emptied between crawls."""
 
     def prerender(self) -> None:
         """Fill the page cache on the server's own loop (the only code that touches it)."""
