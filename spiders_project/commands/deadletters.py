@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 from typing import Any
 
@@ -33,6 +32,7 @@ from spiders_project.redis_calls import (
     SyncRedisCalls,
     classify,
     error_code,
+    error_text,
     one_shot_calls,
 )
 from spiders_project.redis_connection import mask_url, unreachable_message
@@ -41,8 +41,6 @@ ACTIONS = ("list", "requeue", "purge")
 DEFAULT_SPIDER = "distributed"
 # Entries ``list`` shows without --limit (newest first).
 DEFAULT_LIST_LIMIT = 20
-# What redis-py puts before an error reply met in a pipeline or transaction.
-_PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ class Command(ScrapyCommand):
         # OOM, READONLY, MISCONF, LOADING, BUSY...: one batch is one transaction,
         # so what was not requeued is still in the dead list.
         code = error_code(cause) or type(cause).__name__
-        reply = _PIPELINE_PREFIX.sub("", str(cause), count=1)
+        reply = error_text(cause)
         reason = reply if reply.startswith(code) else f"{code} {reply}"
         refused = "writes" if action != "list" else "reads"
         line = f"Redis refuses {refused} ({reason}) at {mask_url(self.settings.get('REDIS_URL'))}"

@@ -1,0 +1,106 @@
+"""Which of four kinds an error of Redis or of the network is (see the package docstring).
+
+One classification for every caller: the call paths (``calls.py``) retry or
+raise by it, the connection state (``state.py``) logs by it, and the
+commands word their one-line errors with ``error_code``/``error_text``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import redis
+from redis.exceptions import (
+    BusyLoadingError,
+    MasterDownError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+)
+
+# Error reply codes after which Redis takes the same write later by itself.
+# UNBLOCKED ends a blocking call when a master turns replica: the call is
+# refused for the same passing reason as READONLY.
+REFUSED_WRITE_CODES = frozenset(
+    {"OOM", "READONLY", "MISCONF", "LOADING", "BUSY", "MASTERDOWN", "UNBLOCKED"}
+)
+
+# Error replies that refuse reads too: a read that succeeds proves they passed.
+REFUSES_READS_TOO = frozenset({"LOADING", "BUSY", "MASTERDOWN"})
+
+# redis-py rewrites the error of a command inside a pipeline to say which one.
+_PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
+
+# Exceptions that mean the call did not reach Redis, or its answer did not come back.
+_CONNECTION_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+    OSError,
+)
+
+
+class ErrorKind(enum.Enum):
+    CONNECTION = "connection"
+    REFUSED_WRITES = "refused writes"
+    NOSCRIPT = "noscript"
+    CALLER = "caller"
+
+
+def error_text(exc: BaseException) -> str:
+    """The error reply as Redis sent it, without redis-py's pipeline prefix."""
+    # Errors raised from a transaction can carry more than one arg, and str()
+    # of those is a tuple's repr.
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    return _PIPELINE_PREFIX.sub("", text, count=1)
+
+
+def error_code(exc: BaseException) -> str:
+    """The error reply's code (``OOM``, ``READONLY``, ``WRONGTYPE``, ...), or ""."""
+    code = getattr(exc, "status_code", None)
+    if isinstance(code, str) and code:
+        return code
+    # redis-py strips the codes it maps to a class and keeps the others in the text.
+    first = error_text(exc).split(" ", 1)[0]
+    return first if first.isupper() and first.isalpha() else ""
+
+
+def classify(exc: BaseException) -> ErrorKind:
+    """Which of the four kinds (see the module docstring) ``exc`` is."""
+    if isinstance(exc, NoScriptError):
+        return ErrorKind.NOSCRIPT
+    # Mapped classes first: BusyLoadingError (LOADING) is a ConnectionError subclass.
+    if isinstance(exc, ReadOnlyError | OutOfMemoryError | BusyLoadingError | MasterDownError):
+        return ErrorKind.REFUSED_WRITES
+    if isinstance(exc, redis.ResponseError):
+        code = error_code(exc)
+        if code in REFUSED_WRITE_CODES:
+            return ErrorKind.REFUSED_WRITES
+        if code == "EXECABORT":
+            # A transaction refused as a whole; redis-py raises the first queued
+            # command's error instead when it has one, so this is rare.
+            cause = exc.__cause__ or exc.__context__
+            return classify(cause) if cause is not None else ErrorKind.REFUSED_WRITES
+        return ErrorKind.CALLER
+    if isinstance(exc, _CONNECTION_EXCEPTIONS):
+        return ErrorKind.CONNECTION
+    return ErrorKind.CALLER
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for errors after which the same call may succeed later."""
+    return classify(exc) in (ErrorKind.CONNECTION, ErrorKind.REFUSED_WRITES)
+
+
+class RedisUnavailable(Exception):
+    """A call failed for a reason that passes (connection, refused writes).
+
+    ``delay`` is the backoff to wait before the next try; ``cause`` the error.
+    """
+
+    def __init__(self, cause: BaseException, delay: float) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.delay = delay
