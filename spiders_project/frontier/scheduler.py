@@ -13,11 +13,9 @@ does the Redis work in asyncio tasks:
   refill lands.
 - A request stays leased until the engine is done with it (downloaded, its
   callback's items and links handed over, or failed); then its ack rides in
-  the same transaction as those items and links. A live worker renews its
-  leases; leases of a dead worker expire and any worker puts them back.
-- Every lease has a unique id naming its worker (``lua/lease.lua``): acks,
-  renewals and hand-backs act on ids, so a worker that stalled past its
-  lease timeout and comes back can only touch leases that are still its own.
+  the same transaction as those items and links. Renewal, the reclaim of a
+  dead worker's expired leases and hand-back act on lease ids (``leases.py``);
+  entries no worker can use are set aside (``bad_entries.py``).
 - Every Redis call goes through the worker's one call path
   (``spiders_project.redis_calls``); the background loops are spawned with
   ``spawn_loop``, so one that ends for any reason but shutdown exits the worker.
@@ -39,10 +37,12 @@ from twisted.internet.defer import Deferred
 
 from spiders_project import internals
 from spiders_project.frontier import serialize
-from spiders_project.frontier.calls import expired_call, lease_call, requeue_call
+from spiders_project.frontier.bad_entries import BadEntries
+from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
+from spiders_project.frontier.leases import Lease, LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
@@ -55,10 +55,6 @@ logger = logging.getLogger(__name__)
 
 # Request meta key of a seed's raw start_urls entry (bytes as latin-1 text).
 SEED_ENTRY = "_seed_entry"
-
-# A lease: its id (``<worker>/<n>``), the request as stored, and the host
-# whose queue it came from.
-Lease = tuple[bytes, bytes, str]
 
 # Scrapy signal sent (with ``entry``, the raw start_urls bytes) when a seed's
 # request reaches the scheduler: the seed reader rejects the seeds that a
@@ -92,14 +88,11 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.redis = redis
         self.keys = redis.keys
         self.config = config
-        self.concurrency = config.concurrency
-        self.per_host = config.per_host
-        self.prefetch = config.prefetch
         self.politeness = politeness
         self._candidates: list[str] = []
         self.lease_ms = int(config.lease_timeout * 1000)
-        self.renew_interval = config.renew_interval
-        self.close_timeout = config.close_timeout
+        self.leases = LeaseKeeper(redis, self.lease_ms, self.stats)
+        self.bad_entries = BadEntries(redis, self.stats)
         self._prefetched: deque[tuple[Request, Lease]] = deque()
         self._active: dict[Request, Lease] = {}
         self._want = asyncio.Event()
@@ -107,7 +100,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.remote_size = 0
         self.sent = SentFingerprints(config.seen_cache)
         self._next_lease_id = 0
-        self._bad_hosts: set[bytes] = set()
         self._run_id: str | None = None
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
@@ -197,9 +189,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
         self._prefetched.clear()
         self._active.clear()
-        delivered = await self.redis.batcher.close(self.close_timeout)
+        delivered = await self.redis.batcher.close(self.config.close_timeout)
         if unfinished and delivered:
-            return await self._requeue(unfinished)
+            return await self.leases.hand_back(unfinished, self.config.close_timeout)
         return 0
 
     async def _clear_frontier(self) -> None:
@@ -226,18 +218,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             ),
         )
         self.sent.clear()
-
-    async def _requeue(self, leases: list[Lease]) -> int:
-        deadline = asyncio.get_running_loop().time() + self.close_timeout
-        keys, args = requeue_call(self.keys, [(i, h) for i, _, h in leases], expired=False)
-        try:
-            result = await self.redis.calls.script(
-                self.redis.scripts.requeue, keys, args, deadline=deadline
-            )
-        except RedisUnavailable:
-            logger.error("Could not hand back %d leases; they expire and return", len(leases))
-            return 0
-        return int(result)
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
@@ -354,7 +334,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             return 0
         self._ack_finished()
         held = len(self._active) + len(self._prefetched)
-        return self.concurrency + self.prefetch - held
+        return self.config.concurrency + self.config.prefetch - held
 
     async def _refill_loop(self) -> None:
         while True:
@@ -372,8 +352,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 wanted,
                 self.lease_ms,
                 candidates,
-                next_hosts=max(8, 2 * self.concurrency),
-                per_host=self.per_host,
+                next_hosts=max(8, 2 * self.config.concurrency),
+                per_host=self.config.per_host,
                 owner=self.redis.lease_owner,
                 first_id=first_id,
             )
@@ -385,10 +365,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await asyncio.sleep(exc.delay)
                 self._want.set()
                 continue
-            self._candidates = self._host_names(next_hosts)
+            self._candidates = self.bad_entries.host_names(next_hosts)
             added = 0
             for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
-                request = self._decode(lease_id, member)
+                request = self.bad_entries.decode(self.queue, lease_id, member)
                 if request is None:
                     continue
                 self._prefetched.append((request, (lease_id, member, host.decode())))
@@ -404,104 +384,17 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await wait_event(self._want, max(delay, 0.001))
                 self._want.set()
 
-    def _decode(self, lease_id: bytes, member: bytes) -> Request | None:
-        """The request of a leased entry, or None after setting a bad entry aside.
-
-        Whatever the entry makes decoding or ``Request()`` raise (not JSON, an
-        unknown codec, a URL Scrapy refuses, anything) harms only that entry:
-        it goes to requests:rejected with one log line and its lease is acked,
-        so the rest of the batch, and the worker, carry on.
-        """
-        try:
-            return self.queue.decode(member)
-        except Exception as exc:  # noqa: BLE001 - any bad entry, see the docstring
-            logger.warning(
-                "Rejected a frontier entry (%s: %s), kept in %s: %.200r",
-                type(exc).__name__,
-                exc,
-                self.keys.requests_rejected,
-                member,
-            )
-            self.stats.inc_value("frontier/rejected")
-            self.redis.batcher.push(self.keys.requests_rejected, member)
-            self.redis.batcher.ack(lease_id)
-            return None
-
-    def _host_names(self, names: list[bytes]) -> list[str]:
-        """Ready hosts as text; a name that is not UTF-8 (not ours) is set aside.
-
-        Host names are written by ``host_of``, always valid UTF-8; anything
-        else in the ready-set was planted or corrupted. It goes to
-        requests:rejected with one log line and leaves the ready-set, and the
-        other hosts are served as usual.
-        """
-        hosts = []
-        for name in names:
-            try:
-                hosts.append(name.decode("utf-8"))
-            except UnicodeDecodeError:
-                if name in self._bad_hosts:
-                    continue  # already set aside; the removal is on its way
-                if len(self._bad_hosts) > 1000:
-                    self._bad_hosts.clear()
-                self._bad_hosts.add(name)
-                logger.warning(
-                    "Rejected a host name in %s that is not UTF-8, kept in %s: %.200r",
-                    self.keys.hosts,
-                    self.keys.requests_rejected,
-                    name,
-                )
-                self.stats.inc_value("frontier/rejected")
-                keys = [self.keys.hosts, self.keys.requests_rejected]
-                self.redis.batcher.script(self.redis.scripts.reject_host, keys, [name])
-        return hosts
-
     async def _lease_loop(self) -> None:
         """Renew our leases, put back expired leases, and notice a Redis that changed."""
         while True:
-            await asyncio.sleep(self.renew_interval)
+            await asyncio.sleep(self.config.renew_interval)
             ids = [lease[0] for _, lease in self._prefetched]
             ids += [lease[0] for lease in self._active.values()]
             try:
-                if ids:
-                    await self.redis.calls.script(
-                        self.redis.scripts.renew,
-                        [self.keys.leases],
-                        [self.lease_ms, *ids],
-                        retry=False,
-                    )
-                moved = await self.reclaim_expired()
+                await self.leases.renew(ids)
+                moved = await self.leases.reclaim_expired()
                 await self._check_run_id()
             except RedisUnavailable:
                 continue  # the call path logged it; try again next period
             if moved:
-                logger.warning("Put back %d expired leases of a stopped worker", moved)
-                self.stats.inc_value("frontier/leases_reclaimed", moved)
                 self._want.set()
-
-    async def reclaim_expired(self, limit: int = 1000) -> int:
-        """Return expired leases to their queues; several workers may race safely.
-
-        ``lua/requeue.lua`` re-checks each deadline as it moves the lease, so
-        a lease renewed after it was listed stays with its holder. A lease
-        that cannot be put back (no lease info) is set aside by
-        ``lua/expired.lua`` and logged here.
-        """
-        keys, args = expired_call(self.keys, limit)
-        calls, scripts = self.redis.calls, self.redis.scripts
-        found, rejected = await calls.script(scripts.expired, keys, args, retry=False)
-        for lease_id in rejected:
-            logger.warning(
-                "Rejected lease %.200r: it has no lease info, so no request to put back "
-                "(kept in %s)",
-                lease_id,
-                self.keys.requests_rejected,
-            )
-            self.stats.inc_value("frontier/rejected")
-        if not found:
-            return 0
-        leases = [
-            (i, h.decode("utf-8", "replace")) for i, h in zip(found[::2], found[1::2], strict=True)
-        ]
-        keys, args = requeue_call(self.keys, leases, expired=True)
-        return int(await calls.script(scripts.requeue, keys, args, retry=False))

@@ -1,0 +1,85 @@
+"""Entries of the frontier that no worker can use: set aside, logged once, counted.
+
+Whatever a Redis key holds was written by someone else: another release, an
+operator, a bug, an attacker. A bad entry must harm only itself: it goes to
+``requests:rejected`` (kept for an operator to inspect) with one log line and
+a ``frontier/rejected`` stat, and the rest of the batch, and the worker,
+carry on. Before this rule, one entry with ``"encoding": "nope"`` ended the
+refill loop of every worker that leased it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy import Request
+from scrapy.statscollectors import StatsCollector
+
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.queue import JsonPriorityQueue
+
+logger = logging.getLogger(__name__)
+
+# Names of hosts already set aside, kept so that one is logged once while its
+# removal is on its way; bounded, as the names come from Redis.
+_MAX_REMEMBERED = 1000
+
+
+class BadEntries:
+    """Decodes leased entries and ready-set host names, setting bad ones aside."""
+
+    def __init__(self, redis: WorkerRedis, stats: StatsCollector) -> None:
+        self.redis = redis
+        self.keys = redis.keys
+        self.stats = stats
+        self._bad_hosts: set[bytes] = set()
+
+    def decode(self, queue: JsonPriorityQueue, lease_id: bytes, member: bytes) -> Request | None:
+        """The request of a leased entry, or None after setting a bad entry aside.
+
+        Whatever the entry makes decoding or ``Request()`` raise (not JSON, an
+        unknown codec, a URL Scrapy refuses, anything) rejects that entry, and
+        its lease is acked so that no worker leases it again.
+        """
+        try:
+            return queue.decode(member)
+        except Exception as exc:  # noqa: BLE001 - any bad entry, see the docstring
+            logger.warning(
+                "Rejected a frontier entry (%s: %s), kept in %s: %.200r",
+                type(exc).__name__,
+                exc,
+                self.keys.requests_rejected,
+                member,
+            )
+            self.stats.inc_value("frontier/rejected")
+            self.redis.batcher.push(self.keys.requests_rejected, member)
+            self.redis.batcher.ack(lease_id)
+            return None
+
+    def host_names(self, names: list[bytes]) -> list[str]:
+        """Ready hosts as text; a name that is not UTF-8 (not ours) is set aside.
+
+        Host names are written by ``host_of``, always valid UTF-8; anything
+        else in the ready-set was planted or corrupted. It leaves the
+        ready-set for requests:rejected, and the other hosts are served.
+        """
+        hosts = []
+        for name in names:
+            try:
+                hosts.append(name.decode("utf-8"))
+            except UnicodeDecodeError:
+                if name in self._bad_hosts:
+                    continue  # already set aside; the removal is on its way
+                if len(self._bad_hosts) > _MAX_REMEMBERED:
+                    self._bad_hosts.clear()
+                self._bad_hosts.add(name)
+                logger.warning(
+                    "Rejected a host name in %s that is not UTF-8, kept in %s: %.200r",
+                    self.keys.hosts,
+                    self.keys.requests_rejected,
+                    name,
+                )
+                self.stats.inc_value("frontier/rejected")
+                keys = [self.keys.hosts, self.keys.requests_rejected]
+                self.redis.batcher.script(self.redis.scripts.reject_host, keys, [name])
+        return hosts

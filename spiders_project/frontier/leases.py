@@ -1,0 +1,92 @@
+"""What happens to leases outside the fetch itself: renewal, reclaim and hand-back.
+
+The scheduler decides which requests to lease and when one is finished (its
+ack rides with the request's items and links in the write batcher). The rest
+of a lease's life is here, apart, because it is where the lease-ownership
+rules of ``lua/lease.lua`` are enforced: every call acts on lease ids, and
+ids name one lease of one worker, so a worker that stalled past its lease
+timeout and comes back can renew, reclaim or hand back only what is still
+its own, never a lease another worker took since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from scrapy.statscollectors import StatsCollector
+
+from spiders_project.frontier.calls import expired_call, requeue_call
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.redis_calls import RedisUnavailable
+
+logger = logging.getLogger(__name__)
+
+# A lease: its id (``<worker>/<n>``), the request as stored, and the host
+# whose queue it came from.
+Lease = tuple[bytes, bytes, str]
+
+
+class LeaseKeeper:
+    """Renews this worker's leases, puts back any worker's expired ones, hands back its own."""
+
+    def __init__(self, redis: WorkerRedis, lease_ms: int, stats: StatsCollector) -> None:
+        self.redis = redis
+        self.keys = redis.keys
+        self.lease_ms = lease_ms
+        self.stats = stats
+
+    async def renew(self, ids: list[bytes]) -> None:
+        """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
+        if ids:
+            await self.redis.calls.script(
+                self.redis.scripts.renew, [self.keys.leases], [self.lease_ms, *ids], retry=False
+            )
+
+    async def reclaim_expired(self, limit: int = 1000) -> int:
+        """Return expired leases to their queues; several workers may race safely.
+
+        ``lua/requeue.lua`` re-checks each deadline as it moves the lease, so
+        a lease renewed after it was listed stays with its holder. A lease
+        that cannot be put back (no lease info) is set aside by
+        ``lua/expired.lua`` and logged here.
+        """
+        keys, args = expired_call(self.keys, limit)
+        calls, scripts = self.redis.calls, self.redis.scripts
+        found, rejected = await calls.script(scripts.expired, keys, args, retry=False)
+        for lease_id in rejected:
+            logger.warning(
+                "Rejected lease %.200r: it has no lease info, so no request to put back "
+                "(kept in %s)",
+                lease_id,
+                self.keys.requests_rejected,
+            )
+            self.stats.inc_value("frontier/rejected")
+        if not found:
+            return 0
+        leases = [
+            (i, h.decode("utf-8", "replace")) for i, h in zip(found[::2], found[1::2], strict=True)
+        ]
+        keys, args = requeue_call(self.keys, leases, expired=True)
+        moved = int(await calls.script(scripts.requeue, keys, args, retry=False))
+        if moved:
+            logger.warning("Put back %d expired leases of a stopped worker", moved)
+            self.stats.inc_value("frontier/leases_reclaimed", moved)
+        return moved
+
+    async def hand_back(self, leases: list[Lease], timeout: float) -> int:
+        """Put our unfinished ``leases`` back in their queues now; how many went back.
+
+        If Redis does not take them within ``timeout`` they stay leased, and
+        expire and return like a dead worker's: nothing is lost either way.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        keys, args = requeue_call(self.keys, [(i, h) for i, _, h in leases], expired=False)
+        try:
+            result = await self.redis.calls.script(
+                self.redis.scripts.requeue, keys, args, deadline=deadline
+            )
+        except RedisUnavailable:
+            logger.error("Could not hand back %d leases; they expire and return", len(leases))
+            return 0
+        return int(result)
