@@ -44,7 +44,6 @@ import argparse
 import atexit
 import contextlib
 import importlib.util
-import os
 import shutil
 import signal
 import sqlite3
@@ -53,7 +52,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import psycopg
 import redis
@@ -61,25 +59,20 @@ import redis
 from spiders_project.commands.crawl import check_worker_settings
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.contract import Work, work_of, work_reads
-from spiders_project.db_writer.db_url import SQLITE, DbUrlError, parse_db_url
 from spiders_project.db_writer.writer import WriterConfig
-from spiders_project.demo.runner import (
-    ROOT,
-    DemoError,
+from spiders_project.demo.items_table import ItemsTable, prepare_db
+from spiders_project.demo.output import DemoError, say, tail
+from spiders_project.demo.redis_server import (
     K,
-    Supervisor,
     choose_redis,
     claim_namespace,
     forget_crawl,
     free_port,
-    render_config,
-    say,
-    tail,
 )
 from spiders_project.demo.site import SiteServer
+from spiders_project.demo.supervisor import ROOT, Supervisor, render_config
 from spiders_project.redis_connection import mask_url, sync_client
 
-DEFAULT_DB_URL = "sqlite:///data/demo-items.db"
 # The crawl is over once every queue has stayed empty and nothing changed this long.
 SETTLE_SECONDS = 2.0
 PROGRESS_EVERY = 2.0
@@ -130,79 +123,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.pages < 1 or args.workers < 1 or args.timeout <= 0:
         parser.error("--pages, --workers and --timeout must be positive")
     return args
-
-
-# --- The database --------------------------------------------------------------------
-
-
-class ItemsTable:
-    """Reads the db_writer's ``items`` table, SQLite or PostgreSQL, to count and check."""
-
-    def __init__(self, url: str) -> None:
-        try:
-            self.db = parse_db_url(url)
-        except DbUrlError as exc:
-            raise DemoError(str(exc), status=2) from exc
-        self.path: Path | None = None
-        if self.db.backend == SQLITE:
-            assert self.db.path is not None
-            self.path = self.db.path if self.db.path.is_absolute() else ROOT / self.db.path
-
-    @property
-    def location(self) -> str:
-        return str(self.path) if self.path is not None else self.db.redacted()
-
-    def remove(self) -> None:
-        """Delete the SQLite file and its WAL companions (only for the demo's own file)."""
-        assert self.path is not None
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-
-    def _query(self, sql: str) -> list[tuple[Any, ...]]:
-        """Rows of ``sql``; no rows while the table does not exist yet."""
-        if self.path is not None:
-            if not self.path.exists():
-                return []
-            lite = sqlite3.connect(self.path, timeout=10)
-            try:
-                return lite.execute(sql).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return []
-                raise
-            finally:
-                lite.close()
-        assert self.db.conninfo is not None
-        with psycopg.connect(self.db.conninfo, autocommit=True, connect_timeout=10) as conn:
-            if conn.execute("SELECT to_regclass('items')").fetchone() == (None,):
-                return []
-            return conn.execute(sql).fetchall()
-
-    def count(self) -> int:
-        rows = self._query("SELECT count(*) FROM items")
-        return rows[0][0] if rows else 0
-
-    def urls(self) -> list[str]:
-        return [row[0] for row in self._query("SELECT url FROM items")]
-
-
-def prepare_db() -> tuple[str, ItemsTable]:
-    """DB_URL for the programs and a reader of its table, empty at start."""
-    given = os.environ.get("DB_URL", "")
-    table = ItemsTable(given or DEFAULT_DB_URL)
-    try:
-        if given == "":
-            table.remove()
-        elif (rows := table.count()) > 0:
-            raise DemoError(
-                f"DB_URL {table.db.redacted()} already holds {rows} rows in items; the demo "
-                "needs an empty table to check its crawl: point DB_URL elsewhere, or unset it "
-                f"to use {DEFAULT_DB_URL}",
-                status=2,
-            )
-    except (sqlite3.Error, psycopg.Error, OSError) as exc:
-        raise DemoError(f"cannot use the database {table.location}: {exc}") from exc
-    return given or DEFAULT_DB_URL, table
 
 
 # --- The crawl -----------------------------------------------------------------------

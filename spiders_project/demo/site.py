@@ -1,11 +1,10 @@
 """A deterministic local website for ``make demo`` (tests and benchmarks extend it).
 
-Crawl tests need a site whose exact page set is known in advance and which
-holds the traps a correct crawler must handle: duplicate, fragment, relative
-and absolute links, dead links (404), off-site links and flaky pages (503 once).
-Benchmarks need it fast enough that they measure the crawler, not the site, so
-this is a lean asyncio HTTP/1.1 server with keep-alive, stdlib only, running on
-its own event loop in a background thread.
+It serves the pages of ``pages.py`` (a known page set with every link trap)
+plus flaky pages (503 once) and optional latency. Benchmarks need it fast
+enough that they measure the crawler, not the site, so this is a lean asyncio
+HTTP/1.1 server with keep-alive, stdlib only, running on its own event loop in
+a background thread.
 
 Run ``python -m spiders_project.demo.site --pages 300 --port 8000`` to serve one
 until SIGTERM or SIGINT.
@@ -18,99 +17,19 @@ import asyncio
 import collections
 import functools
 import html
-import random
 import signal
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from http import HTTPStatus
 from types import TracebackType
 
-#: Host of off-site links that can never resolve (RFC 2606), so never reach anything.
-OFFSITE_HOST = "offsite.example.invalid"
+from spiders_project.demo.pages import OFFSITE_HOST, build_site
+
+__all__ = ["OFFSITE_HOST", "SiteServer", "main"]
 
 _MAX_HEAD = 64 * 1024
-_FRAGMENTS = ("top", "main", "comments", "footer")
-_WORDS = (
-    "crawler frontier spider request response queue redis worker item pipeline "
-    "scheduler fingerprint politeness latency retry backoff heartbeat shutdown "
-    "buffer writer metric exporter domain robots sitemap link anchor page index "
-    "archive news story topic author review product price stock catalog search"
-).split()
 _ROBOTS = b"User-agent: *\nAllow: /\n"
-
-
-@dataclass(frozen=True, slots=True)
-class _Page:
-    """One generated page; hrefs hold ``{netloc}``/``{trap}`` placeholders, filled per port."""
-
-    hrefs: tuple[tuple[str, str], ...]
-    text: str
-
-
-def _page_href(source: int, target: int, rng: random.Random) -> str:
-    """An href to ``target`` in one of the forms a crawler must resolve to the same URL."""
-    path = "/" if target == 0 else f"/page/{target}"
-    form = rng.random()
-    if form < 0.4:
-        return path
-    if form < 0.6:
-        return "http://{netloc}" + path
-    if form < 0.65:
-        return "//{netloc}" + path
-    # Relative to the source's directory: "/" for the root, "/page/" for the others.
-    if source == 0:
-        return "./" if target == 0 else rng.choice((f"page/{target}", f"./page/{target}"))
-    return "../" if target == 0 else rng.choice((str(target), f"./{target}", f"../page/{target}"))
-
-
-def _title(n: int) -> str:
-    return "Home" if n == 0 else f"Page {n}"
-
-
-def _build_site(
-    pages: int,
-    seed: str,
-    links_per_page: int,
-    dead_links: bool,
-    offsite_links: bool,
-    fragment_links: bool,
-) -> list[_Page]:
-    """The page graph of one site: a random tree from ``/`` plus random extra links.
-
-    The tree makes every page reachable from the root, so the page set is
-    exactly ``pages`` pages; the root always carries one link of every enabled
-    trap kind, so even a tiny site exercises them.
-    """
-    rng = random.Random(f"tree:{seed}")
-    children: list[list[int]] = [[] for _ in range(pages)]
-    for n in range(1, pages):
-        children[rng.randrange(n)].append(n)
-    site = []
-    for n in range(pages):
-        rng = random.Random(f"page:{seed}:{n}")
-        targets = list(children[n])
-        while len(targets) < links_per_page:
-            targets.append(rng.randrange(pages))
-        hrefs = [(_page_href(n, t, rng), _title(t)) for t in targets]
-        if hrefs and (n == 0 or rng.random() < 0.5):
-            hrefs.append(rng.choice(hrefs))  # the very same href twice on one page
-        if fragment_links and (n == 0 or rng.random() < 0.4):
-            t, frag = rng.choice(targets or [n]), rng.choice(_FRAGMENTS)
-            hrefs.append((f"{_page_href(n, t, rng)}#{frag}", _title(t)))
-            if n == 0 or rng.random() < 0.3:
-                hrefs.append((f"#{frag}", "Up"))
-        if dead_links and (n == 0 or rng.random() < 0.25):
-            hrefs.append((f"/missing/{rng.randrange(pages)}", "Gone"))
-        if offsite_links and (n == 0 or rng.random() < 0.25):
-            path = f"/page/{rng.randrange(pages)}"
-            hrefs.append((f"http://{OFFSITE_HOST}{path}", "Elsewhere"))
-            hrefs.append(("http://{trap}" + path, "Next door"))
-        rng.shuffle(hrefs)
-        text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(40, 70)))
-        site.append(_Page(tuple(hrefs), text.capitalize() + "."))
-    return site
 
 
 def _response(status: int, ctype: str, body: bytes, keep_alive: bool, head: bool) -> bytes:
@@ -169,7 +88,7 @@ class SiteServer:
         self._want_port = port
         self._offsite = offsite_links
         self._sites = [
-            _build_site(
+            build_site(
                 pages, f"{seed}:{i}", links_per_page, dead_links, offsite_links, fragment_links
             )
             for i in range(hosts)

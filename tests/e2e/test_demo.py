@@ -18,7 +18,8 @@ import redis
 from supervisor.options import ServerOptions
 
 from spiders_project.config import load_settings
-from spiders_project.demo.runner import PrivateRedis, render_config
+from spiders_project.demo.redis_server import PrivateRedis
+from spiders_project.demo.supervisor import render_config
 from tests.support.processes import K
 
 ROOT = Path(__file__).resolve().parents[2]

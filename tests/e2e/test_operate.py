@@ -14,18 +14,26 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 import redis
 
-from spiders_project.demo.runner import ROOT, Supervisor, free_port, render_config
+from spiders_project.demo.supervisor import render_config
 from tests.support.monitoring import Exporter, Metrics, scrape_url
-from tests.support.processes import PYTHON, K, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    K,
+    db_writer,
+    free_port,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.site import TestSite
+from tests.support.supervisor import Supervisord
 
 SPIDER = {"spider": "distributed"}
 pytestmark = pytest.mark.slow
@@ -151,20 +159,6 @@ def test_exporter_during_a_two_worker_crawl(redis_url, r, tmp_path, procs):
     assert "Traceback" not in log and log.count("Redis connected") == 1
 
 
-def supervisorctl(supervisor: Supervisor, *args: str) -> subprocess.CompletedProcess[str]:
-    ctl = Path(sys.executable).parent / "supervisorctl"
-    return subprocess.run(
-        [str(ctl), "-c", str(supervisor.conf_path), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def states(supervisor: Supervisor) -> dict[str, tuple[str, int]]:
-    return {p["name"]: (p["statename"], p["pid"]) for p in supervisor.processes()}
-
-
 def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "logs").mkdir(parents=True)
@@ -197,21 +191,21 @@ def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, t
         },
         with_monitor=True,
     )
-    supervisor = Supervisor(run_dir, config)
+    supervisor = Supervisord(run_dir, config)
     metrics_url = f"http://127.0.0.1:{monitor_port}/metrics"
     with TestSite(pages=400, seed=22, latency=0.1) as site:
         supervisor.start()
         try:
-            assert {state for state, _ in states(supervisor).values()} <= {"STARTING", "RUNNING"}
+            assert {state for state, _ in supervisor.states().values()} <= {"STARTING", "RUNNING"}
             r.lpush(K.start_urls, site.url)
             progress = lambda: r.llen(K.items) + len(stored_urls(db_path))  # noqa: E731
             wait_until(lambda: progress() > 80, 60, what="the crawl to be under way")
 
             # SIGKILL: supervisord starts a new worker-00 (a new pid, a new worker id).
-            _, victim = states(supervisor)["worker-00"]
+            _, victim = supervisor.states()["worker-00"]
             os.kill(victim, signal.SIGKILL)
             wait_until(
-                lambda: states(supervisor)["worker-00"][1] not in (0, victim),
+                lambda: supervisor.states()["worker-00"][1] not in (0, victim),
                 30,
                 what="supervisord to restart worker-00",
             )
@@ -224,10 +218,10 @@ def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, t
             # Slow answers for a moment, so worker-01 has requests in flight to finish.
             site.latency = 1.5
             time.sleep(0.5)
-            stop = supervisorctl(supervisor, "stop", "crawler:worker-01")
+            stop = supervisor.ctl("stop", "crawler:worker-01")
             site.latency = 0.1
             assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
-            assert states(supervisor)["worker-01"][0] == "STOPPED"
+            assert supervisor.states()["worker-01"][0] == "STOPPED"
             log = (run_dir / "supervisord.log").read_text()
             assert re.search(r"stopped: worker-01 \(exit status 0\)", log), log
             worker_log = (run_dir / "logs" / "worker-01.log").read_text()
@@ -255,7 +249,7 @@ def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, t
             wait_until(monitor_sees_the_kill, 30, what="the monitor to see the kill")
             m = scrape_url(metrics_url)
             assert m.value("crawler_workers_alive", **SPIDER) == 1
-            _, restarted = states(supervisor)["worker-00"]
+            _, restarted = supervisor.states()["worker-00"]
             workers = {
                 dict(labels)["worker"]: value
                 for labels, value in m.series("crawler_worker_up", **SPIDER).items()

@@ -1,13 +1,10 @@
-"""What ``make demo`` sets up and must leave as it found it: Redis and supervisord.
+"""supervisord for the demo: the production programs under a config of the demo's own.
 
-The demo uses a Redis it was given or starts a private one (:class:`PrivateRedis`);
-in a server it did not start it claims the ``distributed:*`` keys first.
-
-:class:`Supervisor` runs the production program definitions of
+:class:`Supervisor` runs the program definitions of
 ``deploy/supervisor/crawler.conf`` under a real supervisord, from a config
-generated in the demo's run directory, so the demo exercises what an operator
-deploys. Both classes stop what they started on every path, a second
-interrupt included (then with SIGKILL).
+generated in the demo's run directory (:func:`render_config`), so the demo
+exercises what an operator deploys. It stops what it started on every path,
+a second interrupt included (then with SIGKILL).
 """
 
 from __future__ import annotations
@@ -18,222 +15,25 @@ import io
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import xmlrpc.client
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import redis
 from supervisor.xmlrpc import SupervisorTransport
 
-from spiders_project.config import load_settings
-from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import mask_url
+from spiders_project.demo.output import DemoError, say, signals_ignored, stop_popen, tail
 
 ROOT = Path(__file__).resolve().parents[2]
-K = RedisKeys("distributed")
 PRODUCTION_CONF = ROOT / "deploy" / "supervisor" / "crawler.conf"
 # Failed starts before supervisord marks a program FATAL (after 1 + 2 + 3 s of backoff).
 DEMO_START_RETRIES = 3
 # The longest path a Unix socket may have (108 on Linux, with room to spare).
 _MAX_SOCKET_PATH = 100
-
-
-class DemoError(Exception):
-    """A reason the demo cannot go on, already phrased for the user."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def say(message: str) -> None:
-    """One line of the demo's own output."""
-    print(f"demo: {message}", flush=True)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    """The last ``lines`` lines of a log file, or a note that there is none."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return f"    (no log at {path})"
-    return "\n".join(f"    {line}" for line in text.splitlines()[-lines:])
-
-
-@contextlib.contextmanager
-def signals_ignored() -> Iterator[None]:
-    """Let nothing interrupt a last-resort cleanup (SIGINT and SIGTERM are dropped)."""
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-
-def _stop_popen(popen: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds; signals are ignored meanwhile."""
-    with signals_ignored():
-        if popen.poll() is None:
-            popen.terminate()
-            try:
-                popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
-
-
-class PrivateRedis:
-    """A throwaway redis-server on a free port: no persistence, data in a temp dir."""
-
-    def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-        self.port = 0
-        self._popen: subprocess.Popen[bytes] | None = None
-        self._dir: str | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout: float = 10.0) -> str:
-        """Start the server and return its URL once it answers PING."""
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise DemoError(
-                "redis-server not found on PATH and nothing answers on localhost:6379: "
-                "run `make setup` (it installs redis-server), or set REDIS_URL"
-            )
-        self._dir = tempfile.mkdtemp(prefix="crawler-demo-redis-")
-        self.port = free_port()
-        argv = [
-            binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            self._dir,
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(self.log_path),
-        ]
-        # Its own session: a Ctrl-C in the terminal reaches the demo only, which
-        # stops the workers before their Redis goes away.
-        self._popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                if self._popen.poll() is not None:
-                    raise DemoError(
-                        f"redis-server exited at start (status {self._popen.returncode}):\n"
-                        + tail(self.log_path)
-                    )
-                with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
-                    client.ping()
-                    return self.url
-                if time.monotonic() > deadline:
-                    raise DemoError(f"redis-server did not answer within {timeout:.0f} s")
-                time.sleep(0.05)
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        if self._popen is not None:
-            _stop_popen(self._popen, 10)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-
-# --- Which Redis ---------------------------------------------------------------------------
-
-
-def choose_redis(stack: contextlib.ExitStack, run_dir: Path) -> tuple[str, bool]:
-    """(REDIS_URL to use, whether the demo started that server itself)."""
-    if os.environ.get("REDIS_URL", "") != "":
-        return os.environ["REDIS_URL"], False
-    default_url = load_settings().get("REDIS_URL")
-    probe = redis.Redis.from_url(default_url, socket_timeout=2, socket_connect_timeout=1)
-    try:
-        probe.ping()
-        return default_url, False
-    except redis.AuthenticationError as exc:  # a subclass of ConnectionError
-        raise DemoError(
-            f"a Redis on {mask_url(default_url)} wants a password ({exc}): set REDIS_URL"
-        ) from exc
-    except (redis.ConnectionError, redis.TimeoutError):
-        pass  # nothing (usable) answers there: start a private server
-    except redis.RedisError as exc:
-        raise DemoError(
-            f"something answers on {mask_url(default_url)} but not as a usable Redis ({exc}): "
-            "set REDIS_URL, or stop that server to let the demo start its own"
-        ) from exc
-    finally:
-        probe.close()
-    server = PrivateRedis(run_dir / "redis.log")
-    stack.callback(server.stop)
-    return server.start(), True
-
-
-def crawl_keys(client: redis.Redis) -> list[bytes]:
-    """Every key of the spider ``distributed`` (SCAN: fine for a demo, never for work)."""
-    return list(client.scan_iter(match=f"{K.spider}:*", count=1000))
-
-
-def claim_namespace(client: redis.Redis, url: str, reset: bool) -> None:
-    """Refuse a server that holds crawl state already, or delete it with --reset."""
-    keys = crawl_keys(client)
-    if not keys:
-        return
-    if not reset:
-        raise DemoError(
-            f"{mask_url(url)} already holds {len(keys)} {K.spider}:* keys (another crawl, or an "
-            "earlier demo run with --keep-keys). Rerun with --reset to delete those keys, or "
-            "point REDIS_URL at another Redis.",
-            status=2,
-        )
-    delete_keys(client, keys)
-    say(f"--reset: deleted {len(keys)} {K.spider}:* keys from {mask_url(url)}")
-
-
-def delete_keys(client: redis.Redis, keys: list[bytes]) -> None:
-    for i in range(0, len(keys), 500):
-        client.unlink(*keys[i : i + 500])
-
-
-def forget_crawl(client: redis.Redis, url: str) -> None:
-    """At the end: delete the crawl's keys from a server the demo did not start."""
-    try:
-        delete_keys(client, crawl_keys(client))
-    except redis.RedisError as exc:
-        say(f"could not delete the {K.spider}:* keys from {mask_url(url)}: {exc}")
 
 
 def render_config(
@@ -426,7 +226,7 @@ class Supervisor:
                     popen.kill()
                     popen.wait()
                 else:  # supervisord stops its programs on SIGTERM too
-                    _stop_popen(popen, 75)
+                    stop_popen(popen, 75)
             if self._stopped_cleanly:
                 return
             for pid in self._child_pids:  # each program runs in its own process group
