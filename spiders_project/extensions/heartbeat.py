@@ -149,11 +149,14 @@ def publish_call(
     config: StatsPublishConfig,
     stats: Mapping[str, Any],
     extra: Mapping[str, str] | None = None,
+    now: int | str = "",
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of ``publish_stats.lua`` for one publish of ``stats``."""
+    """KEYS and ARGV of ``publish_stats.lua`` for one publish of ``stats`` (at ``now``: see
+    ``frontier/clock.py``)."""
     counters = metric_counters(stats)
     others = {**flat_stats(stats), **(extra or {})}
     args: list[Any] = [
+        now,
         worker,
         run,
         "1" if first else "0",
@@ -239,6 +242,7 @@ class StatsPublisher:
             config=self.config,
             stats=self.stats.get_stats(),
             extra=extra,
+            now=self.redis.clock.arg(),
         )
 
     async def publish(self, state: str = RUNNING, extra: Mapping[str, str] | None = None) -> None:

@@ -28,6 +28,7 @@ import logging
 from typing import Any
 
 from spiders_project.frontier.calls import ack_commands, enqueue_call, refuse_guard
+from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.keys import RedisKeys
@@ -49,12 +50,19 @@ _ENQUEUE, _ITEM, _ACK, _PUSH, _COMMAND = "enqueue", "item", "ack", "push", "comm
 class RedisBatcher:
     """Buffers writes and flushes them in one transaction per tick."""
 
-    def __init__(self, calls: RedisCalls, keys: RedisKeys, interval: float) -> None:
+    def __init__(
+        self,
+        calls: RedisCalls,
+        keys: RedisKeys,
+        interval: float,
+        clock: ScriptClock | None = None,
+    ) -> None:
         self.calls = calls
         self.client = calls.client
         self.keys = keys
         self.state = calls.state
         self.interval = interval
+        self.clock = clock or ScriptClock()
         self.scripts = FrontierScripts()
         self._ops: list[tuple[str, Any]] = []
         self._wake = asyncio.Event()
@@ -168,7 +176,7 @@ class RedisBatcher:
         for kind, batch in groups:
             first = n_commands
             if kind == _ENQUEUE:
-                keys, args = enqueue_call(self.keys, batch)
+                keys, args = enqueue_call(self.keys, batch, now=self.clock.arg())
                 # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
                 # restarted, script cache empty) would fail this command alone
                 # while the rest of the transaction is applied.

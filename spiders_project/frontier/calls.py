@@ -1,6 +1,9 @@
 """KEYS and ARGV for each frontier script, shared by the asyncio scheduler and
 the synchronous tools (commands, tests), so the argument layout documented in
-each ``lua/*.lua`` header is built in exactly one place."""
+each ``lua/*.lua`` header is built in exactly one place.
+
+``now`` is the time-based scripts' first argument: "" (Redis' clock) in
+production, a set time in tests (``clock.ScriptClock``)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,9 @@ def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
     return ("INCRBY", keys.requests_seq, 0)
 
 
-def enqueue_call(keys: RedisKeys, entries: Iterable[tuple[Any, ...]]) -> Call:
+def enqueue_call(
+    keys: RedisKeys, entries: Iterable[tuple[Any, ...]], *, now: int | str = ""
+) -> Call:
     """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry]).
 
     A seed entry (the raw start_urls bytes) makes the request count only if
@@ -46,7 +51,7 @@ def enqueue_call(keys: RedisKeys, entries: Iterable[tuple[Any, ...]]) -> Call:
             keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
         ],
-        [len(hosts), *hosts, *quints],
+        [now, len(hosts), *hosts, *quints],
     )
 
 
@@ -59,13 +64,15 @@ def lease_call(
     per_host: int,
     owner: str,
     first_id: int,
+    *,
+    now: int | str = "",
 ) -> Call:
     """``lua/lease.lua`` for candidate (host, configured delay ms) pairs.
 
     Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
     same ``first_id`` twice (see the script's header).
     """
-    args: list[Any] = [want, lease_ms, next_hosts, per_host, owner, first_id]
+    args: list[Any] = [now, want, lease_ms, next_hosts, per_host, owner, first_id]
     for host, delay_ms in candidates:
         args += (host, delay_ms)
     return (
@@ -83,7 +90,11 @@ def lease_call(
 
 
 def requeue_call(
-    keys: RedisKeys, leased: Sequence[tuple[bytes | str, str]], *, expired: bool
+    keys: RedisKeys,
+    leased: Sequence[tuple[bytes | str, str]],
+    *,
+    expired: bool,
+    now: int | str = "",
 ) -> Call:
     """``lua/requeue.lua`` for (lease id, its host) pairs.
 
@@ -98,13 +109,13 @@ def requeue_call(
             keys.requests_size,
             *(keys.host_queue(h) for _, h in leased),
         ],
-        ["expired" if expired else "mine", *(m for m, _ in leased)],
+        [now, "expired" if expired else "mine", *(m for m, _ in leased)],
     )
 
 
-def expired_call(keys: RedisKeys, limit: int) -> Call:
+def expired_call(keys: RedisKeys, limit: int, *, now: int | str = "") -> Call:
     """``lua/expired.lua``: up to ``limit`` expired leases with their hosts."""
-    return [keys.leases, keys.lease_info, keys.requests_rejected], [limit]
+    return [keys.leases, keys.lease_info, keys.requests_rejected], [now, limit]
 
 
 def ack_commands(keys: RedisKeys, lease_ids: Sequence[bytes | str]) -> list[tuple[Any, ...]]:

@@ -17,6 +17,7 @@ import redis.asyncio
 from scrapy.crawler import Crawler
 
 from spiders_project.frontier.batcher import RedisBatcher
+from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.keys import RedisKeys
@@ -55,7 +56,9 @@ class WorkerRedis:
         self.scripts = FrontierScripts()
         self.worker = worker_id()
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
-        self.batcher = RedisBatcher(self.calls, keys, flush_interval)
+        # Production never sets it: the scripts then read Redis' clock.
+        self.clock = ScriptClock()
+        self.batcher = RedisBatcher(self.calls, keys, flush_interval, self.clock)
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""

@@ -40,7 +40,10 @@ class LeaseKeeper:
         """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
         if ids:
             await self.redis.calls.script(
-                self.redis.scripts.renew, [self.keys.leases], [self.lease_ms, *ids], retry=False
+                self.redis.scripts.renew,
+                [self.keys.leases],
+                [self.redis.clock.arg(), self.lease_ms, *ids],
+                retry=False,
             )
 
     async def reclaim_expired(self, limit: int = 1000) -> int:
@@ -51,7 +54,7 @@ class LeaseKeeper:
         that cannot be put back (no lease info) is set aside by
         ``lua/expired.lua`` and logged here.
         """
-        keys, args = expired_call(self.keys, limit)
+        keys, args = expired_call(self.keys, limit, now=self.redis.clock.arg())
         calls, scripts = self.redis.calls, self.redis.scripts
         found, rejected = await calls.script(scripts.expired, keys, args, retry=False)
         for lease_id in rejected:
@@ -67,7 +70,7 @@ class LeaseKeeper:
         leases = [
             (i, h.decode("utf-8", "replace")) for i, h in zip(found[::2], found[1::2], strict=True)
         ]
-        keys, args = requeue_call(self.keys, leases, expired=True)
+        keys, args = requeue_call(self.keys, leases, expired=True, now=self.redis.clock.arg())
         moved = int(await calls.script(scripts.requeue, keys, args, retry=False))
         if moved:
             logger.warning("Put back %d expired leases of a stopped worker", moved)
@@ -81,7 +84,8 @@ class LeaseKeeper:
         expire and return like a dead worker's: nothing is lost either way.
         """
         deadline = asyncio.get_running_loop().time() + timeout
-        keys, args = requeue_call(self.keys, [(i, h) for i, _, h in leases], expired=False)
+        ids = [(i, h) for i, _, h in leases]
+        keys, args = requeue_call(self.keys, ids, expired=False, now=self.redis.clock.arg())
         try:
             result = await self.redis.calls.script(
                 self.redis.scripts.requeue, keys, args, deadline=deadline

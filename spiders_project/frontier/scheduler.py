@@ -356,6 +356,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 per_host=self.config.per_host,
                 owner=self.redis.lease_owner,
                 first_id=first_id,
+                now=self.redis.clock.arg(),
             )
             try:
                 leased, next_hosts, wait_ms = await self.redis.calls.script(

@@ -83,7 +83,9 @@ class SitePacingMiddleware:
                     response.status,
                 )
                 self.redis.batcher.script(
-                    self.pause_host, [self.redis.keys.hosts], [host, int(pause * 1000)]
+                    self.pause_host,
+                    [self.redis.keys.hosts],
+                    [self.redis.clock.arg(), host, int(pause * 1000)],
                 )
         elif request.url.endswith("/robots.txt") and response.status == 200:
             try:

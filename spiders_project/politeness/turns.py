@@ -72,7 +72,8 @@ class HostTurns:
         keys = [self.redis.keys.host_turn(host), self.redis.keys.host_delays]
         args = [host, gate_ms, self.politeness.asked_ms.get(host, 0)]
         while True:
-            wait_ms = await self.redis.calls.script(self.script, keys, args)
+            now = self.redis.clock.arg()
+            wait_ms = await self.redis.calls.script(self.script, keys, [now, *args])
             if not wait_ms:
                 return loop.time() - started
             await asyncio.sleep(int(wait_ms) / 1000)

@@ -32,6 +32,14 @@ REFUSES_READS_TOO = frozenset({"LOADING", "BUSY", "MASTERDOWN"})
 # redis-py rewrites the error of a command inside a pipeline to say which one.
 _PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 
+# The codes of the replies redis-py maps to classes of their own.
+_MAPPED_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (OutOfMemoryError, "OOM"),
+    (ReadOnlyError, "READONLY"),
+    (BusyLoadingError, "LOADING"),
+    (MasterDownError, "MASTERDOWN"),
+)
+
 # Exceptions that mean the call did not reach Redis, or its answer did not come back.
 _CONNECTION_EXCEPTIONS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,
@@ -62,6 +70,10 @@ def error_code(exc: BaseException) -> str:
     code = getattr(exc, "status_code", None)
     if isinstance(code, str) and code:
         return code
+    # A mapped class raised without the code redis-py's parser gives it.
+    for cls, mapped in _MAPPED_CODES:
+        if isinstance(exc, cls):
+            return mapped
     # redis-py strips the codes it maps to a class and keeps the others in the text.
     first = error_text(exc).split(" ", 1)[0]
     return first if first.isupper() and first.isalpha() else ""

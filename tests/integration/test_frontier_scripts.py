@@ -1,7 +1,11 @@
-"""The frontier's and the politeness Lua scripts against a real redis-server."""
+"""The frontier's and the politeness Lua scripts against a real redis-server.
+
+Every time-based script runs at a time the test sets (``now``, its first
+argument; production passes "" for Redis' own clock), so no test sleeps to
+cross a deadline and every wait is exact.
+"""
 
 import logging
-import time
 
 import pytest
 from scrapy import Request
@@ -22,6 +26,8 @@ from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 
 K = RedisKeys("t")
+# The scripts' clock at the start of each test (ms since the epoch).
+T0 = 1_700_000_000_000
 
 
 class Scripts:
@@ -33,6 +39,11 @@ class Scripts:
         self.scripts = FrontierScripts()
         self.next_id = 0
         self.last_ids: list[bytes] = []
+        self.now = T0
+
+    def tick(self, ms: int) -> None:
+        """Step the scripts' clock forward."""
+        self.now += ms
 
     def __getattr__(self, name):
         if name in ("gate", "pause_host"):
@@ -48,7 +59,7 @@ def s(r):
 
 
 def enqueue(s, entries):
-    keys, args = enqueue_call(K, entries)
+    keys, args = enqueue_call(K, entries, now=s.now)
     added, *rejected = s.enqueue(keys, args)
     assert rejected == []
     return added
@@ -60,7 +71,15 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
     The lease ids of the call are left in ``s.last_ids``.
     """
     keys, args = lease_call(
-        K, want, ms, candidates, next_hosts=100, per_host=per_host, owner=owner, first_id=s.next_id
+        K,
+        want,
+        ms,
+        candidates,
+        next_hosts=100,
+        per_host=per_host,
+        owner=owner,
+        first_id=s.next_id,
+        now=s.now,
     )
     s.next_id += max(want, 0)
     leased, nxt, wait = s.lease(keys, args)
@@ -104,7 +123,7 @@ def test_size_counts_members_really_added(r, s):
     for _ in range(3):
         enqueue(s, [("h", "!fpS", 0, b"seed")])
     assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("h"))
-    keys, args = enqueue_call(K, [("h", "", 0, b"x"), ("h", "", 0, b"x")])
+    keys, args = enqueue_call(K, [("h", "", 0, b"x"), ("h", "", 0, b"x")], now=s.now)
     assert s.enqueue(keys, args) == [1] and s.enqueue(keys, args) == [0]
     assert int(r.get(K.requests_size)) == 2 == r.zcard(K.host_queue("h"))
 
@@ -143,7 +162,7 @@ def test_hosts_take_turns_so_a_big_site_never_starves_a_small_one(s):
     enqueue(s, [("small", f"s{i}", 0, f"S{i}".encode()) for i in range(3)])
     _, _, candidates, _ = lease(s, 0, [])
     assert candidates == ["big", "small"]
-    time.sleep(0.002)
+    s.tick(2)
     _, hosts, candidates, _ = lease(s, 2, [("big", 0), ("small", 0)], per_host=2)
     assert hosts == ["big", "big"]
     assert candidates == ["small", "big"], "a served host goes to the back"
@@ -161,8 +180,8 @@ def test_a_delayed_host_gives_one_request_per_turn(r, s):
     assert members == [b"S0", b"F0", b"F1", b"F2"]
     assert nxt == [], "slow is not ready again yet"
     members, _, nxt, wait = lease(s, 10, [("slow", 300)])
-    assert members == [] and 200 < wait <= 300
-    time.sleep(0.32)
+    assert members == [] and wait == 300
+    s.tick(300)
     members, _, nxt, wait = lease(s, 10, [("slow", 300)])
     assert members == [b"S1"]
 
@@ -172,7 +191,7 @@ def test_site_asked_delay_wins_over_a_shorter_configured_one(r, s):
     enqueue(s, [("h", str(i), 0, f"H{i}".encode()) for i in range(2)])
     lease(s, 0, [])
     assert lease(s, 10, [("h", 0)])[0] == [b"H0"]
-    assert lease(s, 10, [("h", 0)])[3] > 400
+    assert lease(s, 10, [("h", 0)])[3] == 500
 
 
 def test_racing_workers_never_get_the_same_turn(s):
@@ -188,12 +207,12 @@ def test_expired_leases_go_back_in_place_and_only_once(r, s):
     members, _, _, _ = lease(s, 1, [("a", 0)], ms=50)
     assert members == [b"A"]
     (lease_id,) = s.last_ids
-    keys, args = expired_call(K, 100)
+    keys, args = expired_call(K, 100, now=s.now)
     assert s.expired(keys, args) == [[], []]
-    time.sleep(0.1)
-    found, rejected = s.expired(keys, args)
+    s.tick(50)
+    found, rejected = s.expired(*expired_call(K, 100, now=s.now))
     assert found == [lease_id, b"a"] and rejected == []
-    rk, ra = requeue_call(K, [(lease_id, "a")], expired=True)
+    rk, ra = requeue_call(K, [(lease_id, "a")], expired=True, now=s.now)
     assert s.requeue(rk, ra) == 1
     assert s.requeue(rk, ra) == 0, "a second reclaimer moves nothing"
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
@@ -207,11 +226,11 @@ def test_reclaim_rechecks_the_deadline_in_the_same_step(r, s):
     lease(s, 0, [])
     lease(s, 1, [("a", 0)], ms=50)
     (lease_id,) = s.last_ids
-    time.sleep(0.1)
-    found, _ = s.expired(*expired_call(K, 100))
+    s.tick(50)
+    found, _ = s.expired(*expired_call(K, 100, now=s.now))
     assert found == [lease_id, b"a"]
-    assert s.renew([K.leases], [60_000, lease_id]) == 1  # its worker was alive after all
-    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=True)) == 0
+    assert s.renew([K.leases], [s.now, 60_000, lease_id]) == 1  # its worker was alive after all
+    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=True, now=s.now)) == 0
     assert r.zcard(K.leases) == 1 and r.zcard(K.host_queue("a")) == 0
 
 
@@ -222,14 +241,14 @@ def test_a_stalled_worker_touches_only_its_own_leases(r, s):
     lease(s, 0, [])
     lease(s, 1, [("a", 0)], ms=50, owner="w1")
     (old,) = s.last_ids
-    time.sleep(0.1)
-    found, _ = s.expired(*expired_call(K, 100))
-    assert s.requeue(*requeue_call(K, [(old, "a")], expired=True)) == 1
+    s.tick(50)
+    found, _ = s.expired(*expired_call(K, 100, now=s.now))
+    assert s.requeue(*requeue_call(K, [(old, "a")], expired=True, now=s.now)) == 1
     assert lease(s, 1, [("a", 0)], owner="w2")[0] == [b"A"]
     (new,) = s.last_ids
     assert new.startswith(b"w2/") and new != old
-    assert s.renew([K.leases], [60_000, old]) == 0
-    assert s.requeue(*requeue_call(K, [(old, "a")], expired=False)) == 0
+    assert s.renew([K.leases], [s.now, 60_000, old]) == 0
+    assert s.requeue(*requeue_call(K, [(old, "a")], expired=False, now=s.now)) == 0
     for command in ack_commands(K, [old]):
         r.execute_command(*command)
     assert r.zrange(K.leases, 0, -1) == [new] and r.hexists(K.lease_info, new)
@@ -238,7 +257,7 @@ def test_a_stalled_worker_touches_only_its_own_leases(r, s):
 
 def test_a_lease_without_info_is_set_aside(r, s):
     r.zadd(K.leases, {b"orphan": 1})
-    found, rejected = s.expired(*expired_call(K, 100))
+    found, rejected = s.expired(*expired_call(K, 100, now=s.now))
     assert found == [] and rejected == [b"orphan"]
     assert r.zcard(K.leases) == 0
     assert any(b"orphan" in entry for entry in r.lrange(K.requests_rejected, 0, -1))
@@ -248,7 +267,7 @@ def test_a_lease_of_the_previous_release_goes_back(r, s):
     """Before lease ids, the member was the request and the info "<score> <host>"."""
     r.zadd(K.leases, {b'{"url":"http://a/"}': 1})
     r.hset(K.lease_info, b'{"url":"http://a/"}', "7 a")
-    found, _ = s.expired(*expired_call(K, 100))
+    found, _ = s.expired(*expired_call(K, 100, now=s.now))
     assert found == [b'{"url":"http://a/"}', b"a"]
     assert s.requeue(*requeue_call(K, [(found[0], "a")], expired=True)) == 1
     assert r.zrange(K.host_queue("a"), 0, -1, withscores=True) == [(b'{"url":"http://a/"}', 7)]
@@ -260,7 +279,7 @@ def test_hand_back_of_a_payload_already_queued_counts_once(r, s):
     lease(s, 1, [("a", 0)])
     (lease_id,) = s.last_ids
     enqueue(s, [("a", "", 0, b"A")])  # the same request queued again meanwhile
-    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=False)) == 0
+    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=False, now=s.now)) == 0
     assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("a"))
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
 
@@ -270,9 +289,9 @@ def test_renew_keeps_a_live_workers_lease(r, s):
     lease(s, 0, [])
     lease(s, 2, [("a", 0)], ms=50)
     first, second = s.last_ids
-    assert s.renew([K.leases], [60_000, first, b"gone"]) == 1
-    time.sleep(0.1)
-    assert s.expired(*expired_call(K, 100)) == [[second, b"a"], []]
+    assert s.renew([K.leases], [s.now, 60_000, first, b"gone"]) == 1
+    s.tick(50)
+    assert s.expired(*expired_call(K, 100, now=s.now)) == [[second, b"a"], []]
 
 
 def test_ack_ends_the_lease(r, s):
@@ -286,12 +305,13 @@ def test_ack_ends_the_lease(r, s):
 
 def test_gate_spaces_sends_and_forgets_the_host_afterwards(r, s):
     keys = [K.host_turn("h"), K.host_delays]
-    assert s.gate(keys, ["h", 200, 0]) == 0
-    assert 100 < s.gate(keys, ["h", 200, 0]) <= 200
-    time.sleep(0.25)
-    assert s.gate(keys, ["h", 200, 0]) == 0
-    time.sleep(0.25)
-    assert not r.exists(K.host_turn("h")), "nothing is kept for a host the crawl left"
+    assert s.gate(keys, [s.now, "h", 200, 0]) == 0
+    s.tick(120)
+    assert s.gate(keys, [s.now, "h", 200, 0]) == 80
+    s.tick(80)
+    assert s.gate(keys, [s.now, "h", 200, 0]) == 0
+    # Nothing is kept for a host the crawl left: the turn expires a minute after its delay.
+    assert 0 < r.pttl(K.host_turn("h")) <= 200 + 60_000
 
 
 def test_a_forgotten_host_forgets_its_delay_until_a_worker_says_it_again(r, s):
@@ -300,10 +320,10 @@ def test_a_forgotten_host_forgets_its_delay_until_a_worker_says_it_again(r, s):
     lease(s, 0, [])
     lease(s, 1, [("h", 0)])
     lease(s, 1, [("h", 0)])  # its turn passes with an empty queue: forgotten
-    time.sleep(0.55)
+    s.tick(500)
     lease(s, 1, [("h", 0)])
     assert not r.hexists(K.host_delays, "h")
-    s.gate([K.host_turn("h"), K.host_delays], ["h", 0, 500])
+    s.gate([K.host_turn("h"), K.host_delays], [s.now, "h", 0, 500])
     assert int(r.hget(K.host_delays, "h")) == 500
 
 

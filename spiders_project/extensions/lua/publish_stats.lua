@@ -8,32 +8,39 @@
 -- miscounts, and a new worker (a new hash) counts from zero: the totals never
 -- go down when workers come and go.
 --
--- Time is Redis' clock (TIME), one clock for every node.
+-- Time is Redis' clock (TIME), one clock for every node, unless a test passes one.
 --
 -- KEYS[1]  the worker's hash (<spider>:worker:<id>)
 -- KEYS[2]  the worker's heartbeat key (<spider>:worker:<id>:heartbeat)
 -- KEYS[3]  sorted set of workers by last publish (<spider>:workers)
 -- KEYS[4]  the spider's totals hash (<spider>:stats:totals)
 -- KEYS[5]  sorted set of "<time> <pages total>" samples (<spider>:stats:samples)
--- ARGV[1]  worker id ("host:pid")
--- ARGV[2]  run id, unique per process: tells a process from an earlier one with the same id
--- ARGV[3]  "1" on the process's first publish, else "0"
--- ARGV[4]  "running", or "closed" for the last publish of a worker that stops cleanly:
+-- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--          always passes ""; tests pass a time to step it
+-- ARGV[2]  worker id ("host:pid")
+-- ARGV[3]  run id, unique per process: tells a process from an earlier one with the same id
+-- ARGV[4]  "1" on the process's first publish, else "0"
+-- ARGV[5]  "running", or "closed" for the last publish of a worker that stops cleanly:
 --          its heartbeat is deleted and its id leaves the sorted set at once
--- ARGV[5]  heartbeat time to live, ms
--- ARGV[6]  retention, ms: of the worker's hash, and of ids in KEYS[3] not seen for that long
--- ARGV[7]  retention of samples, ms
--- ARGV[8]  N, the number of counters
--- ARGV[9 .. 8+2N]   counter field, absolute value (an integer), in pairs
--- ARGV[9+2N ..]     other stat field, value, in pairs, stored as given
+-- ARGV[6]  heartbeat time to live, ms
+-- ARGV[7]  retention, ms: of the worker's hash, and of ids in KEYS[3] not seen for that long
+-- ARGV[8]  retention of samples, ms
+-- ARGV[9]  N, the number of counters
+-- ARGV[10 .. 9+2N]  counter field, absolute value (an integer), in pairs
+-- ARGV[10+2N ..]    other stat field, value, in pairs, stored as given
 -- Returns  the spider's pages total after this publish
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local now = tonumber(ARGV[1])
+if now then
+  now = now / 1000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
 local stamp = string.format('%.3f', now)
 
 local run = redis.call('HGET', KEYS[1], '_run')
 local count
-if run == ARGV[2] then
+if run == ARGV[3] then
   count = true -- this process published before: count the growth since then
 elseif run then
   -- An earlier process with the same id (a reused pid): its counters are not ours.
@@ -42,12 +49,12 @@ elseif run then
 else
   -- No hash: the first publish of this process, or its hash expired while it
   -- could not reach Redis; then take its values as the new base, uncounted.
-  count = ARGV[3] == '1'
+  count = ARGV[4] == '1'
 end
 
-local n = tonumber(ARGV[8])
+local n = tonumber(ARGV[9])
 if count then
-  for i = 9, 8 + 2 * n, 2 do
+  for i = 10, 9 + 2 * n, 2 do
     local value = tonumber(ARGV[i + 1])
     local old = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0')
     if value > old then
@@ -56,26 +63,26 @@ if count then
   end
 end
 
--- Pairs start at an odd index and slices hold an even count: a slice never splits a pair.
-for i = 9, #ARGV, 1000 do
+-- Pairs start at index 10 and slices hold an even count: a slice never splits a pair.
+for i = 10, #ARGV, 1000 do
   redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-redis.call('HSET', KEYS[1], '_worker', ARGV[1], '_run', ARGV[2], '_state', ARGV[4],
+redis.call('HSET', KEYS[1], '_worker', ARGV[2], '_run', ARGV[3], '_state', ARGV[5],
   '_last_seen', stamp)
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
 
-if ARGV[4] == 'running' then
-  redis.call('SET', KEYS[2], stamp, 'PX', ARGV[5])
-  redis.call('ZADD', KEYS[3], stamp, ARGV[1])
+if ARGV[5] == 'running' then
+  redis.call('SET', KEYS[2], stamp, 'PX', ARGV[6])
+  redis.call('ZADD', KEYS[3], stamp, ARGV[2])
 else
   redis.call('DEL', KEYS[2])
-  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[2])
 end
-local forgotten = string.format('(%.3f', now - tonumber(ARGV[6]) / 1000)
+local forgotten = string.format('(%.3f', now - tonumber(ARGV[7]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', forgotten)
 
 local pages = redis.call('HGET', KEYS[4], 'pages') or '0'
 redis.call('ZADD', KEYS[5], stamp, stamp .. ' ' .. pages)
-local old_samples = string.format('(%.3f', now - tonumber(ARGV[7]) / 1000)
+local old_samples = string.format('(%.3f', now - tonumber(ARGV[8]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', old_samples)
 return tonumber(pages)

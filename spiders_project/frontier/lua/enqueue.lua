@@ -10,9 +10,11 @@
 -- KEYS[5]    start_urls: list of seeds as operators pushed them
 -- KEYS[6]    start_urls:rejected: seeds that are not valid requests
 -- KEYS[6+i]  queue of the i-th host of this batch (sorted set of JSON requests)
--- ARGV[1]    H, the number of hosts in this batch
--- ARGV[1+i]  name of the i-th host (i = 1..H), as in its queue key
--- ARGV[H+2..] quintuples (fingerprint, priority, payload, host index i, seed):
+-- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--            always passes "" (one clock for every node); tests pass a time to step it
+-- ARGV[2]    H, the number of hosts in this batch
+-- ARGV[2+i]  name of the i-th host (i = 1..H), as in its queue key
+-- ARGV[H+3..] quintuples (fingerprint, priority, payload, host index i, seed):
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
@@ -36,13 +38,16 @@
 -- Score = -priority * 2^40 + seq stays an exact integer in a double. A host
 -- already in the ready-set keeps its time (NX), so politeness survives a
 -- queue that ran empty and refilled.
-local h = tonumber(ARGV[1])
-local first = h + 2
+local h = tonumber(ARGV[2])
+local first = h + 3
 local n = (#ARGV - first + 1) / 5
 if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[2], n) - n
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local enqueued = 0
 local reply = {0}
 local touched = {}
@@ -75,7 +80,7 @@ for j = 0, n - 1 do
   end
 end
 for i, _ in pairs(touched) do
-  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1 + i])
+  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2 + i])
 end
 if enqueued > 0 then redis.call('INCRBY', KEYS[4], enqueued) end
 reply[1] = enqueued

@@ -11,14 +11,19 @@
 -- KEYS[1]  leases: sorted set of lease ids, score = deadline (ms)
 -- KEYS[2]  lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]  requests:rejected: list of entries set aside
--- ARGV[1]  the most leases to list
+-- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--          always passes "" (one clock for every node); tests pass a time to step it
+-- ARGV[2]  the most leases to list
 -- Returns  {{lease id, host, lease id, host, ...}, {rejected lease id, ...}}
 --
 -- Leases written by the previous release (member = the request, info =
 -- "<score> <host>") are listed the same way; requeue.lua reads both forms.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local out = {}
 local rejected = {}
 for _, id in ipairs(ids) do

@@ -10,14 +10,16 @@
 -- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
 -- KEYS[6]    requests:rejected, for a host whose queue is not a sorted set
 -- KEYS[6+i]  queue of the i-th candidate host
--- ARGV[1]    N, the most requests to lease
--- ARGV[2]    lease duration (ms)
--- ARGV[3]    how many ready hosts to return as next candidates
--- ARGV[4]    the most requests one host without delay gives per call
--- ARGV[5]    the caller's worker id (lease ids are "<worker id>/<n>")
--- ARGV[6]    n of the first lease id; the caller never reuses n (not even
+-- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--            always passes "" (one clock for every node); tests pass a time to step it
+-- ARGV[2]    N, the most requests to lease
+-- ARGV[3]    lease duration (ms)
+-- ARGV[4]    how many ready hosts to return as next candidates
+-- ARGV[5]    the most requests one host without delay gives per call
+-- ARGV[6]    the caller's worker id (lease ids are "<worker id>/<n>")
+-- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
--- ARGV[7..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
+-- ARGV[8..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready or -1}
 --
@@ -29,27 +31,30 @@
 -- A host with a delay gives one request per call and moves its time forward
 -- by the delay (the larger of the configured one and the site's own), so the
 -- whole cluster fetches from it no faster than that. A host without delay
--- gives up to ARGV[4]. A host that gave requests goes to the back of the
+-- gives up to ARGV[5]. A host that gave requests goes to the back of the
 -- ready-set (its time becomes now, or now + delay), so hosts take turns and a
 -- seed with a large site never starves the others. Candidates are re-checked
 -- here, so several workers asking for the same hosts at once never get the
 -- same turn.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local want = tonumber(ARGV[1])
-local deadline = now + tonumber(ARGV[2])
-local per_host = tonumber(ARGV[4])
-local owner = ARGV[5]
-local n = tonumber(ARGV[6])
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local want = tonumber(ARGV[2])
+local deadline = now + tonumber(ARGV[3])
+local per_host = tonumber(ARGV[5])
+local owner = ARGV[6]
+local n = tonumber(ARGV[7])
 local leased = {}
-local ncand = (#ARGV - 6) / 2
+local ncand = (#ARGV - 7) / 2
 for i = 1, ncand do
   if want <= 0 then break end
-  local host = ARGV[5 + i * 2]
+  local host = ARGV[6 + i * 2]
   local ready = redis.call('ZSCORE', KEYS[1], host)
   if ready and tonumber(ready) <= now then
     local queue = KEYS[6 + i]
-    local delay = tonumber(ARGV[6 + i * 2])
+    local delay = tonumber(ARGV[7 + i * 2])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
     local take = math.min(want, per_host)
@@ -85,7 +90,7 @@ for i = 1, ncand do
     end
   end
 end
-local next_hosts = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local next_hosts = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local wait = -1
 if #next_hosts == 0 then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -4,14 +4,20 @@
 -- renew while Redis is full would see its leases expire and fetched twice.
 --
 -- KEYS[1]   leases: sorted set of lease ids, score = deadline (ms)
--- ARGV[1]   lease duration in milliseconds from now (Redis clock)
--- ARGV[2..] the caller's own lease ids; ids no longer leased (put back after
+-- ARGV[1]   now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--           always passes "" (one clock for every node); tests pass a time to step it
+-- ARGV[2]   lease duration in milliseconds from now
+-- ARGV[3..] the caller's own lease ids; ids no longer leased (put back after
 --           they expired, so now another worker's under a new id) are left alone
 -- Returns   the number of leases renewed.
-local t = redis.call('TIME')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local deadline = now + tonumber(ARGV[2])
 local renewed = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   renewed = renewed + redis.call('ZADD', KEYS[1], 'XX', 'CH', deadline, ARGV[i])
 end
 return renewed

@@ -13,15 +13,20 @@
 -- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[4]    size: counter of queued requests
 -- KEYS[4+i]  queue of the host of the i-th lease
--- ARGV[1]    "mine" or "expired"
--- ARGV[1+i]  the i-th lease id
+-- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
+--            always passes "" (one clock for every node); tests pass a time to step it
+-- ARGV[2]    "mine" or "expired"
+-- ARGV[2+i]  the i-th lease id
 -- Returns    the number of requests put back in a queue. A request already
 --            queued (the same payload queued twice) is not counted twice.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired_only = ARGV[1] == 'expired'
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local expired_only = ARGV[2] == 'expired'
 local moved = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local id = ARGV[i]
   local deadline = redis.call('ZSCORE', KEYS[1], id)
   if deadline and (not expired_only or tonumber(deadline) <= now) then
@@ -42,7 +47,7 @@ for i = 2, #ARGV do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     if request and request ~= '' then
-      moved = moved + redis.call('ZADD', KEYS[3 + i], 'NX', tonumber(score) or 0, request)
+      moved = moved + redis.call('ZADD', KEYS[2 + i], 'NX', tonumber(score) or 0, request)
       if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     end
   end

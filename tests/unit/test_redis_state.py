@@ -1,0 +1,132 @@
+"""The one connection state of a process: backoff, refused writes, one log line per change.
+
+Pure logic: errors are the exception objects redis-py raises for each reply
+(tests/integration/test_redis_calls.py gets the same ones from a real server).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+from redis.exceptions import BusyLoadingError, NoScriptError, OutOfMemoryError, ReadOnlyError
+
+from spiders_project.redis_calls import (
+    ALLOW_OOM,
+    READ,
+    WRITE,
+    ErrorKind,
+    RedisState,
+    classify,
+    error_code,
+)
+
+LOGGER = "test.redis_state"
+
+
+@pytest.fixture
+def state() -> RedisState:
+    return RedisState("redis://:secret@db.example:6379/0", 0.1, 0.5, logging.getLogger(LOGGER))
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (redis.ConnectionError("refused"), ErrorKind.CONNECTION),
+        (redis.TimeoutError("slow"), ErrorKind.CONNECTION),
+        (OSError("unreachable"), ErrorKind.CONNECTION),
+        (
+            OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
+            ErrorKind.REFUSED_WRITES,
+        ),
+        (ReadOnlyError("You can't write against a read only replica."), ErrorKind.REFUSED_WRITES),
+        (BusyLoadingError("Redis is loading the dataset in memory"), ErrorKind.REFUSED_WRITES),
+        (redis.ResponseError("MISCONF Errors writing to disk"), ErrorKind.REFUSED_WRITES),
+        (redis.ResponseError("MASTERDOWN Link with MASTER is down"), ErrorKind.REFUSED_WRITES),
+        (NoScriptError("No matching script"), ErrorKind.NOSCRIPT),
+        (redis.ResponseError("WRONGTYPE Operation against a key"), ErrorKind.CALLER),
+        (ValueError("a bug"), ErrorKind.CALLER),
+    ],
+)
+def test_every_error_has_one_kind(exc, kind):
+    assert classify(exc) is kind
+
+
+def test_error_code_reads_mapped_and_unmapped_replies():
+    assert error_code(OutOfMemoryError("command not allowed", status_code="OOM")) == "OOM"
+    assert error_code(ReadOnlyError("You can't write")) == "READONLY"  # without the parser's code
+    assert error_code(redis.ResponseError("MISCONF Errors writing")) == "MISCONF"
+    assert (
+        error_code(redis.ResponseError("Command # 2 (EVALSHA) of pipeline caused error: BUSY x"))
+        == "BUSY"
+    )
+    assert error_code(ValueError("lower case")) == ""
+
+
+def test_backoff_doubles_up_to_its_cap_and_resets_on_success(state):
+    delays = [state.failed(redis.ConnectionError("down")) for _ in range(5)]
+    assert delays == [0.1, 0.2, 0.4, 0.5, 0.5]
+    state.ok()
+    assert state.failed(redis.ConnectionError("down")) == 0.1
+
+
+def test_a_lost_connection_is_one_line_each_way_and_tells_subscribers(state, caplog):
+    told = []
+    state.on_reconnect.append(lambda: told.append(1))
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        for _ in range(3):
+            state.failed(redis.ConnectionError("Connection refused"))
+        assert not state.healthy
+        state.answered(READ)
+        state.answered(READ)
+    assert caplog.messages == [
+        "Redis connection lost (ConnectionError: Connection refused), reconnecting to "
+        "redis://:***@db.example:6379/0",
+        "Redis reconnected at redis://:***@db.example:6379/0",
+    ]
+    assert told == [1] and state.healthy
+
+
+def test_oom_ends_with_a_write_not_with_a_read_or_an_allow_oom_script(state, caplog):
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        state.failed(OutOfMemoryError("command not allowed when used memory > 'maxmemory'."))
+        state.failed(OutOfMemoryError("command not allowed when used memory > 'maxmemory'."))
+        state.answered(READ)
+        state.answered(ALLOW_OOM)
+        assert not state.writable, "neither a read nor an allow-oom script proves OOM is over"
+        state.answered(WRITE)
+    assert state.writable
+    assert caplog.messages == [
+        "Redis refuses writes (OOM command not allowed when used memory > 'maxmemory'.), retrying",
+        "Redis accepts writes again",
+    ]
+
+
+def test_readonly_ends_with_an_allow_oom_script_and_loading_with_any_answer(state):
+    state.failed(ReadOnlyError("You can't write against a read only replica."))
+    state.answered(READ)
+    assert not state.writable
+    state.answered(ALLOW_OOM)  # refused on a replica too: its success proves a master
+    assert state.writable
+    state.failed(BusyLoadingError("Redis is loading the dataset in memory"))
+    state.answered(READ)  # LOADING refuses reads as well
+    assert state.writable
+
+
+def test_a_callers_error_is_logged_once_with_its_command_and_raised(state, caplog):
+    wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        for _ in range(2):
+            with pytest.raises(redis.ResponseError):
+                state.failure("LLEN distributed:items", wrong)
+    assert caplog.messages == [
+        "Redis refused LLEN distributed:items: ResponseError: WRONGTYPE Operation against a key "
+        "holding the wrong kind"
+    ]
+    assert state.healthy
+
+
+def test_a_backoff_policy_that_cannot_work_is_refused():
+    with pytest.raises(ValueError, match="REDIS_RECONNECT_BACKOFF"):
+        RedisState("redis://x", 1.0, 0.5, logging.getLogger(LOGGER))

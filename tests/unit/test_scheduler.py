@@ -1,0 +1,184 @@
+"""The frontier scheduler in-process: a crawler from the project settings, a private Redis.
+
+No worker process and no engine: the scheduler runs on an asyncio loop of
+the test's own, its scripts at a time the test sets (``ScriptClock``), and
+what it writes is read back from Redis. Its refill and lease loops need a
+running engine and are exercised by the process tests (tests/e2e).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from scrapy import Request
+
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.frontier.calls import lease_call
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.frontier.scheduler import FrontierScheduler
+from spiders_project.keys import RedisKeys
+from spiders_project.spiders.distributed import DistributedSpider
+from tests.support.crawlers import project_crawler
+
+K = RedisKeys("distributed")
+T0 = 1_700_000_000_000  # the scripts' clock at the start (ms since the epoch)
+
+
+def with_scheduler(
+    redis_url: str, test: Callable[[FrontierScheduler], Awaitable[Any]], **settings: Any
+) -> None:
+    """Run ``test(scheduler)`` with a scheduler ready to enqueue, handing back afterwards.
+
+    Its background loops are not started: they need a running engine.
+    """
+
+    async def main() -> None:
+        crawler = project_crawler(DistributedSpider, {"REDIS_URL": redis_url, **settings})
+        scheduler = FrontierScheduler.from_crawler(crawler)
+        scheduler.redis.clock.set(T0)
+        # What Scheduler.open does before its coroutine, without a Twisted reactor.
+        scheduler.spider = DistributedSpider.from_crawler(crawler)
+        scheduler.queue = JsonPriorityQueue(
+            scheduler.server, scheduler.spider, scheduler.queue_key, scheduler.serializer
+        )
+        try:
+            await test(scheduler)
+        finally:
+            await scheduler.hand_back()
+            await scheduler.redis.client.aclose()
+
+    asyncio.run(main())
+
+
+async def lease(scheduler: FrontierScheduler, host: str, want: int, owner: str) -> list[Any]:
+    """Lease from ``host`` as a worker named ``owner`` would: (id, request, host) triples."""
+    keys, args = lease_call(
+        scheduler.keys,
+        want,
+        scheduler.lease_ms,
+        [(host, 0)],
+        next_hosts=8,
+        per_host=want,
+        owner=owner,
+        first_id=0,
+        now=scheduler.redis.clock.arg(),
+    )
+    leased, _, _ = await scheduler.redis.calls.script(scheduler.redis.scripts.lease, keys, args)
+    return list(leased)
+
+
+def test_enqueue_dedups_in_redis_and_in_the_seen_cache(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        assert scheduler.enqueue_request(Request("http://a.example/1"))
+        assert scheduler.enqueue_request(Request("http://b.example/1"))
+        # Sent once by this worker: the seen-cache drops it before Redis.
+        assert not scheduler.enqueue_request(Request("http://a.example/1"))
+        assert scheduler.has_pending_requests()
+        await scheduler.redis.batcher.flush()
+        assert not scheduler.has_pending_requests()
+        assert scheduler.stats.get_value("dupefilter/filtered") == 1
+        assert scheduler.stats.get_value("scheduler/enqueued/redis") == 2
+
+    with_scheduler(redis_url, test)
+    assert int(r.get(K.requests_size)) == 2
+    assert r.zscore(K.hosts, "a.example") == T0  # ready at the scripts' clock
+    assert r.scard(K.dupefilter) == 2
+
+
+def test_an_unserializable_request_is_dropped_and_counted(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        request = Request("http://a.example/1", meta={"handle": object()})
+        assert not scheduler.enqueue_request(request)
+        assert scheduler.stats.get_value("frontier/unserializable") == 1
+
+    with_scheduler(redis_url, test)
+    assert r.get(K.requests_size) is None
+
+
+def test_an_expired_lease_of_another_worker_is_reclaimed_once_its_deadline_passes(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        scheduler.enqueue_request(Request("http://a.example/1"))
+        await scheduler.redis.batcher.flush()
+        (lease_id, _, _) = await lease(scheduler, "a.example", 1, owner="dead-worker")
+        clock = scheduler.redis.clock
+        clock.advance(scheduler.lease_ms - 1)
+        assert await scheduler.leases.reclaim_expired() == 0  # not yet
+        clock.advance(1)
+        assert await scheduler.leases.reclaim_expired() == 1
+        assert await scheduler.leases.reclaim_expired() == 0  # only once
+        assert scheduler.stats.get_value("frontier/leases_reclaimed") == 1
+        assert not r.hexists(K.lease_info, lease_id)
+
+    with_scheduler(redis_url, test, FRONTIER_LEASE_TIMEOUT=30)
+    assert int(r.get(K.requests_size)) == 1 and r.zcard(K.leases) == 0
+
+
+def test_renewal_keeps_a_live_workers_leases_past_their_first_deadline(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        for n in range(2):
+            scheduler.enqueue_request(Request(f"http://a.example/{n}"))
+        await scheduler.redis.batcher.flush()
+        mine, _, _, theirs, _, _ = await lease(scheduler, "a.example", 2, owner="w")
+        clock = scheduler.redis.clock
+        clock.advance(scheduler.lease_ms // 2)
+        await scheduler.leases.renew([mine])
+        clock.advance(scheduler.lease_ms // 2)
+        assert await scheduler.leases.reclaim_expired() == 1  # theirs, not mine
+        assert r.zrange(K.leases, 0, -1) == [mine]
+        assert not r.hexists(K.lease_info, theirs)
+
+    with_scheduler(redis_url, test, FRONTIER_LEASE_TIMEOUT=30)
+
+
+def test_a_bad_entry_is_set_aside_acked_and_counted(redis_url, r):
+    bad = b'{"url": "http://a.example/x", "encoding": "nope"}'
+
+    async def test(scheduler: FrontierScheduler) -> None:
+        assert scheduler.bad_entries.decode(scheduler.queue, b"w/1", bad) is None
+        assert scheduler.stats.get_value("frontier/rejected") == 1
+        assert scheduler.bad_entries.host_names([b"ok.example", b"\xff\xfe"]) == ["ok.example"]
+        assert scheduler.stats.get_value("frontier/rejected") == 2
+        await scheduler.redis.batcher.flush()
+
+    r.zadd(K.hosts, {b"\xff\xfe": 0})
+    with_scheduler(redis_url, test)
+    assert set(r.lrange(K.requests_rejected, 0, -1)) >= {bad}
+    assert r.zscore(K.hosts, b"\xff\xfe") is None
+
+
+def test_close_hands_back_what_was_prefetched(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        scheduler.enqueue_request(Request("http://a.example/1"))
+        await scheduler.redis.batcher.flush()
+        (lease_id, member, host) = await lease(scheduler, "a.example", 1, owner="w")
+        request = scheduler.queue.decode(member)
+        scheduler._prefetched.append((request, (lease_id, member, host.decode())))
+        assert len(scheduler) == 1
+
+    with_scheduler(redis_url, test)
+    assert r.zcard(K.leases) == 0 and int(r.get(K.requests_size)) == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("FRONTIER_LEASE_TIMEOUT", 0),
+        ("FRONTIER_FLUSH_INTERVAL", -1),
+        ("FRONTIER_PREFETCH", "many"),
+        ("CONCURRENT_REQUESTS", 0),
+    ],
+)
+def test_a_bad_frontier_setting_is_refused_with_its_name(setting, value):
+    """FRONTIER_LEASE_TIMEOUT=0 made the lease loop spin before FrontierConfig checked it."""
+    with pytest.raises(ConfigError, match=f"^{setting}="):
+        FrontierConfig.from_settings(load_settings({setting: value}))
+
+
+def test_the_frontier_config_of_the_project_settings():
+    config = FrontierConfig.from_settings(load_settings({"FRONTIER_LEASE_TIMEOUT": "12"}))
+    assert config.lease_timeout == 12.0 and config.renew_interval == 4.0
+    assert config.persist is True and config.concurrency >= 1
