@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 from mirakuru import TCPExecutor
-from port_for import get_port
 from pytest_redis import factories
+
+from tests.support.services import RedisServer
 
 redis_proc = factories.redis_proc(port=None)
 redisdb = factories.redisdb("redis_proc")
@@ -50,25 +51,15 @@ def start_redis(tmp_path):
     persistence), which they must never do to a server they did not start.
     ``start_redis("--appendonly", "yes")`` adds options (a later option wins
     over the defaults: no persistence, data in the test's folder) and returns
-    the executor and the server's URL.
+    mirakuru's executor (to stop and start it again) and the server's URL.
     """
-    started: list[TCPExecutor] = []
+    started: list[RedisServer] = []
 
     def start(*options: str) -> tuple[TCPExecutor, str]:
-        port = get_port(None)
-        datadir = tmp_path / f"redis-{port}"
-        datadir.mkdir()
-        executor = TCPExecutor(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(datadir)]
-            + ["--save", "", "--appendonly", "no", *options],
-            host="127.0.0.1",
-            port=port,
-            timeout=30,
-        )
-        executor.start()
-        started.append(executor)
-        return executor, f"redis://127.0.0.1:{port}/0"
+        server = RedisServer(*options, datadir=tmp_path / f"redis-{len(started)}")
+        started.append(server)
+        return server.executor, server.url
 
     yield start
-    for executor in started:
-        executor.stop()
+    for server in started:
+        server.stop()

@@ -71,8 +71,13 @@ async def stop_tasks(tasks: Iterable[asyncio.Task[None]]) -> None:
     pending = [t for t in tasks if not t.done()]
     for task in pending:
         task.remove_done_callback(_exit_unless_cancelled)
+    stopping = list(pending)
     while pending:
         for task in pending:
             task.cancel()
         await asyncio.wait(pending, timeout=0.1)
         pending = [t for t in pending if not t.done()]
+    for task in stopping:
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            logger.error("Background loop %s failed while stopping: %r", task.get_name(), exc)

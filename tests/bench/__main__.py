@@ -1,6 +1,9 @@
-"""``make bench``: the frontier against plain Scrapy and stock scrapy-redis, side by side.
+"""``make bench``: one runner, made of phases, with one report.
 
     python -m tests.bench [--pages 100000] [--window 20000] [--skip stock,two] [--no-write]
+
+The frontier against plain Scrapy and stock scrapy-redis, side by side, then
+the db_writer and rendering.
 
 One run starts a private redis-server and a local site of ``--pages`` pages (a
 process of its own), then, one after the other on that site:
@@ -13,57 +16,33 @@ process of its own), then, one after the other on that site:
    RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages;
 5. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
-6. the rendering benchmark (``tests/bench/bench_rendering.py``, if present).
+6. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered twice,
+   then ``--render-http-pages`` over plain HTTP with three download handlers.
 
-Results are printed and written to docs/BENCHMARKS.md (``--no-write``: printed
-only); logs and ``results.json`` go to ``--log-dir``.
+Redis and PostgreSQL come from ``tests/support/services.py``, the starters the
+tests use. Results are printed and written to docs/BENCHMARKS.md by
+``tests/bench/report.py`` (``--no-write``: printed only); logs and
+``results.json`` go to ``--log-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import shlex
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from tests.bench import report as rep
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
-from tests.bench.services import RedisServer, Site, pin
+from tests.bench.rendering import rendering_phase
+from tests.bench.site_proc import Site
+from tests.support.services import RedisServer, pin
 
 PHASES = ("plain", "worker", "stock", "two", "writer", "rendering")
-# Sizes that keep the rendering runs to about a minute and a half, so the whole of
-# `make bench` stays under 10 minutes; run bench_rendering alone for its full sizes.
-RENDERING_ARGS = "--pages 100 --http-pages 1000"
-
-
-def rendering_hook(args: argparse.Namespace) -> str:
-    """Run ``tests.bench.bench_rendering`` (another engineer's) if it exists.
-
-    Its ``main(argv)`` prints its table and writes the ``## Rendering`` section
-    of docs/BENCHMARKS.md itself; ``--rendering-args`` are passed through.
-    """
-    try:
-        from tests.bench import bench_rendering
-    except ImportError as exc:
-        return f"skipped: tests.bench.bench_rendering not importable ({exc})"
-    argv = shlex.split(args.rendering_args)
-    if args.no_write:
-        argv.append("--no-write")
-    argv += ["--log-dir", str(args.log_dir / "rendering")]
-    print(f"\n== Rendering: bench_rendering.main({argv})", flush=True)
-    try:
-        code = bench_rendering.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    except Exception:
-        traceback.print_exc()
-        return "failed (traceback above)"
-    return "done" if not code else f"exited {code}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         help="a Scrapy setting for every crawler (experiments; repeatable)",
     )
     parser.add_argument("--skip", default="", help=f"comma-separated, of {','.join(PHASES)}")
+    # Sizes that keep rendering to about a minute and a half, and `make bench` near 10 minutes.
+    parser.add_argument("--render-pages", type=int, default=100, help="rendered pages per run")
     parser.add_argument(
-        "--rendering-args",
-        default=RENDERING_ARGS,
-        help=f"passed to bench_rendering (default: {RENDERING_ARGS!r})",
+        "--render-http-pages", type=int, default=1000, help="pages of the plain HTTP runs (0: none)"
     )
     parser.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench"))
@@ -116,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         pin(os.getpid(), service_cpus)
 
     crawls_wanted = [p for p in ("plain", "worker", "stock", "two") if p not in skip]
-    redis = RedisServer(args.log_dir, service_cpus)
+    redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
         if crawls_wanted:
             print(f"Building and serving a {args.pages:,}-page site ...", flush=True)
@@ -146,12 +125,20 @@ def main(argv: list[str] | None = None) -> int:
             report.writers = writer_phase(redis.url, args.writer_items)
             for w in report.writers:
                 print(f"  {w.database}: {w.items_per_s:,.0f} items/s {w.error}", flush=True)
+        # Rendering runs unpinned: Chromium's processes take both cores.
+        pin(os.getpid(), None)
+        pin(redis.pid, None)
+        if "rendering" not in skip:
+            print(f"== rendering ({time.monotonic() - t0:.0f} s)", flush=True)
+            redis.reset()
+            report.rendering = rendering_phase(
+                redis.url,
+                args.log_dir / "rendering",
+                pages=args.render_pages,
+                http_pages=args.render_http_pages,
+            )
     finally:
         redis.stop()
-    pin(os.getpid(), None)
-
-    if "rendering" not in skip:
-        report.rendering = rendering_hook(args)
     report.seconds = time.monotonic() - t0
 
     (args.log_dir / "results.json").write_text(
@@ -160,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 "crawls": {k: describe(v) for k, v in report.crawls.items()},
                 "writers": [w.__dict__ for w in report.writers],
                 "seconds": report.seconds,
-                "rendering": report.rendering,
+                "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
             },
             indent=2,
             default=str,

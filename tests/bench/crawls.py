@@ -16,7 +16,9 @@ in between.
 
 from __future__ import annotations
 
-import re
+import json
+import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +28,9 @@ from typing import Any
 import psutil
 
 from spiders_project.keys import RedisKeys
-from tests.bench.services import PYTHON, Child, RedisServer, Site, pin
+from tests.bench.site_proc import Site
+from tests.support.processes import PYTHON, Proc
+from tests.support.services import RedisServer, pin
 
 SAMPLE_INTERVAL = 0.2
 # Commands the benchmark itself sends (INFO, CONFIG RESETSTAT, ...), not the crawler.
@@ -81,10 +85,9 @@ class CrawlResult:
         return 10_000 / self.redis_cpu_per_10k
 
 
-def stat(log: str, name: str) -> int:
-    """A counter from Scrapy's final stats dump (0 if absent)."""
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else 0
+def stats_file(log_dir: Path, name: str) -> Path:
+    """Where ``tests.bench.run_spider`` leaves the final stats of crawler ``name``."""
+    return log_dir / f"{name}.stats.json"
 
 
 def machine_busy() -> float:
@@ -120,24 +123,36 @@ class Bench:
         return argv
 
     # --- the crawlers ----------------------------------------------------------
-    def worker(self, name: str, *settings: str, cpus: set[int] | None) -> Child:
+    def _proc(self, name: str, argv: list[str], cpus: set[int] | None) -> Proc:
+        env = {"REDIS_URL": self.redis.url}
+        return Proc(name, argv, env, self.log_dir / f"{name}.log", cpus=cpus)
+
+    def worker(self, name: str, *settings: str, cpus: set[int] | None) -> Proc:
         """``scrapy crawl distributed``, exactly as deployed, plus ``-s`` settings."""
         argv = [PYTHON, "-m", "scrapy", "crawl", "distributed"]
-        argv += self._settings_argv("LOG_LEVEL=INFO", *settings)
-        return Child(name, argv, self.log_dir, env={"REDIS_URL": self.redis.url}, cpus=cpus)
+        return self._proc(name, argv + self._settings_argv("LOG_LEVEL=INFO", *settings), cpus)
 
-    def plain(self, name: str, cpus: set[int] | None) -> Child:
+    def plain(self, name: str, cpus: set[int] | None) -> Proc:
         argv = [PYTHON, "-m", "tests.bench.run_spider", "plain", "--url", self.site.url]
-        argv += self._settings_argv()
-        return Child(name, argv, self.log_dir, cpus=cpus)
+        argv += ["--stats-file", str(stats_file(self.log_dir, name))]
+        return self._proc(name, argv + self._settings_argv(), cpus)
 
-    def stock(self, name: str, cpus: set[int] | None) -> Child:
+    def stock(self, name: str, cpus: set[int] | None) -> Proc:
         argv = [PYTHON, "-m", "tests.bench.run_spider", "stock"]
-        argv += self._settings_argv("MAX_IDLE_TIME_BEFORE_CLOSE=2")
-        return Child(name, argv, self.log_dir, env={"REDIS_URL": self.redis.url}, cpus=cpus)
+        argv += ["--stats-file", str(stats_file(self.log_dir, name))]
+        return self._proc(name, argv + self._settings_argv("MAX_IDLE_TIME_BEFORE_CLOSE=2"), cpus)
+
+    def final_stats(self, proc: Proc) -> dict[str, str]:
+        """The stats a crawler ended with: what a worker published to Redis, or the file
+        ``run_spider`` wrote (plain Scrapy and stock scrapy-redis publish nothing)."""
+        path = stats_file(self.log_dir, proc.name)
+        if path.exists():
+            return {k: str(v) for k, v in json.loads(path.read_text()).items()}
+        raw = self.redis.client.hgetall(OURS.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
+        return {k.decode(): v.decode() for k, v in raw.items()}
 
     # --- one phase ---------------------------------------------------------------
-    def _sample(self, procs: list[Child]) -> Sample:
+    def _sample(self, procs: list[Proc]) -> Sample:
         site_cpu = self.site.proc.cpu()
         return Sample(
             t=time.monotonic(),
@@ -146,14 +161,14 @@ class Bench:
             rss=[p.rss() for p in procs],
             alive=[p.alive() for p in procs],
             site_cpu=site_cpu,
-            own_cpu=site_cpu + self.redis.proc.cpu() + sum(self.me.cpu_times()[:2]),
+            own_cpu=site_cpu + self.redis.cpu() + sum(self.me.cpu_times()[:2]),
             machine_busy=machine_busy(),
         )
 
     def run(
         self,
         name: str,
-        start: Callable[[], list[Child]],
+        start: Callable[[], list[Proc]],
         *,
         window: int,
         to_the_end: bool = False,
@@ -192,7 +207,7 @@ class Bench:
                     win, redis_win = sample, self.redis.sample()
                     if not to_the_end:
                         for p in procs:
-                            p.terminate()
+                            p.signal(signal.SIGTERM)
                 if not any(sample.alive):
                     break
                 if sample.t - started > timeout:
@@ -200,7 +215,7 @@ class Bench:
                         f"{name}: not done after {timeout:.0f} s; logs in {self.log_dir}"
                     )
                 time.sleep(SAMPLE_INTERVAL)
-            codes = [p.wait(60) for p in procs]
+            codes = [p.stop(60) for p in procs]
         finally:
             for p in procs:
                 p.close()
@@ -209,7 +224,7 @@ class Bench:
                 f"{name}: the site served {self.site.count()} of {window} pages; "
                 f"logs in {self.log_dir}"
             )
-        logs = [p.log() for p in procs]
+        final = [self.final_stats(p) for p in procs]
         times = self.site.page_times()
         wall = win.t - first.t
         pages = win.pages - first.pages
@@ -225,7 +240,7 @@ class Bench:
             site_core_share=(win.site_cpu - first.site_cpu) / wall,
             other_cores=max(0.0, others / wall),
             wall=last_alive.t - started,
-            items=sum(stat(log, "item_scraped_count") for log in logs),
+            items=sum(int(f.get("item_scraped_count", 0)) for f in final),
             rss_start=max(first.rss),
             rss_end=max(last_alive.rss),
             rss_peak=rss_peak,
@@ -241,7 +256,7 @@ class Bench:
                 (cmd, n / pages) for cmd, n in sorted(calls.items(), key=lambda kv: -kv[1])
             ]
             result.redis_cpu_per_10k = 10_000 * (redis_win["cpu"] - redis_first["cpu"]) / pages
-            trips = sum(stat(log, "redis/round_trips") for log in logs)
+            trips = sum(int(f.get("redis/round_trips", 0)) for f in final)
             result.round_trips_per_page = trips / max(1, result.items)
             client = self.redis.client
             seen = client.scard(redis_keys.dupefilter)
@@ -296,7 +311,7 @@ class Bench:
     def two_workers_phase(self, window: int) -> CrawlResult:
         """Two workers; nothing pinned, so they and the site and Redis share both cores."""
         pin(self.site.proc.pid, None)
-        pin(self.redis.proc.pid, None)
+        pin(self.redis.pid, None)
         pin(self.me.pid, None)
         try:
             return self.run(
@@ -308,7 +323,7 @@ class Bench:
             )
         finally:
             pin(self.site.proc.pid, self.service_cpus)
-            pin(self.redis.proc.pid, self.service_cpus)
+            pin(self.redis.pid, self.service_cpus)
             pin(self.me.pid, self.service_cpus)
 
     def stock_phase(self, window: int) -> CrawlResult:

@@ -23,7 +23,8 @@ import redis
 
 from spiders_project.db_writer.db_url import SQLITE, parse_db_url
 from spiders_project.keys import RedisKeys
-from tests.bench.services import PYTHON, ROOT, Postgres
+from tests.support.processes import PYTHON, ROOT
+from tests.support.services import PostgresServer
 
 SPIDER = "dbwriterbench"
 
@@ -113,7 +114,7 @@ def writer_phase(redis_url: str, items: int, with_postgres: bool = True) -> list
         results.append(run_writer_bench("SQLite", redis_url, f"sqlite:///{db}", items))
     if with_postgres:
         try:
-            pg = Postgres()
+            pg = PostgresServer("bench")
         except Exception as exc:  # reported in the table, the rest of the bench stands
             results.append(WriterResult("PostgreSQL", 0, 0.0, 0.0, 0.0, -1, str(exc)))
             return results

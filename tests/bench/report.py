@@ -1,8 +1,8 @@
-"""The benchmark's tables, printed and written to docs/BENCHMARKS.md.
+"""The benchmark's tables, printed and written to docs/BENCHMARKS.md: its one writer.
 
-The file is shared: this module owns the sections it writes (``GENERATED``) and
-keeps every other ``## `` section as it finds it (``## Rendering`` is written by
-``tests.bench.bench_rendering``; notes written by hand stay too).
+Each run rewrites the ``## `` sections of the phases it ran (a skipped phase
+leaves its section as the last run that measured it wrote it) and keeps every
+other section as it finds it, so notes written by hand stay.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import psutil
 
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
+from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
@@ -32,14 +33,6 @@ TARGET_SECONDS = 600
 # Cores taken by processes outside the benchmark above which a crawl's figures are flagged.
 DISTURBED_CORES = 0.25
 
-GENERATED = (
-    "## Against the targets",
-    "## Throughput and cost per page",
-    "## Memory",
-    "## db_writer",
-    "## How it is measured",
-)
-
 
 @dataclass
 class Report:
@@ -51,7 +44,7 @@ class Report:
     pinned: bool = False
     crawls: dict[str, CrawlResult] = field(default_factory=dict)
     writers: list[WriterResult] = field(default_factory=list)
-    rendering: str = ""  # what the rendering hook did
+    rendering: RenderingResult | None = None
 
 
 def machine() -> str:
@@ -261,8 +254,9 @@ def method(report: Report) -> list[str]:
         "MULTI/EXEC runs (the benchmark's own INFO excluded).",
         "- **Round trips/page**: the worker's stat `redis/round_trips` (every request/reply "
         "exchange with Redis: a MULTI/EXEC of the write batcher, a lease script, a seed "
-        "read, ...) over its `item_scraped_count`, whole run; for stock scrapy-redis the same "
-        "count is taken by wrapping redis-py (one per command, one per pipeline).",
+        "read, ...) over its `item_scraped_count`, whole run, as it publishes them to Redis; "
+        "for stock scrapy-redis the same count is taken by wrapping redis-py (one per "
+        "command, one per pipeline), and it and plain Scrapy leave their final stats in a file.",
         "- **Redis CPU**: `INFO cpu` used_cpu_sys+used_cpu_user delta; *One Redis saturates "
         "at* = 10,000 / (Redis CPU s per 10k pages), the pages/s at which one Redis core "
         "would be fully busy with this load.",
@@ -282,8 +276,68 @@ def method(report: Report) -> list[str]:
     ]
 
 
-def render(report: Report) -> str:
-    header = [
+def rendering(report: Report) -> list[str]:
+    result = report.rendering
+    assert result is not None
+    chromium = subprocess.run(
+        [os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"), "--version"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    lines = [
+        "## Rendering",
+        "",
+        f"`{report.command}` on {report.started:%Y-%m-%d}, {os.cpu_count()} cores, {chromium}. "
+        f"One worker, RENDER_CONCURRENCY={result.concurrency}, other settings at their "
+        "defaults. Each page of the local site waits for its script's fetch() (150 ms) and "
+        f"then for network idle (500 ms quiet), and asks for {result.images} 256x256 PNG(s), "
+        f"a web font and a tracker script, which answer after {ASSET_LATENCY * 1000:.0f} ms. "
+        "Pages/s is measured from the first item to the last; memory is the peak over the "
+        "worker's process tree (Python + Node driver + Chromium), sampled every 0.5 s; CPU is "
+        "user+sys of the whole tree. Load is the machine's highest 1-minute load average "
+        "during the run: above the core count, other processes competed for the CPU and "
+        "pages/s is lower than this worker alone would get.",
+        "",
+        "| Rendered pages | Pages | Pages/s | Wall s | CPU-s/page | Peak RSS (sum) MB "
+        "| of which Chromium MB | Peak PSS MB | Sub-requests aborted | Load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in result.render:
+        lines.append(
+            f"| {run.name} | {run.pages} | {run.steady:.2f} | {run.wall:.0f} "
+            f"| {run.cpu_per_page:.2f} | {run.peak.rss / MB:.0f} "
+            f"| {run.peak.by_kind.get('chromium', 0) / MB:.0f} | {run.peak_pss / MB:.0f} "
+            f"| {run.stats['playwright/request_count/aborted']} "
+            f"of {run.stats['playwright/request_count']} | {run.load:.1f} |"
+        )
+    if result.http:
+        lines += [
+            "",
+            f"A worker that renders nothing (plain HTTP crawl of {result.http[0].pages} pages): "
+            "what configuring a Playwright handler costs.",
+            "",
+            "| DOWNLOAD_HANDLERS | Peak RSS (sum) MB | Processes at peak |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {r.name} | {r.peak.rss / MB:.0f} | {r.peak.processes} |" for r in result.http]
+    return lines
+
+
+def sections(report: Report) -> list[list[str]]:
+    """The sections this run measured, in the file's order."""
+    out = [targets(report)]
+    if report.crawls:
+        out += [throughput(report), memory(report)]
+    if report.writers:
+        out.append(writers(report))
+    if report.rendering is not None:
+        out.append(rendering(report))
+    out.append(method(report))
+    return out
+
+
+def header(report: Report) -> list[str]:
+    return [
         "# Benchmarks",
         "",
         f"`{report.command}` (what `make bench` runs), "
@@ -291,32 +345,36 @@ def render(report: Report) -> str:
         f"Machine: {machine()}.",
         "",
     ]
-    if report.rendering and report.rendering != "done":
-        header += [f"Rendering benchmark: {report.rendering}.", ""]
-    sections = [
-        targets(report),
-        throughput(report),
-        memory(report),
-        writers(report),
-        method(report),
-    ]
-    body = "\n\n".join("\n".join(s) for s in sections)
-    return "\n".join(header) + "\n" + body + "\n"
+
+
+def render(report: Report) -> str:
+    body = "\n\n".join("\n".join(s) for s in sections(report))
+    return "\n".join(header(report)) + "\n" + body + "\n"
+
+
+def merge(text: str, report: Report) -> str:
+    """``text`` (the file as it is) with this run's header and sections in place.
+
+    A section this run wrote replaces the one of the same heading; the others
+    (phases this run skipped, notes written by hand) stay, in their order.
+    """
+    ours = {s[0]: "\n".join(s) for s in sections(report)}
+    kept: list[str] = []
+    for section in re.split(r"(?m)^(?=## )", text):
+        heading = section.split("\n", 1)[0]
+        if section.startswith("## ") and heading not in ours:
+            kept.append(section.rstrip("\n"))
+    out = "\n".join(header(report)) + "\n" + "\n\n".join(ours.values())
+    if kept:
+        out += "\n\n" + "\n\n".join(kept)
+    return out + "\n"
 
 
 def write(report: Report, path: Path = BENCHMARKS) -> None:
-    """Rewrite our sections of ``path``; keep every other ``## `` section as it is."""
-    kept: list[str] = []
-    if path.exists():
-        text = path.read_text()
-        for section in re.split(r"(?m)^(?=## )", text):
-            if section.startswith("## ") and not section.startswith(GENERATED):
-                kept.append(section.rstrip("\n"))
-    out = render(report).rstrip("\n")
-    if kept:
-        out += "\n\n" + "\n\n".join(kept)
+    """Rewrite this run's sections of ``path``; keep every other ``## `` section."""
+    text = path.read_text() if path.exists() else ""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(out + "\n")
+    path.write_text(merge(text, report))
 
 
 def now() -> datetime:

@@ -14,7 +14,7 @@ from stdin:
 - ``reset``: forget the request log (the crawls of one benchmark share the site);
   answers ``ok``.
 
-It exits at end of input.
+It exits at end of input. :class:`Site` is the benchmark's handle on it.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+from tests.support.processes import PYTHON, Proc
 from tests.support.site import TestSite
 
 
@@ -54,6 +57,53 @@ class BenchSite(TestSite):
         with self._lock:
             self._log.clear()
             self._hits.clear()
+
+
+class Site:
+    """``tests.bench.site_proc`` as a child process, asked over its stdin."""
+
+    def __init__(self, pages: int, log_dir: Path, cpus: Iterable[int] | None) -> None:
+        argv = [PYTHON, "-m", "tests.bench.site_proc", "--pages", str(pages)]
+        self.pages = pages
+        self.proc = Proc(
+            "site",
+            argv,
+            {},
+            log_dir / "site.log",
+            cpus=cpus,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        line = self._read()
+        if not line.startswith("ready "):
+            raise RuntimeError(f"site did not start: {line!r} {self.proc.log()}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/"
+
+    def _read(self) -> str:
+        assert self.proc.popen.stdout is not None
+        return self.proc.popen.stdout.readline().decode().strip()
+
+    def ask(self, command: str) -> str:
+        assert self.proc.popen.stdin is not None
+        self.proc.popen.stdin.write(f"{command}\n".encode())
+        self.proc.popen.stdin.flush()
+        return self._read()
+
+    def count(self) -> int:
+        return int(self.ask("count"))
+
+    def page_times(self) -> list[float]:
+        return json.loads(self.ask("times"))
+
+    def reset(self) -> None:
+        self.ask("reset")
+
+    def stop(self) -> None:
+        if self.proc.popen.stdin is not None:
+            self.proc.popen.stdin.close()
+        self.proc.stop(10)
+        self.proc.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

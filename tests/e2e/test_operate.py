@@ -27,11 +27,11 @@ from tests.support.processes import (
     ROOT,
     K,
     db_writer,
-    free_port,
     stored_urls,
     wait_until,
     worker,
 )
+from tests.support.services import free_port
 from tests.support.site import TestSite
 from tests.support.supervisor import Supervisord
 

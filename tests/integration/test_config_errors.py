@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from tests.support.processes import PYTHON, ROOT, free_port
+from tests.support.processes import PYTHON, ROOT
+from tests.support.services import free_port
 
 SCRAPY = [PYTHON, "-m", "scrapy"]
 ENTRY_POINTS = {

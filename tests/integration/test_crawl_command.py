@@ -6,7 +6,8 @@ import os
 import subprocess
 
 from spiders_project.scrapy_redis_compat import UNSUPPORTED_SETTINGS
-from tests.support.processes import PYTHON, ROOT, free_port
+from tests.support.processes import PYTHON, ROOT
+from tests.support.services import free_port
 
 
 def test_scrapy_crawl_refuses_an_unhonoured_setting_with_one_line() -> None:

@@ -11,13 +11,11 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import port_for
 import psycopg
 import pytest
 import redis
@@ -33,7 +30,8 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from spiders_project.keys import RedisKeys
-from tests.support.processes import find_pg_ctl
+from tests.support.processes import Proc
+from tests.support.services import PostgresServer, find_pg_ctl
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = RedisKeys("distributed")
@@ -41,49 +39,16 @@ KEYS = RedisKeys("distributed")
 # --- PostgreSQL ------------------------------------------------------------------
 
 
-def pg_ctl_or_fail() -> str:
-    pg_ctl = find_pg_ctl()
-    if pg_ctl is None:
-        pytest.fail("pg_ctl not found (make setup installs PostgreSQL)")
-    return pg_ctl
-
-
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[PostgreSQLExecutor]:
-    """A temporary PostgreSQL cluster on a free port, run by pytest-postgresql's executor.
-
-    Not the ``postgresql_proc`` factory itself: PostgreSQL refuses to run as
-    root, and the factory keeps its data under pytest's 0700 temp directory,
-    which the ``postgres`` user cannot enter. As root, pg_ctl is called
-    through ``runuser -u postgres`` and the data lives in a directory that
-    user owns.
-    """
-    pg_ctl = pg_ctl_or_fail()
-    base = Path(tempfile.mkdtemp(prefix="db_writer_pg_"))
-    executable = pg_ctl
-    if os.geteuid() == 0:
-        shutil.chown(base, "postgres")
-        executable = str(base / "pg_ctl")
-        Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
-        os.chmod(executable, 0o755)
-    executor = PostgreSQLExecutor(
-        executable=executable,
-        host="127.0.0.1",
-        port=port_for.select_random(),
-        datadir=str(base / "data"),
-        unixsocketdir=str(base),
-        logfile=str(base / "postgresql.log"),
-        startparams="-w",
-        dbname="db_writer_tests",
-        user="postgres",
-    )
-    executor.start()
+    """A temporary PostgreSQL cluster on a free port (tests/support/services.py)."""
+    if find_pg_ctl() is None:
+        pytest.fail("pg_ctl not found (make setup installs PostgreSQL)")
+    server = PostgresServer("db_writer_tests")
     try:
-        yield executor
+        yield server.executor
     finally:
-        if executor.running():
-            executor.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        server.stop()
 
 
 # --- the databases under test --------------------------------------------------------
@@ -182,38 +147,26 @@ def run_writer(
     )
 
 
-class Writer:
+class Writer(Proc):
     """A writer running in the background; its log goes to a file the test can read."""
 
     def __init__(self, cwd: Path, redis_url: str, db_url: str, *args: str) -> None:
-        self.log_path = cwd / f"writer-{uuid.uuid4().hex[:6]}.log"
-        self._log = self.log_path.open("w")
-        self.process = subprocess.Popen(
-            writer_command(*args),
-            cwd=cwd,
-            env=writer_env(redis_url, db_url),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text()
+        name = f"writer-{uuid.uuid4().hex[:6]}"
+        env = writer_env(redis_url, db_url)
+        log_path = cwd / f"{name}.log"
+        super().__init__(name, writer_command(*args), env, log_path, cwd=cwd, inherit_env=False)
+        self.process = self.popen
 
     def wait_log(self, text: str, timeout: float = 15) -> None:
         wait_for(lambda: text in self.log(), timeout, f"{text!r} in the log:\n{self.log()}")
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        code = self.process.wait(timeout)
-        self._log.close()
-        return code
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:  # type: ignore[override]
+        """Send ``sig`` and wait for the exit status (a hang fails the test)."""
+        self.signal(sig)
+        return self.popen.wait(timeout)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
-        self._log.close()
+        self.close()
 
 
 @pytest.fixture

@@ -37,7 +37,8 @@ from spiders_project.extensions.heartbeat import (
 )
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
-from tests.support.processes import PYTHON, ROOT, K, Proc, free_port, wait_until
+from tests.support.processes import PYTHON, ROOT, K, Proc, wait_until
+from tests.support.services import free_port
 
 DEPLOY = ROOT / "deploy"
 PROMTOOL = shutil.which("promtool")

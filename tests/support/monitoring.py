@@ -8,7 +8,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.processes import PYTHON, Proc, free_port, wait_until
+from tests.support.processes import PYTHON, Proc, wait_until
+from tests.support.services import free_port
 
 
 class Metrics:

@@ -1,23 +1,23 @@
-"""Start the project's own processes (workers, db_writer) for tests and the demo.
+"""Start the project's own processes (workers, db_writer) for tests and the benchmarks.
 
 Each process logs to a file, so a failing test can show what it said.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+import psutil
 import redis
-from port_for import get_port
 
 from spiders_project.keys import RedisKeys
 
@@ -27,26 +27,47 @@ PYTHON = sys.executable
 K = RedisKeys("distributed")
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (port-for, as pytest-redis uses)."""
-    return int(get_port(None))
-
-
 class Proc:
-    """A child process with its log file."""
+    """A child process with its log file: the one process wrapper of tests and benchmarks.
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+    ``cpus`` pins it (the benchmark keeps crawlers and services on separate
+    cores); ``stdout=subprocess.PIPE`` (with ``stdin``) lets a parent talk to
+    it, and the log then holds its stderr. ``env`` is added to this process'
+    environment, or is the whole of it with ``inherit_env=False``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        cwd: Path = ROOT,
+        inherit_env: bool = True,
+        cpus: Iterable[int] | None = None,
+        stdin: Any = subprocess.DEVNULL,
+        stdout: Any = None,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         self._log = open(log_path, "ab")
+        cpu_set = set(cpus) if cpus is not None else None
+
+        def on_cpus() -> None:
+            if cpu_set is not None:
+                os.sched_setaffinity(0, cpu_set)
+
         self.popen = subprocess.Popen(
             argv,
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env={**os.environ, **env} if inherit_env else env,
+            stdout=stdout if stdout is not None else self._log,
+            stderr=self._log if stdout is not None else subprocess.STDOUT,
+            stdin=stdin,
+            preexec_fn=on_cpus if cpu_set is not None else None,
         )
+        self.ps = psutil.Process(self.popen.pid)
 
     @property
     def pid(self) -> int:
@@ -54,6 +75,23 @@ class Proc:
 
     def poll(self) -> int | None:
         return self.popen.poll()
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def cpu(self) -> float:
+        """User + system CPU seconds so far (0 once it has been reaped)."""
+        try:
+            times = self.ps.cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(times.user + times.system)
+
+    def rss(self) -> int:
+        try:
+            return int(self.ps.memory_info().rss)
+        except psutil.Error:
+            return 0
 
     def wait(self, timeout: float) -> int:
         return self.popen.wait(timeout)
@@ -138,20 +176,3 @@ def stored_urls(db_path: Path) -> list[str]:
             return [row[0] for row in db.execute("SELECT url FROM items")]
         except sqlite3.OperationalError:  # the db_writer has not created it yet
             return []
-
-
-def find_pg_ctl() -> str | None:
-    """The newest pg_ctl installed (Debian keeps them under /usr/lib/postgresql/N/bin)."""
-
-    def version(path: str) -> float:
-        try:
-            return float(Path(path).parts[-3])
-        except ValueError:
-            return 0.0
-
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version, reverse=True)
-    candidates += ["/usr/local/bin/pg_ctl", shutil.which("pg_ctl") or ""]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None

@@ -1,0 +1,201 @@
+"""The servers tests and benchmarks start for themselves: redis-server and PostgreSQL.
+
+One starter each, shared by the fixtures (tests/conftest.py, the PostgreSQL
+fixtures of tests/integration) and the benchmark (tests/bench), so that a
+benchmark measures the crawler against the same servers the tests trust.
+Each listens on a free port of 127.0.0.1, keeps its data in a directory of
+its own, and is stopped by whoever started it: nothing here touches a
+server that may already run on the machine (6379, 5432).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import redis
+from mirakuru import TCPExecutor
+from port_for import get_port
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (port-for, as pytest-redis uses)."""
+    return int(get_port(None))
+
+
+def pin(pid: int, cpus: Iterable[int] | None) -> None:
+    """Pin every thread of ``pid`` to ``cpus`` (None: every CPU)."""
+    wanted = set(cpus) if cpus is not None else set(range(os.cpu_count() or 1))
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, wanted)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class RedisServer:
+    """A private redis-server (mirakuru): free port, loopback only, no persistence by default.
+
+    ``options`` come after the defaults, so ``RedisServer("--appendonly", "yes")``
+    wins over them. ``executor`` is mirakuru's, for tests that stop and start
+    the same server (its data directory survives a restart). ``cpus`` pins it,
+    for the benchmark.
+    """
+
+    def __init__(
+        self, *options: str, datadir: Path | None = None, cpus: Iterable[int] | None = None
+    ) -> None:
+        self.port = free_port()
+        self._own_dir = datadir is None
+        self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.executor = TCPExecutor(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+            + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
+            + ["--save", "", "--appendonly", "no", *options],
+            host="127.0.0.1",
+            port=self.port,
+            timeout=30,
+        )
+        self.executor.start()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis.from_url(self.url)
+        self._cpus = cpus
+        if cpus is not None:
+            pin(self.pid, cpus)
+
+    @property
+    def pid(self) -> int:
+        process = self.executor.process
+        assert process is not None, "redis-server is not running"
+        return int(process.pid)
+
+    def cpu(self) -> float:
+        """User + system CPU seconds of the server so far."""
+        try:
+            times = psutil.Process(self.pid).cpu_times()
+        except (psutil.Error, AssertionError):
+            return 0.0
+        return float(times.user + times.system)
+
+    def reset(self) -> None:
+        """Empty it and zero its counters (between benchmark crawls)."""
+        self.client.flushall()
+        self.client.config_resetstat()
+
+    def sample(self) -> dict[str, Any]:
+        """Commands executed (by name), CPU seconds and used memory, now."""
+        info = self.client.info("all")
+        calls = {
+            name[len("cmdstat_") :]: int(value["calls"])
+            for name, value in info.items()
+            if name.startswith("cmdstat_")
+        }
+        return {
+            "calls": calls,
+            "cpu": float(info["used_cpu_sys"]) + float(info["used_cpu_user"]),
+            "memory": int(info["used_memory"]),
+        }
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.executor.running():
+            self.executor.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def find_pg_ctl() -> str | None:
+    """The newest pg_ctl installed (Debian keeps them under /usr/lib/postgresql/N/bin)."""
+
+    def version(path: str) -> float:
+        try:
+            return float(Path(path).parts[-3])
+        except ValueError:
+            return 0.0
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=version, reverse=True)
+    candidates += ["/usr/local/bin/pg_ctl", shutil.which("pg_ctl") or ""]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class PostgresServer:
+    """A temporary PostgreSQL cluster on a free port, run by pytest-postgresql's executor.
+
+    Not the ``postgresql_proc`` factory itself: PostgreSQL refuses to run as
+    root, and the factory keeps its data under pytest's 0700 temp directory,
+    which the ``postgres`` user cannot enter. As root, pg_ctl is called
+    through ``runuser -u postgres`` and the data lives in a directory that
+    user owns. ``dbname`` is created once the server accepts connections.
+    """
+
+    def __init__(self, dbname: str) -> None:
+        from pytest_postgresql.executors import PostgreSQLExecutor
+
+        pg_ctl = find_pg_ctl()
+        if pg_ctl is None:
+            raise RuntimeError("pg_ctl not found (make setup installs PostgreSQL)")
+        self.base = Path(tempfile.mkdtemp(prefix="pg-"))
+        executable = pg_ctl
+        if os.geteuid() == 0:
+            shutil.chown(self.base, "postgres")
+            executable = str(self.base / "pg_ctl")
+            Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
+            os.chmod(executable, 0o755)
+        self.host, self.port, self.dbname = "127.0.0.1", free_port(), dbname
+        self.executor = PostgreSQLExecutor(
+            executable=executable,
+            host=self.host,
+            port=self.port,
+            datadir=str(self.base / "data"),
+            unixsocketdir=str(self.base),
+            logfile=str(self.base / "postgresql.log"),
+            startparams="-w",
+            dbname=dbname,
+            user="postgres",
+        )
+        self.executor.start()
+        try:
+            self.create_database(dbname)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"postgresql://postgres@{self.host}:{self.port}/{dbname}"
+
+    def create_database(self, dbname: str, timeout: float = 60) -> None:
+        """CREATE DATABASE, once the server accepts connections (not just listens)."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(
+                    f"postgresql://postgres@{self.host}:{self.port}/postgres", autocommit=True
+                ) as conn:
+                    conn.execute(f'CREATE DATABASE "{dbname}"')
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        try:
+            if self.executor.running():
+                self.executor.stop()
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
