@@ -37,7 +37,7 @@ def _response(status: int, ctype: str, body: bytes, keep_alive: bool, head: bool
     conn = "keep-alive" if keep_alive else "close"
     return (
         f"HTTP/1.1 {status} {phrase}\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: {conn}\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: {conn}\r\n\r\n"
     ).encode("latin-1") + (b"" if head else body)
 
 
@@ -267,11 +267,8 @@ class SiteServer:
                     await reader.readexactly(int(length))
                 conn = headers.get("connection", "").lower()
                 keep_alive = "close" not in conn and (version != "HTTP/1.0" or "keep-alive" in conn)
-                status, ctype, body = self._route(site, method, target, headers.get("host"))
-                with self._lock:
-                    self.served(arrived, headers.get("host", ""), site, method, target, status)
-                if self.latency:
-                    await asyncio.sleep(self.latency)
+                host = headers.get("host")
+                status, ctype, body = await self.respond(site, method, target, host, arrived)
                 writer.write(_response(status, ctype, body, keep_alive, method == "HEAD"))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -281,6 +278,21 @@ class SiteServer:
         finally:
             self._tasks.discard(task)
             writer.close()
+
+    async def respond(
+        self, site: int, method: str, target: str, host: str | None, arrived: float
+    ) -> tuple[int, str, bytes]:
+        """Status, content type and body of one request, once the site's latency has passed.
+
+        Recorded with ``served`` first. The tests' JS site serves its own pages
+        through the same server by overriding this.
+        """
+        status, ctype, body = self._route(site, method, target, host)
+        with self._lock:
+            self.served(arrived, host or "", site, method, target, status)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return status, ctype, body
 
     def _absolute(self, site: int, target: str) -> str:
         port = self._trap_port if site < 0 else self._ports[site]

@@ -36,8 +36,8 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.demo.site import SiteServer
-from tests.support.js_site import TRACKER_HOST, JsSite
 from tests.support.processes import ROOT, K
+from tests.support.site import TRACKER_HOST, JsSite
 
 MB = 1024 * 1024
 HTTP11 = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"

@@ -10,8 +10,8 @@ import time
 import psutil
 import pytest
 
-from tests.support.js_site import TRACKER_HOST, JsSite
 from tests.support.processes import K, db_writer, stat, wait_until, worker
+from tests.support.site import TRACKER_HOST, JsSite
 
 pytestmark = pytest.mark.slow
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")

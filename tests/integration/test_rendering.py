@@ -16,8 +16,8 @@ from spiders_project.rendering.blocking import ResourceBlocker
 from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.rules import RenderRules
-from tests.support.js_site import TRACKER_HOST, JsSite
 from tests.support.processes import K, stat, worker
+from tests.support.site import TRACKER_HOST, JsSite
 
 BROWSER_NAMES = ("chromium", "chrome", "headless_shell")
 

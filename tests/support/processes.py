@@ -33,7 +33,9 @@ class Proc:
     ``cpus`` pins it (the benchmark keeps crawlers and services on separate
     cores); ``stdout=subprocess.PIPE`` (with ``stdin``) lets a parent talk to
     it, and the log then holds its stderr. ``env`` is added to this process'
-    environment, or is the whole of it with ``inherit_env=False``.
+    environment, or is the whole of it with ``inherit_env=False``. ``new_session``
+    puts it in a session of its own (supervisord: a terminal's Ctrl-C reaches
+    the test, not the programs).
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class Proc:
         *,
         cwd: Path = ROOT,
         inherit_env: bool = True,
+        new_session: bool = False,
         cpus: Iterable[int] | None = None,
         stdin: Any = subprocess.DEVNULL,
         stdout: Any = None,
@@ -66,6 +69,7 @@ class Proc:
             stderr=self._log if stdout is not None else subprocess.STDOUT,
             stdin=stdin,
             preexec_fn=on_cpus if cpu_set is not None else None,
+            start_new_session=new_session,
         )
         self.ps = psutil.Process(self.popen.pid)
 

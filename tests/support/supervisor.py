@@ -22,7 +22,7 @@ from typing import Any
 
 from supervisor.xmlrpc import SupervisorTransport
 
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, Proc
 
 BIN = Path(sys.executable).parent
 
@@ -37,7 +37,7 @@ class Supervisord:
         parser = configparser.RawConfigParser(interpolation=None)
         parser.read_string(config)
         self.serverurl = parser.get("supervisorctl", "serverurl")
-        self._popen: subprocess.Popen[bytes] | None = None
+        self._proc: Proc | None = None
         self._pids: set[int] = set()
 
     def rpc(self) -> Any:
@@ -48,19 +48,12 @@ class Supervisord:
     def start(self, timeout: float = 20.0) -> None:
         """Start supervisord; returns once it says RUNNING."""
         (self.run_dir / "logs").mkdir(exist_ok=True)
-        out = open(self.run_dir / "supervisord.out", "wb")  # noqa: SIM115 - the child keeps it
-        self._popen = subprocess.Popen(
-            [str(BIN / "supervisord"), "-n", "-c", str(self.conf_path)],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        out.close()
+        argv = [str(BIN / "supervisord"), "-n", "-c", str(self.conf_path)]
+        out = self.run_dir / "supervisord.out"
+        self._proc = Proc("supervisord", argv, {}, out, new_session=True)
         deadline = time.monotonic() + timeout
         while True:
-            assert self._popen.poll() is None, (self.run_dir / "supervisord.out").read_text()
+            assert self._proc.alive(), self._proc.log()
             with contextlib.suppress(OSError, xmlrpc.client.Error):
                 if self.rpc().supervisor.getState()["statename"] == "RUNNING":
                     return
@@ -89,9 +82,9 @@ class Supervisord:
 
     def stop(self) -> None:
         """``stop all`` (graceful, in priority order), ``shutdown``; then kill what is left."""
-        popen = self._popen
-        if popen is None:
+        if self._proc is None:
             return
+        popen = self._proc.popen
         try:
             if popen.poll() is None:
                 with contextlib.suppress(OSError, xmlrpc.client.Error):
@@ -106,3 +99,4 @@ class Supervisord:
             for pid in self._pids:  # each program runs in its own process group
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
+            self._proc.close()
