@@ -53,7 +53,7 @@ class RedisKeys:
         return self._key("requests:host_delays")
 
     def host_turn(self, host: str) -> str:
-        """Exists for a host's delay after the cluster last sent it a request (dispatch gate)."""
+        """Time (ms) the cluster last sent the host a request (dispatch gate); expires after."""
         return self._key(f"requests:turn:{host}")
 
     @property

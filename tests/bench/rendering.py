@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.demo.site import SiteServer
-from tests.support.processes import ROOT, K
+from tests.support.processes import K, Proc
 from tests.support.site import TRACKER_HOST, JsSite
 
 MB = 1024 * 1024
@@ -132,20 +131,15 @@ def run_worker(
         argv += ["-s", s]
     log_path = log_dir / f"{name}.log"
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env={**os.environ, "REDIS_URL": redis_url},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        sampler = PeakMemory(proc.pid)
-        sampler.start()
-        # wait4: the CPU of the worker and every descendant it (transitively) reaped.
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        sampler.stop()
+    worker = Proc(name, argv, {"REDIS_URL": redis_url}, log_path)
+    sampler = PeakMemory(worker.pid)
+    sampler.start()
+    # wait4: the CPU of the worker and every descendant it (transitively) reaped.
+    _, status, usage = os.wait4(worker.pid, 0)
+    proc = worker.popen
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    sampler.stop()
+    worker.close()
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"{name}: worker exited {proc.returncode}; see {log_path}")
