@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from scrapy.statscollectors import StatsCollector
 
@@ -76,6 +77,18 @@ class LeaseKeeper:
             logger.warning("Put back %d expired leases of a stopped worker", moved)
             self.stats.inc_value("frontier/leases_reclaimed", moved)
         return moved
+
+    async def of_call(self, call: asyncio.Future[Any] | None, timeout: float) -> list[Lease]:
+        """The leases a lease call took whose caller was cancelled (shutdown) before it
+        read the reply: without this they would wait out their timeout unreturned."""
+        if call is None:
+            return []
+        try:
+            leased, _, _ = await asyncio.wait_for(call, timeout)
+        except (RedisUnavailable, TimeoutError):
+            return []  # whatever it leased expires and goes back
+        triples = zip(leased[::3], leased[1::3], leased[2::3], strict=True)
+        return [(lease_id, member, host.decode()) for lease_id, member, host in triples]
 
     async def hand_back(self, leases: list[Lease], timeout: float) -> int:
         """Put our unfinished ``leases`` back in their queues now; how many went back.

@@ -16,9 +16,8 @@ does the Redis work in asyncio tasks:
   the same transaction as those items and links. Renewal, the reclaim of a
   dead worker's expired leases and hand-back act on lease ids (``leases.py``);
   entries no worker can use are set aside (``bad_entries.py``).
-- Every Redis call goes through the worker's one call path
-  (``spiders_project.redis_calls``); the background loops are spawned with
-  ``spawn_loop``, so one that ends for any reason but shutdown exits the worker.
+- Every Redis call goes through the worker's one call path; a background loop
+  that ends for any reason but shutdown exits the worker (``spawn_loop``).
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -100,6 +100,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.remote_size = 0
         self.sent = SentFingerprints(config.seen_cache)
         self._next_lease_id = 0
+        self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
         self._run_id: str | None = None
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
@@ -121,8 +122,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             HostPoliteness.of(crawler),
         )
 
-    # Would call the asyncio client synchronously (Base.clear): a coroutine
-    # nobody awaits, so nothing would be deleted.
+    # Base.clear would call the asyncio client synchronously: nothing would be deleted.
     flush = not_here(
         "Scheduler.flush",
         "set SCHEDULER_FLUSH_ON_START, or delete the spider's keys while no worker runs",
@@ -187,6 +187,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._tasks = []
         self._ack_finished()
         unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
+        unfinished += await self.leases.of_call(self._leasing, self.config.close_timeout)
         self._prefetched.clear()
         self._active.clear()
         delivered = await self.redis.batcher.close(self.config.close_timeout)
@@ -296,7 +297,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             self._forget_sent(f"Redis run_id changed from {self._run_id} to {run_id}")
         self._run_id = run_id
 
-    # --- background work ---------------------------------------------------------------
     def _count_enqueued(self, sent: int, added: int) -> None:
         if added:
             self._want.set()  # new work may be ready for us
@@ -323,12 +323,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             self._want.set()  # their slots are free for new leases
 
     def _wanted(self) -> int:
-        """How many requests to lease now.
-
-        A worker holds at most CONCURRENT_REQUESTS + FRONTIER_PREFETCH leases
-        (prefetched, downloading or being scraped), so a killed worker costs
-        at most that many re-fetches.
-        """
+        """How many requests to lease now: a worker holds at most CONCURRENT_REQUESTS +
+        FRONTIER_PREFETCH leases, so a killed worker costs at most that many re-fetches."""
         engine = self.crawler.engine
         if engine is None or engine.paused or not engine.running:
             return 0
@@ -358,14 +354,17 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 first_id=first_id,
                 now=self.redis.clock.arg(),
             )
+            # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
+            call = self.redis.calls.script(self.redis.scripts.lease, keys, args, retry=False)
+            self._leasing = asyncio.ensure_future(call)
             try:
-                leased, next_hosts, wait_ms = await self.redis.calls.script(
-                    self.redis.scripts.lease, keys, args, retry=False
-                )
+                leased, next_hosts, wait_ms = await asyncio.shield(self._leasing)
             except RedisUnavailable as exc:
+                self._leasing = None
                 await asyncio.sleep(exc.delay)
                 self._want.set()
                 continue
+            self._leasing = None
             self._candidates = self.bad_entries.host_names(next_hosts)
             added = 0
             for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
