@@ -122,7 +122,8 @@ def spider_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
         "crawler_queue_length",
         "Entries waiting in each Redis structure of the crawl: start_urls (seeds), requests "
         "(queued), leases (being fetched), items and items_processing (not yet in the "
-        "database), dead (failed for good), rejected (unreadable entries set aside).",
+        "database), dead (failed for good), rejected (unreadable entries set aside), "
+        "unserializable (requests a spider made that the frontier cannot store).",
         labels=["spider", "queue"],
     )
     rejected = GaugeMetricFamily(

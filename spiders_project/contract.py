@@ -37,8 +37,18 @@ LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
 RUNNING, CLOSED = "running", "closed"
 
 # Labels of crawler_queue_length, in display order. "leases" are requests a
-# worker is fetching; "rejected" is the sum of the four :rejected lists.
-QUEUES = ("start_urls", "requests", "leases", "items", "items_processing", "dead", "rejected")
+# worker is fetching; "rejected" is the sum of the four :rejected lists;
+# "unserializable" holds requests a spider made that the frontier cannot store.
+QUEUES = (
+    "start_urls",
+    "requests",
+    "leases",
+    "items",
+    "items_processing",
+    "dead",
+    "rejected",
+    "unserializable",
+)
 # Lists of entries set aside as unreadable, by what they were meant to be.
 REJECTED = ("start_urls", "requests", "items", "dead")
 
@@ -133,7 +143,7 @@ class ClusterView:
 
 def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
     reads = work_reads(keys)
-    reads += [("LLEN", keys.dead)]
+    reads += [("LLEN", keys.dead), ("LLEN", keys.requests_unserializable)]
     reads += [("LLEN", key) for key in _rejected_keys(keys)]
     reads += [
         ("SCARD", keys.dupefilter),
@@ -188,7 +198,7 @@ def read_cluster(
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
         work = work_of(r[0:5])
-        rejected = dict(zip(REJECTED, (int(n) for n in r[6:10]), strict=True))
+        rejected = dict(zip(REJECTED, (int(n) for n in r[7:11]), strict=True))
         partial[spider] = {
             "work": work,
             "queues": {
@@ -199,16 +209,17 @@ def read_cluster(
                 "items_processing": work.processing,
                 "dead": int(r[5]),
                 "rejected": sum(rejected.values()),
+                "unserializable": int(r[6]),
             },
             "rejected": rejected,
-            "dupefilter": int(r[10]),
-            "totals": counters_of(_hash(r[11])),
-            "db_writer": _numbers(_hash(r[12])),
-            "lag": _lag(now, r[13], r[14]),
-            "samples": _samples(r[16]) if samples else [],
+            "dupefilter": int(r[11]),
+            "totals": counters_of(_hash(r[12])),
+            "db_writer": _numbers(_hash(r[13])),
+            "lag": _lag(now, r[14], r[15]),
+            "samples": _samples(r[17]) if samples else [],
         }
         oldest = now - worker_retention
-        listed[spider] = [(_text(m), score) for m, score in _scored(r[15]) if score >= oldest]
+        listed[spider] = [(_text(m), score) for m, score in _scored(r[16]) if score >= oldest]
     workers = _read_workers(send, listed)
     return ClusterView(
         time=now,

@@ -14,19 +14,24 @@ class RedisKeys:
     """Key names of one spider (``RedisKeys("distributed").requests``)."""
 
     spider: str
+    # A spider's own seed list (its ``redis_key``, as in scrapy-redis); "" for the default.
+    seeds: str = ""
 
     def _key(self, suffix: str) -> str:
         return f"{self.spider}:{suffix}"
 
     @property
     def start_urls(self) -> str:
-        """List of seeds, pushed by operators with LPUSH, read from the right."""
-        return self._key("start_urls")
+        """List of seeds, pushed by operators with LPUSH, read from the right.
+
+        ``<spider>:start_urls`` unless the spider class names another in ``redis_key``.
+        """
+        return self.seeds or self._key("start_urls")
 
     @property
     def start_urls_rejected(self) -> str:
         """Seeds that could not be parsed, kept raw for inspection."""
-        return self._key("start_urls:rejected")
+        return f"{self.start_urls}:rejected"
 
     @property
     def hosts(self) -> str:
@@ -70,6 +75,11 @@ class RedisKeys:
     def requests_rejected(self) -> str:
         """Frontier entries that were not requests we wrote."""
         return self._key("requests:rejected")
+
+    @property
+    def requests_unserializable(self) -> str:
+        """Requests a spider made that the frontier cannot store (meta JSON cannot hold)."""
+        return self._key("requests:unserializable")
 
     @property
     def dupefilter(self) -> str:
@@ -133,3 +143,11 @@ class RedisKeys:
     def stats_samples(self) -> str:
         """Sorted set of "<time> <pages total>" samples by time, for pages/s."""
         return self._key("stats:samples")
+
+
+def seeds_key_of(spidercls: type) -> str | None:
+    """The seed list a spider class names in ``redis_key`` (``%(name)s`` filled in), or None."""
+    key = getattr(spidercls, "redis_key", None)
+    if not key:
+        return None
+    return str(key) % {"name": getattr(spidercls, "name", "")}

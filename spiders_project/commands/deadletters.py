@@ -25,6 +25,7 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import exit_on_config_error
 from spiders_project.frontier.dead_letters import DeadLetter, requeue
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.frontier.values import ValueCodec
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import (
     ErrorKind,
@@ -142,11 +143,13 @@ class Command(ScrapyCommand):
                 return pipe.execute()
 
         total, raw_entries = calls.call("list dead letters", read, retry=False, writes=False)
+        assert self.settings is not None
+        values = ValueCodec.from_settings(self.settings)
         if as_json:
             entries: list[Any] = []
             for raw in raw_entries:
                 try:
-                    DeadLetter.loads(raw)
+                    DeadLetter.loads(raw, values)
                     entries.append(json.loads(raw))
                 except InvalidEntry as exc:
                     entries.append({"invalid": str(exc), "raw": raw.decode(errors="replace")})
@@ -154,7 +157,7 @@ class Command(ScrapyCommand):
             return
         for raw in raw_entries:
             try:
-                letter = DeadLetter.loads(raw)
+                letter = DeadLetter.loads(raw, values)
             except InvalidEntry as exc:
                 print(f"<not a dead letter: {exc}> {raw[:200]!r}")
                 continue
@@ -172,12 +175,18 @@ class Command(ScrapyCommand):
             print(f"Not a dead letter ({reason}), moved to {keys.dead_rejected}: {raw[:200]!r}")
 
         adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
+        values = ValueCodec.from_settings(self.settings)
         # One try: the operator reads why it stopped and runs it again; batches
         # already requeued have left the dead list, so none is requeued twice.
         result = calls.call(
             "requeue dead letters",
             lambda: requeue(
-                calls.client, keys, limit, retry_priority_adjust=adjust, on_rejected=rejected
+                calls.client,
+                keys,
+                limit,
+                retry_priority_adjust=adjust,
+                on_rejected=rejected,
+                values=values,
             ),
             retry=False,
         )

@@ -187,7 +187,7 @@ class StatsPublisher:
     A publish is one call of the script on the worker's asyncio client: one
     round trip per interval, whatever the number of stats. It does not ride in
     the write batcher: a write waiting there counts as pending work for the
-    idle check (``RedisSeedSpider._cluster_is_idle``), and a periodic one kept
+    idle check (``RedisSpider._cluster_is_idle``), and a periodic one kept
     idle workers from ever closing. While Redis is away no publish is tried;
     the next one carries absolute values, so skipping loses nothing.
     """

@@ -10,13 +10,17 @@ refill loop of every worker that leased it.
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.frontier.serialize import InvalidEntry, Unserializable
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +60,41 @@ class BadEntries:
             self.redis.batcher.ack(lease_id)
             return None
 
+    def unserializable(self, request: Request, problem: InvalidEntry) -> None:
+        """Keep a request the frontier cannot store in ``requests:unserializable``.
+
+        Found at enqueue, before its fingerprint reaches the dupefilter, so the
+        same link found again after the spider is fixed is crawled. The entry
+        is JSON for an operator: the request's url, callback and meta with
+        every value JSON cannot hold shown as its repr, and the reason.
+        """
+        where = problem.where if isinstance(problem, Unserializable) else ""
+        type_name = problem.type_name if isinstance(problem, Unserializable) else ""
+        logger.error(
+            "Unserializable request %s%s: %s; kept in %s",
+            request,
+            f" ({where} is a {type_name})" if where else "",
+            problem,
+            self.keys.requests_unserializable,
+        )
+        self.stats.inc_value("frontier/unserializable")
+        entry = {
+            "url": request.url,
+            "method": request.method,
+            "callback": _name(request.callback),
+            "errback": _name(request.errback),
+            "meta": request.meta,
+            "cb_kwargs": request.cb_kwargs,
+            "priority": request.priority,
+            "reason": str(problem),
+            "where": where,
+            "type": type_name,
+            "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "worker": self.redis.worker,
+        }
+        text = json.dumps(entry, default=_shown, skipkeys=True, ensure_ascii=False)
+        self.redis.batcher.push(self.keys.requests_unserializable, text.encode())
+
     def host_names(self, names: list[bytes]) -> list[str]:
         """Ready hosts as text; a name that is not UTF-8 (not ours) is set aside.
 
@@ -83,3 +122,12 @@ class BadEntries:
                 keys = [self.keys.hosts, self.keys.requests_rejected]
                 self.redis.batcher.script(self.redis.scripts.reject_host, keys, [name])
         return hosts
+
+
+def _name(func: Any) -> str | None:
+    return None if func is None else getattr(func, "__name__", repr(func))
+
+
+def _shown(value: Any) -> str:
+    """A value JSON cannot hold, as an operator reads it."""
+    return f"<{type(value).__module__}.{type(value).__qualname__}: {repr(value)[:200]}>"

@@ -20,7 +20,7 @@ from spiders_project.frontier.batcher import RedisBatcher
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import async_client
 from spiders_project.wiring import shared
@@ -74,7 +74,7 @@ class WorkerRedis:
             assert crawler.spidercls is not None
             return cls(
                 client=async_client(settings),
-                keys=RedisKeys(crawler.spidercls.name),
+                keys=RedisKeys(crawler.spidercls.name, seeds_key_of(crawler.spidercls) or ""),
                 state=RedisState.from_settings(settings, logger),
                 flush_interval=FrontierConfig.from_settings(settings).flush_interval,
                 crawler=crawler,

@@ -28,6 +28,7 @@ from spiders_project.frontier.calls import enqueue_call, refuse_guard
 from spiders_project.frontier.queue import MAX_PRIORITY
 from spiders_project.frontier.scripts import lua_source
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 
@@ -60,8 +61,12 @@ class DeadLetter:
         return json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
-    def loads(cls, raw: bytes | str) -> DeadLetter:
-        """The dead letter in ``raw``; raises InvalidEntry if it is not one we wrote."""
+    def loads(cls, raw: bytes | str, values: ValueCodec = serialize.PLAIN) -> DeadLetter:
+        """The dead letter in ``raw``; raises InvalidEntry if it is not one we wrote.
+
+        ``values`` is the project's codec: item classes in the request's meta
+        are checked against its allow-list.
+        """
         try:
             obj = json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
@@ -71,7 +76,7 @@ class DeadLetter:
         request = obj.get("request")
         if not isinstance(request, dict):
             raise InvalidEntry("no request object")
-        serialize.loads(json.dumps(request))  # raises InvalidEntry
+        serialize.loads(json.dumps(request), values)  # raises InvalidEntry
         for name in ("url", "error", "failed_at", "worker"):
             if not isinstance(obj.get(name), str):
                 raise InvalidEntry(f"bad {name}")
@@ -134,6 +139,7 @@ def requeue(
     *,
     retry_priority_adjust: int,
     on_rejected: Callable[[bytes, str], None] | None = None,
+    values: ValueCodec = serialize.PLAIN,
 ) -> RequeueResult:
     """Move up to ``limit`` of the oldest dead letters back into the frontier.
 
@@ -169,7 +175,7 @@ def requeue(
                 # resent after a lost reply): enqueue it once, remove them all.
                 for raw in dict.fromkeys(reversed(raw_entries)):
                     try:
-                        letter = DeadLetter.loads(raw)
+                        letter = DeadLetter.loads(raw, values)
                         priority, payload = requeued_request(letter.request, retry_priority_adjust)
                     except InvalidEntry as exc:
                         rejected.append((raw, str(exc)))

@@ -8,8 +8,9 @@ from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 from scrapy_redis.queue import Base
 
-from spiders_project.frontier import serialize
+from spiders_project.frontier import callbacks, serialize
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.frontier.values import ValueCodec
 from spiders_project.scrapy_redis_compat import not_here
 
 # The enqueue script keeps -priority * 2^40 + seq exact in a double.
@@ -30,18 +31,41 @@ class JsonPriorityQueue(Base):  # type: ignore[misc]  # scrapy-redis ships no ty
       destructive pop loses the request when the worker dies.
     - Pushes and pops are batched by the scheduler on the asyncio client, so
       the synchronous ``push``/``pop`` of the base class are not used.
+    - Callback names are checked both ways (:mod:`.callbacks`), and meta
+      values go through the project's :class:`~.values.ValueCodec`.
     """
 
-    def __init__(self, server: Any, spider: Spider, key: str, serializer: Any = None) -> None:
+    def __init__(
+        self,
+        server: Any,
+        spider: Spider,
+        key: str,
+        serializer: Any = None,
+        values: ValueCodec | None = None,
+    ) -> None:
         super().__init__(server, spider, key, serializer or serialize)
+        self.values = values if values is not None else serialize.PLAIN
 
     def encode(self, request: Request) -> tuple[int, bytes]:
-        """(clamped priority, JSON payload) of a request."""
+        """(clamped priority, JSON payload) of a request.
+
+        Raises :class:`Unserializable` (meta or cb_kwargs) or
+        :class:`InvalidEntry` (anything else) for a request it cannot store.
+        """
         priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, request.priority))
         return priority, self._encode_request(request)
 
     def _encode_request(self, request: Request) -> bytes:
-        data: bytes = self.serializer.dumps(self._to_dict(request))
+        try:
+            d = self._to_dict(request)
+        except ValueError as exc:  # Scrapy: a callback that is not a spider method
+            raise InvalidEntry(f"request {request.url} cannot be stored: {exc}") from None
+        for name in ("callback", "errback"):
+            if isinstance(d.get(name), str):
+                why = callbacks.refusal(type(self.spider), d[name])
+                if why is not None:
+                    raise InvalidEntry(f"request {request.url} cannot be stored: {why}")
+        data: bytes = self.serializer.dumps(d, self.values)
         return data
 
     def _to_dict(self, request: Request) -> dict[str, Any]:
@@ -91,7 +115,13 @@ class JsonPriorityQueue(Base):  # type: ignore[misc]  # scrapy-redis ships no ty
             raise InvalidEntry(str(exc)) from None
 
     def _decode_request(self, encoded_request: bytes) -> Request:
-        return request_from_dict(self.serializer.loads(encoded_request), spider=self.spider)
+        d = self.serializer.loads(encoded_request, self.values)
+        for name in ("callback", "errback"):
+            if d.get(name) is not None:
+                why = callbacks.refusal(type(self.spider), d[name])
+                if why is not None:
+                    raise InvalidEntry(why)
+        return request_from_dict(d, spider=self.spider)
 
     # The base class' synchronous methods would call the asyncio client
     # without awaiting it, and pop destructively; the scheduler does this work.

@@ -46,6 +46,7 @@ from spiders_project.frontier.leases import Lease, LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import RedisUnavailable
@@ -131,7 +132,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
     # --- lifecycle --------------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
         self.spider = spider
-        self.queue = JsonPriorityQueue(self.server, spider, self.queue_key, self.serializer)
+        self.queue = JsonPriorityQueue(
+            self.server, spider, self.queue_key, self.serializer, ValueCodec.of(self.crawler)
+        )
         return deferred_from_coro(self._open())
 
     async def _open(self) -> None:
@@ -237,8 +240,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         try:
             priority, payload = self.queue.encode(request)
         except InvalidEntry as exc:
-            logger.error("Dropped %s: %s", request, exc)
-            self.stats.inc_value("frontier/unserializable")
+            self.bad_entries.unserializable(request, exc)
             if seed_entry:
                 self.redis.batcher.reject_seed(seed_entry, f"cannot be stored: {exc}")
             return False

@@ -5,7 +5,13 @@ Usable as scrapy-redis' ``SCHEDULER_SERIALIZER`` (a module with ``loads`` and
 JSON object that omits default values; ``loads`` accepts only that shape and
 raises :class:`InvalidEntry` for anything else, so a hostile or corrupt entry
 is rejected instead of being turned into code: no pickle, no ``_class`` outside
-an allow-list, no callback names starting with ``_``.
+an allow-list, no callback name that is not a plain identifier (which names a
+spider may use is :mod:`~spiders_project.frontier.callbacks`' business).
+
+``meta`` and ``cb_kwargs`` go through a :class:`~.values.ValueCodec`, so
+items, datetimes, Decimals, bytes, tuples and sets come back as they went
+in, and only allow-listed item classes are rebuilt. A value it cannot store
+raises :class:`Unserializable`, which names the key and the type.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import json
 import re
 from typing import Any
 
+from spiders_project.frontier.values import TAG_MARK, BadValue, Unstorable, ValueCodec
+
 ALLOWED_CLASSES = frozenset(
     {
         "scrapy.http.request.Request",
@@ -22,20 +30,42 @@ ALLOWED_CLASSES = frozenset(
         "scrapy.http.request.json_request.JsonRequest",
     }
 )
-_METHOD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,99}$")
+# An identifier; CrawlSpider's own callbacks are ``_callback`` and ``_errback``.
+_METHOD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _HTTP_METHOD = re.compile(r"^[A-Z]{1,16}$")
+
+
+# No item class is rebuilt unless the caller passes the project's codec.
+PLAIN = ValueCodec()
 
 
 class InvalidEntry(ValueError):
     """A Redis entry that is not a request this project wrote."""
 
 
+class Unserializable(InvalidEntry):
+    """A request whose meta or cb_kwargs hold a value the frontier cannot store.
+
+    ``where`` names the value (``meta['when'][0]``), ``type_name`` its type.
+    """
+
+    def __init__(self, url: str, problem: Unstorable) -> None:
+        self.where = problem.where
+        self.type_name = problem.type_name
+        super().__init__(f"request {url} cannot be stored: {problem}")
+
+
 def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
-def dumps(d: dict[str, Any]) -> bytes:
-    """Encode the dict of ``Request.to_dict()`` as compact JSON bytes."""
+def dumps(d: dict[str, Any], values: ValueCodec = PLAIN) -> bytes:
+    """Encode the dict of ``Request.to_dict()`` as compact JSON bytes.
+
+    Raises :class:`Unserializable` for a value of meta or cb_kwargs that
+    ``values`` cannot store, :class:`InvalidEntry` for anything else JSON
+    cannot hold.
+    """
     out: dict[str, Any] = {"url": d["url"]}
     if d.get("callback"):
         out["cb"] = d["callback"]
@@ -49,14 +79,17 @@ def dumps(d: dict[str, Any]) -> bytes:
         out["body"] = base64.b64encode(d["body"]).decode("ascii")
     if d.get("cookies"):
         out["cookies"] = d["cookies"]
-    if d.get("meta"):
-        out["meta"] = d["meta"]
+    try:
+        if d.get("meta"):
+            out["meta"] = values.encode_fields(d["meta"], "meta")
+        if d.get("cb_kwargs"):
+            out["cb_kwargs"] = values.encode_fields(d["cb_kwargs"], "cb_kwargs")
+    except Unstorable as exc:
+        raise Unserializable(d["url"], exc) from None
     if d.get("encoding", "utf-8") != "utf-8":
         out["encoding"] = d["encoding"]
     if d.get("flags"):
         out["flags"] = d["flags"]
-    if d.get("cb_kwargs"):
-        out["cb_kwargs"] = d["cb_kwargs"]
     if d.get("dont_filter"):
         out["dont_filter"] = True
     if d.get("priority"):
@@ -74,10 +107,18 @@ def _expect(cond: bool, what: str) -> None:
         raise InvalidEntry(what)
 
 
-def loads(data: bytes | str) -> dict[str, Any]:
+def loads(data: bytes | str, values: ValueCodec = PLAIN) -> dict[str, Any]:
     """Decode an entry written by :func:`dumps` into ``request_from_dict`` input."""
+    tagged = TAG_MARK in data if isinstance(data, bytes) else TAG_MARK.decode() in data
     try:
-        obj = json.loads(data)
+        if tagged:
+            obj = json.loads(data, object_hook=values.object_hook)
+        else:
+            obj = json.loads(data)
+    except BadValue as exc:
+        raise InvalidEntry(str(exc)) from None
+    except RecursionError:
+        raise InvalidEntry("nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidEntry(f"not JSON: {exc}") from None
     _expect(isinstance(obj, dict), "not a JSON object")
@@ -87,7 +128,12 @@ def loads(data: bytes | str) -> dict[str, Any]:
     for key, name in (("cb", "callback"), ("eb", "errback")):
         if key in obj:
             value = obj[key]
-            _expect(isinstance(value, str) and bool(_METHOD_NAME.match(value)), f"bad {name}")
+            _expect(
+                isinstance(value, str)
+                and bool(_METHOD_NAME.match(value))
+                and not value.startswith("__"),
+                f"bad {name}",
+            )
             d[name] = value
     method = obj.get("method", "GET")
     _expect(isinstance(method, str) and bool(_HTTP_METHOD.match(method)), "bad method")

@@ -7,7 +7,6 @@ worker's log, nothing an operator can list or send back to the frontier.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ from spiders_project.frontier import serialize
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dead_letters import make_dead_letter
 from spiders_project.frontier.serialize import InvalidEntry
+from spiders_project.frontier.values import Unstorable, ValueCodec
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,10 @@ class DeadLetterMiddleware:
         retry_http_codes: frozenset[int],
         worker: str,
         key: str,
+        values: ValueCodec = serialize.PLAIN,
     ) -> None:
         self.sink = sink
+        self.values = values
         self.stats = stats
         self.retry_exceptions = retry_exceptions
         self.retry_http_codes = retry_http_codes
@@ -81,6 +83,7 @@ class DeadLetterMiddleware:
             retry_http_codes=frozenset(int(x) for x in settings.getlist("RETRY_HTTP_CODES")),
             worker=f"{socket.gethostname()}:{os.getpid()}",
             key=dead,
+            values=ValueCodec.of(crawler),
         )
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         return middleware
@@ -134,14 +137,14 @@ class DeadLetterMiddleware:
             self.stats.inc_value("dead_letters/unserializable")
             return None
         try:
-            return serialize.dumps(data)
+            return serialize.dumps(data, self.values)
         except InvalidEntry:
             pass
         kept = {}
         for name, value in data["meta"].items():
             try:
-                json.dumps(value)
-            except (TypeError, ValueError):
+                self.values.encode(value)
+            except Unstorable:
                 continue
             kept[name] = value
         logger.info(
@@ -150,7 +153,7 @@ class DeadLetterMiddleware:
             sorted(set(data["meta"]) - set(kept)),
         )
         try:
-            return serialize.dumps({**data, "meta": kept})
+            return serialize.dumps({**data, "meta": kept}, self.values)
         except InvalidEntry as exc:
             logger.error("Dead letter of %s not kept: %s", request.url, exc)
             self.stats.inc_value("dead_letters/unserializable")

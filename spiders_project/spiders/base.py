@@ -1,4 +1,4 @@
-"""A spider fed from Redis that keeps reading seeds while it has room.
+"""``RedisSpider``: a spider fed from Redis that keeps reading seeds while it has room.
 
 scrapy-redis 0.9.1's ``RedisSpider`` reads seeds only when the engine goes
 idle (``spider_idle``), through a blocking client, builds deprecated
@@ -8,6 +8,13 @@ subclass reads seeds in Scrapy's async ``start()``: continuously, whenever the
 engine has room, with the worker's asyncio client; and it closes only after
 the whole cluster (not just this worker) has had nothing to do for the idle
 time, counted from when this worker became idle.
+
+It keeps scrapy-redis' attribute names, so a spider written for scrapy-redis
+runs after changing its import: ``redis_key`` (default ``<name>:start_urls``,
+``%(name)s`` is replaced), ``redis_batch_size`` (default SEED_BATCH_SIZE),
+``max_idle_time`` (default MAX_IDLE_TIME_BEFORE_CLOSE) and
+``make_request_from_data(data)``, which gets the raw entry. Its own
+``self.server`` (a blocking client) does not exist here.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy_redis.spiders import RedisSpider
+from scrapy_redis import spiders as scrapy_redis_spiders
 
 from spiders_project import internals
 from spiders_project.contract import work_of, work_reads
@@ -35,12 +42,16 @@ from spiders_project.seeds import Seed, parse_seed
 logger = logging.getLogger(__name__)
 
 
-class RedisSeedSpider(RedisSpider):  # type: ignore[misc]  # scrapy-redis ships no types
-    """Base spider: seeds from ``<name>:start_urls``; subclasses define ``parse``."""
+# scrapy-redis ships no types, so its spider is Any to mypy.
+class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
+    """Seeds from ``<name>:start_urls`` (or ``redis_key``); subclasses define ``parse``."""
+
+    redis_batch_size: int | None = None
+    max_idle_time: float | None = None
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RedisSeedSpider:
-        spider: RedisSeedSpider = super().from_crawler(crawler, *args, **kwargs)
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RedisSpider:
+        spider: RedisSpider = super().from_crawler(crawler, *args, **kwargs)
         spider.redis = WorkerRedis.of(crawler)
         spider._reached = set()
         crawler.signals.connect(spider._seed_reached, signal=seed_reached)
@@ -51,13 +62,22 @@ class RedisSeedSpider(RedisSpider):  # type: ignore[misc]  # scrapy-redis ships 
         self._reached.add(entry)
 
     def setup_redis(self, crawler: Crawler | None = None) -> None:
-        """Keep scrapy-redis' attribute names, without its client and idle hook."""
+        """Keep scrapy-redis' attribute names, without its client and idle hook.
+
+        As in scrapy-redis, a value the spider class sets wins over the setting.
+        Called by scrapy-redis' ``from_crawler`` (twice for a CrawlSpider: it
+        is idempotent).
+        """
         assert crawler is not None
         config = FrontierConfig.from_settings(crawler.settings)
         self.redis_key = WorkerRedis.of(crawler).keys.start_urls
-        self.redis_batch_size = config.seed_batch_size
+        if self.redis_batch_size is None:
+            self.redis_batch_size = config.seed_batch_size
+        if self.max_idle_time is None:
+            self.max_idle_time = config.max_idle_time
+        self._seed_batch = int(self.redis_batch_size)
+        self._max_idle = float(self.max_idle_time)
         self.seed_spread = config.seed_spread
-        self.max_idle_time = config.max_idle_time
         self.seed_poll_interval = config.seed_poll_interval
 
     # RedisMixin's seed reading: a destructive pop through a client this
@@ -114,7 +134,7 @@ class RedisSeedSpider(RedisSpider):  # type: ignore[misc]  # scrapy-redis ships 
             if await self._cluster_is_idle():
                 idle_since = idle_since or time.monotonic()
                 idle = time.monotonic() - idle_since
-                if self.max_idle_time and idle >= self.max_idle_time:
+                if self._max_idle and idle >= self._max_idle:
                     logger.info("Nothing to do in the cluster for %.0f s, closing", idle)
                     return
             else:
@@ -133,7 +153,7 @@ class RedisSeedSpider(RedisSpider):  # type: ignore[misc]  # scrapy-redis ships 
         oldest first. Identical entries (a seed pushed twice) are read once per
         poll, and the next poll reads the copy left.
         """
-        batch = self.redis_batch_size
+        batch = self._seed_batch
         client = self.redis.client
         try:
             entries = await self.redis.calls.call(

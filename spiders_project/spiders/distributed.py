@@ -14,10 +14,10 @@ from w3lib.url import canonicalize_url
 from spiders_project.hosts import host_key, host_of
 from spiders_project.items import PageItem
 from spiders_project.seeds import Seed
-from spiders_project.spiders.base import RedisSeedSpider
+from spiders_project.spiders.base import RedisSpider
 
 
-class DistributedSpider(RedisSeedSpider):
+class DistributedSpider(RedisSpider):
     name = "distributed"
 
     def make_request_from_seed(self, seed: Seed) -> Request:

@@ -114,6 +114,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 b"# Memory\r\nused_memory:2048\r\nmaxmemory:0\r\n",
                 *(1, b"5", 2, 0, 0),  # work
                 3,  # dead
+                4,  # unserializable
                 *(1, 0, 0, 0),  # rejected lists
                 42,  # dupefilter
                 [b"pages", b"7"],  # totals, as a flat HGETALL
@@ -131,6 +132,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
     [spider] = view.spiders
     assert spider.work == Work(1, 5, 2, 0, 0) and not spider.work.idle
     assert spider.queues["dead"] == 3 and spider.queues["rejected"] == 1
+    assert spider.queues["unserializable"] == 4
     assert spider.rejected == {"start_urls": 1, "requests": 0, "items": 0, "dead": 0}
     assert spider.dupefilter == 42 and spider.totals == {"pages": 7}
     assert spider.db_writer == {"items_written": 6.0} and spider.lag == 0.0
@@ -141,7 +143,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, []]
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, []]
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

@@ -92,5 +92,6 @@ def test_hostile_or_foreign_entries_are_rejected(data):
 
 
 def test_unserializable_meta_is_a_clear_error():
-    with pytest.raises(InvalidEntry, match="cannot be stored as JSON"):
+    with pytest.raises(serialize.Unserializable, match=r"meta\['obj'\]: a builtins.object") as e:
         serialize.dumps(Request("http://e.com/", meta={"obj": object()}).to_dict())
+    assert (e.value.where, e.value.type_name) == ("meta['obj']", "builtins.object")

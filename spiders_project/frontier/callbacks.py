@@ -1,0 +1,60 @@
+"""Which method names a frontier entry may name as its callback or errback.
+
+Scrapy stores a callback by name and finds it again with ``getattr(spider,
+name)``. Read from Redis, that name comes from whoever wrote the entry: it
+must not reach ``close``, ``from_crawler`` or any other part of the spider's
+machinery. A name is accepted when it is a plain function defined on the
+spider's class or one of its bases (CrawlSpider's ``_callback`` and
+``_errback``, SitemapSpider's ``_parse_sitemap``, the user's own methods),
+is not a dunder, and is not a name of ``scrapy.Spider`` or of the
+seed-reading base classes (``parse`` and ``_parse`` excepted: they are the
+callbacks every spider has).
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+
+from scrapy import Spider
+from scrapy_redis.spiders import RedisMixin
+
+# Every spider has these as callbacks; they are methods of scrapy.Spider too.
+_ALWAYS = frozenset({"parse", "_parse"})
+
+
+@cache
+def _machinery() -> frozenset[str]:
+    from spiders_project.spiders.base import RedisSpider  # the spiders import this module
+
+    names: set[str] = set()
+    for cls in (Spider, RedisMixin, RedisSpider):
+        for klass in cls.__mro__:
+            names.update(vars(klass))
+    return frozenset(names - _ALWAYS)
+
+
+# Verdicts already reached; bounded, as names read from Redis are whatever an entry says.
+_verdicts: dict[tuple[type, str], str | None] = {}
+_MAX_VERDICTS = 4096
+
+
+def refusal(spidercls: type, name: str) -> str | None:
+    """Why ``name`` cannot be a callback of ``spidercls``; None when it can."""
+    key = (spidercls, name)
+    if key in _verdicts:
+        return _verdicts[key]
+    why = _judge(spidercls, name)
+    if len(_verdicts) < _MAX_VERDICTS:
+        _verdicts[key] = why
+    return why
+
+
+def _judge(spidercls: type, name: str) -> str | None:
+    if name.startswith("__") and name.endswith("__"):
+        return f"callback {name!r} is a dunder name"
+    if name in _machinery():
+        return f"callback {name!r} is part of the spider's machinery"
+    if not inspect.isfunction(inspect.getattr_static(spidercls, name, None)):
+        return f"callback {name!r} is not a method of {spidercls.__name__}"
+    return None
