@@ -377,8 +377,11 @@ def _lag(now: float, processing_head: Any, buffer_head: Any) -> float | None:
     if head is None:
         return 0.0
     try:
-        fetched_at = json.loads(head)["fetched_at"]
-        return max(0.0, now - datetime.fromisoformat(fetched_at).timestamp())
+        entry = json.loads(head)
+        # A worker's entry says when the item left its pipelines ("at"); an
+        # entry of the previous release is the item, with its fetch time.
+        at = entry["at"] if "at" in entry else entry["fetched_at"]
+        return max(0.0, now - datetime.fromisoformat(at).timestamp())
     except (ValueError, KeyError, TypeError):
         return None
 

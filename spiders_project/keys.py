@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Set of the spiders whose workers buffered items (``db_writer --all-spiders``).
+SPIDERS = "spiders"
+
 
 @dataclass(frozen=True)
 class RedisKeys:

@@ -47,6 +47,16 @@ UNSUPPORTED_SETTINGS: dict[str, str] = {
     "REDIS_DECODE_RESPONSES": "Redis replies are bytes; JSON is UTF-8",
 }
 
+_REDIS_PIPELINE = "scrapy_redis.pipelines.RedisPipeline"
+
+
+def load_path(component: Any) -> str:
+    """A component's dotted path, whether the setting names it or holds the class."""
+    if isinstance(component, str):
+        return component
+    return f"{component.__module__}.{component.__qualname__}"
+
+
 # Stats collectors that would talk to Redis synchronously from the reactor.
 _REFUSED_STATS = {"scrapy_redis.stats.RedisStatsCollector"}
 
@@ -65,6 +75,13 @@ def setting_problems(settings: BaseSettings) -> list[str]:
         problems.append(
             "DUPEFILTER_DEBUG is not honoured: duplicates are dropped in Redis in batches "
             "(lua/enqueue.lua); their count is the stat dupefilter/filtered"
+        )
+    pipelines = settings.getwithbase("ITEM_PIPELINES")
+    if any(load_path(name) == _REDIS_PIPELINE for name in pipelines):
+        problems.append(
+            f"ITEM_PIPELINES has {_REDIS_PIPELINE}: remove it; every item your pipelines keep "
+            "is buffered for the db_writer already (spiders_project.item_buffer), and it would "
+            "buffer each item twice, blocking the reactor"
         )
     stats_class = settings.get("STATS_CLASS")
     if isinstance(stats_class, str) and stats_class in _REFUSED_STATS:

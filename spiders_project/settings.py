@@ -44,6 +44,12 @@ DUPEFILTER_CLASS = "spiders_project.frontier.dupefilter.FingerprintDupeFilter"
 SCHEDULER_QUEUE_CLASS = "spiders_project.frontier.queue.JsonPriorityQueue"
 # JSON, never pickle: nothing read from Redis is ever unpickled.
 SCHEDULER_SERIALIZER = "spiders_project.frontier.serialize"
+# Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
+# meta or cb_kwargs, as dotted paths, besides those found in the modules of
+# SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry
+# (spiders_project/frontier/values.py); any other value is refused at
+# enqueue and kept in <spider>:requests:unserializable.
+ITEM_CLASSES: list[str] = []
 # Crawl state is shared by the cluster: a stopping worker never flushes it.
 SCHEDULER_PERSIST = True
 SCHEDULER_FLUSH_ON_START = False
@@ -120,8 +126,21 @@ SEED_SPREAD = 8
 MAX_IDLE_TIME_BEFORE_CLOSE = _env("MAX_IDLE_TIME_BEFORE_CLOSE", 0)
 
 # --- Item buffer and db_writer -----------------------------------------------
-ITEM_PIPELINES = {
-    "spiders_project.pipelines.item_buffer.ItemBufferPipeline": 900,
+# Your own ITEM_PIPELINES run as in plain Scrapy. Every item they keep goes
+# to <spider>:items, once all of them are done with it (item_scraped), with
+# its identity: item_type (its class name) and item_key (below).
+ITEM_PIPELINES: dict[str, int] = {}
+# The fields that identify an item of a type, {"ProductItem": ["sku"]}: its row
+# in the database is (spider, item_type, item_key). A type without an entry is
+# identified by its page's request fingerprint and its position among that
+# page's items of the same type. The bundled PageItem is one row per URL.
+ITEM_KEYS: dict[str, list[str]] = {"PageItem": ["url"]}
+# An item type's own table, {"ProductItem": "products"}, with the columns of
+# `items`; the rest go to `items`. Read by the db_writer.
+ITEM_TABLES: dict[str, str] = {}
+SPIDER_MIDDLEWARES = {
+    # Near the engine: numbers each page's items in the order they were yielded.
+    "spiders_project.item_buffer.identity.PagePositions": 10,
 }
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.
@@ -149,6 +168,9 @@ DB_WRITER_RETRY_BACKOFF_MAX = 30.0
 # writer that is dead (or stuck this long) loses it, and a standby takes over
 # at most this long after a crash (a clean stop releases the lock at once).
 DB_WRITER_LOCK_TTL = 10.0
+# With --all-spiders, seconds between looks for spiders whose workers started
+# buffering items (the set "spiders"); each gets its own writer thread.
+DB_WRITER_SPIDERS_POLL = 5.0
 
 # --- The spider ----------------------------------------------------------------
 # Link extraction stays on the seed's host; set 0 for no depth limit.
@@ -285,6 +307,8 @@ EXTENSIONS = {
     "spiders_project.extensions.internals_check.InternalsCheck": 50,
     "spiders_project.politeness.extension.ClusterPoliteness": 100,
     "spiders_project.extensions.backpressure.ItemBackpressure": 110,
+    # Items to <spider>:items after every item pipeline (item_scraped).
+    "spiders_project.item_buffer.buffer.ItemBuffer": 115,
     "spiders_project.extensions.shutdown.GracefulShutdown": 120,
     # Heartbeat and stats in Redis for the monitor (see Monitoring below).
     "spiders_project.extensions.heartbeat.StatsPublisher": 130,

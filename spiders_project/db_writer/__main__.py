@@ -1,5 +1,13 @@
 """``python -m spiders_project.db_writer``: the process that stores items.
 
+``--spider NAME`` (repeatable) writes those spiders' buffers; ``--all-spiders``
+writes every spider whose workers buffered items (the set ``spiders``, looked
+at again every DB_WRITER_SPIDERS_POLL seconds). Each spider has its own
+writer thread, database connection and lock ``<spider>:db_writer:lock``, so
+one writer per spider runs in the whole cluster, as before; the threads
+share the process' one Redis call path. A writer thread that dies is fatal:
+the others are stopped and the process exits 1 for its supervisor.
+
 Exit status: 0 after a stop request (SIGTERM, SIGINT) or, with
 ``--exit-when-empty``, once nothing is left to write; 1 when Redis or the
 database cannot be reached at start (one log line says which, password
@@ -16,8 +24,6 @@ import signal
 import sys
 from collections.abc import Sequence
 
-import redis
-
 from spiders_project.config import (
     ConfigError,
     add_settings_option,
@@ -26,11 +32,12 @@ from spiders_project.config import (
     log_level,
     parse_overrides,
 )
-from spiders_project.db_writer.db_url import DbUrlError, parse_db_url
+from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
+from spiders_project.db_writer.pool import WriterPool
 from spiders_project.db_writer.stores import StoreUnavailable, open_store
 from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import SPIDERS, RedisKeys
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from spiders_project.redis_connection import RedisConfig, mask_url, ping_or_message, sync_client
 
@@ -46,7 +53,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Move items from the Redis buffer <spider>:items into the database DB_URL.",
     )
     parser.add_argument(
-        "--spider", default="distributed", help="spider whose items to write (default: %(default)s)"
+        "--spider",
+        dest="spiders",
+        action="append",
+        metavar="SPIDER",
+        help="spider whose items to write; repeat for several (default: distributed)",
+    )
+    parser.add_argument(
+        "--all-spiders",
+        action="store_true",
+        help="write the items of every spider whose workers buffered some",
     )
     add_settings_option(parser)
     parser.add_argument(
@@ -57,6 +73,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="exit 0 once the buffer and the processing list are both empty",
     )
     args = parser.parse_args(argv)
+    if not args.spiders and not args.all_spiders:
+        args.spiders = ["distributed"]
+    args.spiders = list(dict.fromkeys(args.spiders or []))
     overrides = parse_overrides(parser, args.overrides)
     args.overrides = overrides
     return args
@@ -80,27 +99,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if message is not None:
         logger.error("%s", message)
         return 1
-    try:
-        store = open_store(db_url, args.spider)
-    except StoreUnavailable as exc:
-        logger.error("cannot open the database %s: %s", db_url.redacted(), exc)
-        return 1
-
     redis_url = mask_url(settings.get("REDIS_URL"))
     state = RedisState.from_settings(settings, logger)
     # The call path's sleep between retries ends at a stop request, so a writer
     # waiting for Redis (away, or refusing writes) stops at the first signal.
     stop = StopFlag()
     calls = SyncRedisCalls(sync_client(settings), state, sleep=stop.sleep)
-    queue = ItemQueue(calls, RedisKeys(args.spider), config.lock_ttl)
-    writer = ItemWriter(
-        queue,
-        store,
-        config,
-        stop=stop,
-        exit_when_empty=args.exit_when_empty,
-        store_name=db_url.redacted(),
+    pool = WriterPool(
+        lambda spider: _writer(spider, db_url, calls, config, stop, args.exit_when_empty)
     )
+    try:
+        open_store(db_url, "").close()  # the database answers, and its tables are ready
+        for spider in args.spiders:
+            pool.start(spider)
+    except StoreUnavailable as exc:
+        logger.error("cannot open the database %s: %s", db_url.redacted(), exc)
+        return 1
 
     def on_stop_signal(signum: int, _frame: object) -> None:
         # Warm shutdown now; a second signal gets the default action and ends
@@ -108,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interrupts stays in the processing list for the next start.
         for other in STOP_SIGNALS:
             signal.signal(other, signal.SIG_DFL)
-        writer.request_stop(signum)
+        pool.request_stop(signum)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_stop_signal)
@@ -120,20 +134,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         " (waiting at most %.3gs to fill one)",
         redis_url,
         database,
-        queue.keys.items,
+        "every spider in the set " + SPIDERS if args.all_spiders else ", ".join(args.spiders),
         config.batch_size,
         config.max_wait,
     )
-    try:
-        code = writer.run()
-    except redis.RedisError as exc:
-        # A caller's error (a key of the wrong type, say): the call path logged
-        # the command; retrying cannot help, so exit for the supervisor to see.
-        logger.critical("stopping: Redis refused a call the db_writer needs (%s)", exc)
-        code = 1
+    discover = None
+    if args.all_spiders:
+        discover = lambda: _registered(calls)  # noqa: E731
+    code = pool.run(discover, config.spiders_poll, args.exit_when_empty)
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)  # a late second signal must not change the status
     return code
+
+
+def _writer(
+    spider: str,
+    db_url: DbUrl,
+    calls: SyncRedisCalls,
+    config: WriterConfig,
+    stop: StopFlag,
+    exit_when_empty: bool,
+) -> ItemWriter:
+    """The writer of one spider, with its own database connection."""
+    store = open_store(db_url, spider)
+    queue = ItemQueue(calls, RedisKeys(spider), config.lock_ttl)
+    return ItemWriter(
+        queue,
+        store,
+        config,
+        stop=stop,
+        exit_when_empty=exit_when_empty,
+        store_name=db_url.redacted(),
+    )
+
+
+def _registered(calls: SyncRedisCalls) -> list[str]:
+    """The spiders whose workers buffered items, sorted."""
+    names = calls.command("SMEMBERS", SPIDERS, writes=False)
+    return sorted(name.decode("utf-8", "replace") for name in names)
 
 
 if __name__ == "__main__":

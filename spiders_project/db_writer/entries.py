@@ -1,37 +1,56 @@
 """Turning raw entries of ``<spider>:items`` into rows, or into reasons to reject them.
 
-An entry is accepted when it is UTF-8 JSON text of an object with a non-empty
-string ``url``. The row keeps the entry's own text as ``data``: the item is
-parsed once to be checked and never re-encoded.
+A worker writes one JSON object per item (``spiders_project.item_buffer``)::
+
+    {"type": "ProductItem", "key": "sku-1", "url": "https://...", "at": "...",
+     "item": {...}}
+
+and the row is ``(item_type, item_key, url, data, scraped_at)`` in the table
+ITEM_TABLES names for the type (``items`` by default). An entry of the
+previous release (the item object itself, always a PageItem with a ``url``)
+is still accepted: its row is ``("PageItem", url)``, as the migration of the
+old url-keyed table makes its rows. Anything else is rejected with a reason.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any
+
+import orjson
 
 # How much of a rejected entry a log line shows.
 PREVIEW_CHARS = 120
+# The table of every item type ITEM_TABLES does not route elsewhere.
+DEFAULT_TABLE = "items"
+# The item type of entries written by the previous release, and of the rows
+# of its url-keyed table after migration.
+LEGACY_TYPE = "PageItem"
+_MAX_NAME = 200
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One item as the ``items`` table stores it.
+    """One item as its table stores it.
 
     ``scraped_at`` is ISO-8601 in UTC: the item's ``fetched_at`` when it has a
-    usable one, else the time the entry was read.
+    usable one, else the time it left the worker's pipelines, else the time
+    the entry was read. ``raw`` is the entry as it was in Redis.
     """
 
-    url: str
+    table: str
+    item_type: str
+    item_key: str
+    url: str | None
     data: str
     scraped_at: str
+    raw: bytes
 
     @property
-    def raw(self) -> bytes:
-        """The entry exactly as it was in Redis (``data`` is its strict UTF-8 decoding)."""
-        return self.data.encode("utf-8")
+    def identity(self) -> tuple[str, str, str]:
+        return (self.table, self.item_type, self.item_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,76 +66,104 @@ class Rejected:
         return text + ("..." if len(self.raw) > PREVIEW_CHARS else "")
 
 
+class _Bad(ValueError):
+    """Why an entry is rejected."""
+
+
 def utc_now_iso() -> str:
     """Now, in the same ISO-8601 UTC form as ``Row.scraped_at``."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def parse_entries(entries: list[bytes]) -> tuple[list[Row], list[Rejected]]:
+def parse_entries(
+    entries: list[bytes], tables: Mapping[str, str] | None = None
+) -> tuple[list[Row], list[Rejected]]:
     """Split a batch into rows to write and entries to reject, keeping order."""
     rows: list[Row] = []
     rejected: list[Rejected] = []
     now = utc_now_iso()
-    loads = json.loads
+    tables = tables or {}
+    loads = orjson.loads
     for raw in entries:
         try:
-            text = raw.decode("utf-8")
-            item = loads(text)
-        except UnicodeDecodeError as exc:
-            rejected.append(Rejected(raw, f"not UTF-8 ({exc.reason} at byte {exc.start})"))
-            continue
-        except ValueError as exc:
+            obj = loads(raw)
+        except orjson.JSONDecodeError as exc:
             rejected.append(Rejected(raw, f"not valid JSON ({exc})"))
             continue
-        except RecursionError:
-            rejected.append(Rejected(raw, "not valid JSON (nested too deeply)"))
-            continue
-        if type(item) is not dict:
-            rejected.append(Rejected(raw, f"not a JSON object (a {type(item).__name__})"))
-            continue
-        url = item.get("url")
-        problem = _url_problem(url)
-        if problem:
-            rejected.append(Rejected(raw, problem))
-            continue
-        # _url_problem answers None only for a string.
-        rows.append(Row(cast(str, url), text, _scraped_at(item.get("fetched_at"), now)))
+        try:
+            if type(obj) is not dict:
+                raise _Bad(f"not a JSON object (a {type(obj).__name__})")
+            if type(obj.get("item")) is dict:
+                rows.append(_row(obj, raw, tables, now))
+            else:
+                rows.append(_legacy_row(obj, raw, tables, now))
+        except _Bad as exc:
+            rejected.append(Rejected(raw, str(exc)))
     return rows, rejected
 
 
+def _row(obj: dict[str, Any], raw: bytes, tables: Mapping[str, str], now: str) -> Row:
+    item: dict[str, Any] = obj["item"]
+    item_type = _name(obj.get("type"), "type")
+    key = obj.get("key")
+    if key is None:
+        raise _Bad(str(obj.get("why") or "no 'key'"))
+    item_key = _name(key, "key", limit=None)
+    url = obj.get("url")
+    if url is not None:
+        _text(url, "url")
+    at = _scraped_at(item.get("fetched_at"), None) or _scraped_at(obj.get("at"), now) or now
+    data = orjson.dumps(item).decode()
+    return Row(tables.get(item_type, DEFAULT_TABLE), item_type, item_key, url, data, at, raw)
+
+
+def _legacy_row(obj: dict[str, Any], raw: bytes, tables: Mapping[str, str], now: str) -> Row:
+    url = obj.get("url")
+    if url is None:
+        raise _Bad("no string 'url' field")
+    _text(url, "url")
+    at = _scraped_at(obj.get("fetched_at"), now) or now
+    table = tables.get(LEGACY_TYPE, DEFAULT_TABLE)
+    return Row(table, LEGACY_TYPE, url, url, raw.decode("utf-8"), at, raw)
+
+
+def _text(value: Any, what: str) -> str:
+    if type(value) is not str:
+        raise _Bad(f"'{what}' is a {type(value).__name__}")
+    if not value:
+        raise _Bad(f"'{what}' is empty")
+    if "\x00" in value:
+        raise _Bad(f"'{what}' contains a NUL character")
+    return value
+
+
+def _name(value: Any, what: str, limit: int | None = _MAX_NAME) -> str:
+    if value is None:
+        raise _Bad(f"no '{what}'")
+    text = _text(value, what)
+    if limit is not None and len(text) > limit:
+        raise _Bad(f"'{what}' is longer than {limit} characters")
+    return text
+
+
 def dedupe(rows: list[Row]) -> list[Row]:
-    """One row per url: the newest ``scraped_at`` wins, the later entry on a tie.
+    """One row per identity: the newest ``scraped_at`` wins, the later entry on a tie.
 
     An upsert statement may not touch the same row twice. As in the stores'
     upserts, an older fetch replayed late never replaces a newer one.
     """
-    by_url: dict[str, Row] = {}
+    by_identity: dict[tuple[str, str, str], Row] = {}
     for row in rows:
-        kept = by_url.get(row.url)
+        identity = row.identity
+        kept = by_identity.get(identity)
         if kept is None or row.scraped_at >= kept.scraped_at:
-            by_url[row.url] = row
-    if len(by_url) == len(rows):
+            by_identity[identity] = row
+    if len(by_identity) == len(rows):
         return rows
-    return list(by_url.values())
+    return list(by_identity.values())
 
 
-def _url_problem(url: object) -> str | None:
-    if type(url) is not str:
-        return "no string 'url' field" if url is None else f"'url' is a {type(url).__name__}"
-    if not url:
-        return "'url' is empty"
-    if not url.isascii():
-        # A lone surrogate (from a "\ud800" escape) cannot be stored as text.
-        try:
-            url.encode("utf-8")
-        except UnicodeEncodeError:
-            return "'url' is not valid Unicode"
-    if "\x00" in url:
-        return "'url' contains a NUL character"
-    return None
-
-
-def _scraped_at(value: object, now: str) -> str:
+def _scraped_at(value: object, now: str | None) -> str | None:
     """``fetched_at`` (ISO-8601 text or Unix seconds) as ISO-8601 UTC, else ``now``.
 
     A naive timestamp is taken as UTC. An unusable value does not reject the

@@ -17,14 +17,14 @@ import logging
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.db_writer.entries import Row, dedupe, parse_entries
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
-from spiders_project.db_writer.stores import RowsRefused, Store, StoreUnavailable
+from spiders_project.db_writer.stores import TABLE_NAME, RowsRefused, Store, StoreUnavailable
 from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ class WriterConfig:
     retry_backoff: float
     retry_backoff_max: float
     lock_ttl: float
+    tables: dict[str, str] = field(default_factory=dict)  # ITEM_TABLES: item type -> table
+    spiders_poll: float = 5.0  # --all-spiders looks for new spiders this often (s)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> WriterConfig:
@@ -55,7 +57,23 @@ class WriterConfig:
             retry_backoff=backoff,
             retry_backoff_max=read.getfloat("DB_WRITER_RETRY_BACKOFF_MAX", minimum=backoff),
             lock_ttl=read.getfloat("DB_WRITER_LOCK_TTL", above=0),
+            tables=_item_tables(read),
+            spiders_poll=read.getfloat("DB_WRITER_SPIDERS_POLL", above=0),
         )
+
+
+def _item_tables(read: SettingsReader) -> dict[str, str]:
+    """ITEM_TABLES, checked: each table name is written into SQL."""
+    tables = read.getdict("ITEM_TABLES")
+    for item_type, table in tables.items():
+        if not isinstance(item_type, str) or not isinstance(table, str):
+            read.fail("ITEM_TABLES", "must map item type names to table names")
+        if not TABLE_NAME.match(table):
+            read.fail(
+                "ITEM_TABLES",
+                f"table {table!r} must be a lower-case SQL identifier (letters, digits, _)",
+            )
+    return dict(tables)
 
 
 class Backoff:
@@ -273,7 +291,7 @@ class ItemWriter:
 
     def _handle(self, entries: list[bytes]) -> None:
         """Write one batch of entries, then acknowledge all of them."""
-        rows, rejected = parse_entries(entries)
+        rows, rejected = parse_entries(entries, self.config.tables)
         reject_raw = [entry.raw for entry in rejected]
         for entry in rejected:
             logger.warning(
@@ -286,13 +304,15 @@ class ItemWriter:
         written = len(rows)
         refused = self._write(dedupe(rows))
         if refused:
-            refused_urls = {row.url for row, _ in refused}
-            written = sum(1 for row in rows if row.url not in refused_urls)
+            refused_ids = {row.identity for row, _ in refused}
+            written = sum(1 for row in rows if row.identity not in refused_ids)
             for row, reason in refused:
                 reject_raw.append(row.raw)
                 logger.warning(
-                    "the database refused the item %.200r: %s; kept in %s",
-                    row.url,
+                    "the database refused the item %s %.200r in %s: %s; kept in %s",
+                    row.item_type,
+                    row.item_key,
+                    row.table,
                     reason,
                     self.queue.keys.items_rejected,
                 )

@@ -177,6 +177,10 @@ class ValueCodec:
             return {TAG: "date", "v": value.isoformat()}
         if kind is Decimal:
             return {TAG: "dec", "v": str(value)}
+        if isinstance(value, str):
+            # Text of a str subclass (lxml's _ElementUnicodeResult: CrawlSpider's
+            # link_text) is stored, and comes back, as text, as JSON would.
+            return str(value)
         name = self._names.get(kind)
         if name is not None:
             return {TAG: "obj", "c": name, "v": self._fields_of(value)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -139,7 +140,10 @@ class SyncRedisCalls:
     """The blocking call path (db_writer, monitor, commands), same rules as :class:`RedisCalls`.
 
     ``sleep(seconds)`` waits between retries; a process that must notice stop
-    requests passes one that raises when it should stop.
+    requests passes one that raises when it should stop. Threads may share it
+    (the db_writer's writer per spider): the client's pool gives each its own
+    connection, and a lock keeps the shared state's changes, and their log
+    lines, one at a time.
     """
 
     def __init__(
@@ -151,6 +155,7 @@ class SyncRedisCalls:
         self.client = client
         self.state = state
         self.sleep = sleep
+        self._state_lock = threading.Lock()
 
     def call(
         self,
@@ -165,12 +170,14 @@ class SyncRedisCalls:
             try:
                 result = send()
             except Exception as exc:  # noqa: BLE001 - every error is classified
-                delay = self.state.failure(name, exc)
+                with self._state_lock:
+                    delay = self.state.failure(name, exc)
                 if not retry:
                     raise RedisUnavailable(exc, delay) from exc
                 self.sleep(delay)
                 continue
-            self.state.answered(_proof(writes))
+            with self._state_lock:
+                self.state.answered(_proof(writes))
             return result
 
     def command(self, *args: Any, retry: bool = True, writes: bool = True) -> Any:

@@ -137,7 +137,7 @@ def test_depth_limit_and_a_password_protected_redis(redis_with_password, tmp_pat
         w = worker("w", url, tmp_path, "DEPTH_LIMIT=1", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
         procs.append(w)
         assert w.wait(120) == 0, w.log()[-3000:]
-        items = [json.loads(x) for x in r.lrange(K.items, 0, -1)]
+        items = [json.loads(x)["item"] for x in r.lrange(K.items, 0, -1)]
     assert "s3cret" not in w.log()
     depths = {item["depth"] for item in items}
     assert depths == {0, 1}

@@ -47,10 +47,14 @@ def redis_queues(r: redis.Redis) -> dict[str, int]:
     pipe.llen(K.start_urls).get(K.requests_size).zcard(K.leases).llen(K.items)
     pipe.llen(K.items_processing).llen(K.dead)
     pipe.llen(K.start_urls_rejected).llen(K.requests_rejected)
-    pipe.llen(K.items_rejected).llen(K.dead_rejected)
+    pipe.llen(K.items_rejected).llen(K.dead_rejected).llen(K.requests_unserializable)
     replies = [int(x or 0) for x in pipe.execute()]
     names = ("start_urls", "requests", "leases", "items", "items_processing", "dead")
-    return {**dict(zip(names, replies[:6], strict=True)), "rejected": sum(replies[6:])}
+    return {
+        **dict(zip(names, replies[:6], strict=True)),
+        "rejected": sum(replies[6:10]),
+        "unserializable": replies[10],
+    }
 
 
 def exported_queues(m: Metrics) -> dict[str, int]:
@@ -105,7 +109,7 @@ def test_exporter_during_a_two_worker_crawl(redis_url, r, tmp_path, procs):
         assert queues["rejected"] == 1  # "not a url"
         assert m.value("crawler_dupefilter_size", **SPIDER) == r.scard(K.dupefilter)
         seconds, micros = r.time()
-        oldest = json.loads(r.lindex(K.items, 0))["fetched_at"]
+        oldest = json.loads(r.lindex(K.items, 0))["at"]
         lag = seconds + micros / 1e6 - datetime.fromisoformat(oldest).timestamp()
         assert abs(m.value("crawler_db_writer_lag_seconds", **SPIDER) - lag) < 2
 

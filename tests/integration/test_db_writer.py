@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -59,11 +60,27 @@ class Database:
     """Where a test's writer stores items, and how the test reads them back."""
 
     url: str
-    read: Callable[[], dict[str, tuple[str, str, str]]]
+    read: Callable[[str], list[tuple[Any, ...]]]
 
-    def rows(self) -> dict[str, tuple[str, str, str]]:
-        """url -> (spider, data, scraped_at as ISO-8601 UTC)."""
-        return self.read()
+    def rows(self) -> dict[str, tuple[str, Any, str]]:
+        """url -> (spider, data as parsed JSON, scraped_at as ISO-8601 UTC), of table items."""
+        found = self.read("SELECT url, spider, data, scraped_at FROM items")
+        return {url: (spider, as_json(data), iso_utc(at)) for url, spider, data, at in found}
+
+    def items(self, table: str = "items") -> dict[tuple[str, str, str], tuple[Any, ...]]:
+        """(spider, item_type, item_key) -> (url, data as parsed JSON, scraped_at)."""
+        found = self.read(
+            f"SELECT spider, item_type, item_key, url, data, scraped_at FROM {table}"
+        )
+        return {
+            (spider, item_type, key): (url, as_json(data), iso_utc(at))
+            for spider, item_type, key, url, data, at in found
+        }
+
+
+def as_json(data: Any) -> Any:
+    """``data`` as parsed JSON: SQLite keeps text, PostgreSQL's JSONB arrives parsed."""
+    return json.loads(data) if isinstance(data, str) else data
 
 
 def iso_utc(value: object) -> str:
@@ -75,12 +92,16 @@ def iso_utc(value: object) -> str:
 def sqlite_database(directory: Path) -> Database:
     path = directory / "data" / "items.db"
 
-    def read() -> dict[str, tuple[str, str, str]]:
+    def read(query: str) -> list[tuple[Any, ...]]:
         if not path.exists():
-            return {}
+            return []
         with sqlite3.connect(path) as conn:
-            found = conn.execute("SELECT url, spider, data, scraped_at FROM items").fetchall()
-        return {url: (spider, data, iso_utc(at)) for url, spider, data, at in found}
+            try:
+                return conn.execute(query).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return []
+                raise
 
     return Database("sqlite:///data/items.db", read)
 
@@ -94,12 +115,12 @@ def pg_database(pg_server: PostgreSQLExecutor) -> Iterator[Database]:
     janitor.init()
     url = f"postgresql://postgres@{host}:{port}/{name}"
 
-    def read() -> dict[str, tuple[str, str, str]]:
+    def read(query: str) -> list[tuple[Any, ...]]:
         with psycopg.connect(url) as conn:
-            if conn.execute("SELECT to_regclass('items')").fetchone() == (None,):
-                return {}
-            found = conn.execute("SELECT url, spider, data, scraped_at FROM items").fetchall()
-        return {url: (spider, data, iso_utc(at)) for url, spider, data, at in found}
+            try:
+                return conn.execute(query).fetchall()  # type: ignore[arg-type]
+            except psycopg.errors.UndefinedTable:
+                return []
 
     yield Database(url, read)
     janitor.drop()
@@ -245,11 +266,11 @@ def test_writes_upserts_and_rejects(
     # Newer wins: good[2] came later but was fetched earlier (03:00 UTC) than good[0].
     assert rows["http://a.test/1"] == (
         "distributed",
-        json.dumps(good[0]),
+        good[0],
         "2026-01-02T03:04:05.000000+00:00",
     )
     # good[1] has no fetched_at: it was scraped when read, later than good[4]'s date.
-    assert rows["http://a.test/2"][1] == json.dumps(good[1])
+    assert rows["http://a.test/2"][1] == good[1]
     assert rows["http://a.test/2"][2] >= before
     assert rows["http://a.test/3"][2] == "2026-01-02T03:04:05.000000+00:00"
     assert rows["http://a.test/4"][2] >= before  # unusable fetched_at: time of writing
@@ -295,7 +316,7 @@ def test_recovers_processing_list_first(
     assert "recovering 3 entries left in distributed:items:processing" in done.stderr
     rows = database.rows()
     assert sorted(rows) == ["http://r.test/a", "http://r.test/b", "http://r.test/c"]
-    assert json.loads(rows["http://r.test/a"][1])["v"] == 2  # order kept: recovery first
+    assert rows["http://r.test/a"][1]["v"] == 2  # order kept: recovery first
     assert client.lrange(KEYS.items_rejected, 0, -1) == [b"garbage"]
     assert client.llen(KEYS.items_processing) == 0
 
@@ -480,7 +501,7 @@ def test_postgresql_down_then_back(
 
     rows = pg_database.rows()
     assert len(rows) == 2500
-    assert all(json.loads(data)["v"] == 1 for _, data, _ in rows.values())
+    assert all(data["v"] == 1 for _, data, _ in rows.values())
     log = writer.log()
     assert log.count("unavailable, retrying") == 1, log
     assert "Traceback" not in log

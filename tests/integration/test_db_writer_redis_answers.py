@@ -282,7 +282,7 @@ def test_newer_wins(client: redis.Redis, redis_url: str, tmp_path: Path, databas
 
     def stored() -> tuple[int, str]:
         _, data, scraped_at = database.rows()["http://n.test/a"]
-        return json.loads(data)["v"], scraped_at
+        return data["v"], scraped_at
 
     def write(*entries: bytes) -> None:
         client.rpush(KEYS.items, *entries)

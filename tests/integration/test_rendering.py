@@ -149,7 +149,7 @@ def test_render_disabled_fetches_everything_over_http(redis_url, r, tmp_path, pr
         w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2", "RENDER_ENABLED=False")
         procs.append(w)
         assert w.wait(60) == 0, w.log()[-3000:]
-        items = [json.loads(i) for i in r.lrange(K.items, 0, -1)]
+        items = [json.loads(i)["item"] for i in r.lrange(K.items, 0, -1)]
         assert [(i["title"], i["rendered"]) for i in items] == [("Loading", False)]
         assert site.count("/api/") == 0
     log = w.log()
@@ -181,7 +181,7 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
         )
         procs.append(w)
         assert w.wait(120) == 0, w.log()[-3000:]
-        items = {i["url"]: i for i in map(json.loads, r.lrange(K.items, 0, -1))}
+        items = {i["url"]: i["item"] for i in map(json.loads, r.lrange(K.items, 0, -1))}
         hits = site.hits()
     log = w.log()
     rendered = site.js_urls() | site.slow_urls() | {idle_only}

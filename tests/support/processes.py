@@ -125,29 +125,34 @@ class Proc:
 
 
 def worker(
-    name: str, redis_url: str, log_dir: Path, *settings: str, env: dict | None = None
+    name: str,
+    redis_url: str,
+    log_dir: Path,
+    *settings: str,
+    env: dict | None = None,
+    spider: str = "distributed",
 ) -> Proc:
-    """``scrapy crawl distributed`` with ``-s NAME=VALUE`` for each of ``settings``."""
-    argv = [PYTHON, "-m", "scrapy", "crawl", "distributed"]
+    """``scrapy crawl <spider>`` with ``-s NAME=VALUE`` for each of ``settings``."""
+    argv = [PYTHON, "-m", "scrapy", "crawl", spider]
     for s in settings:
         argv += ["-s", s]
     return Proc(name, argv, {"REDIS_URL": redis_url, **(env or {})}, log_dir / f"{name}.log")
 
 
-def published_stats(r: redis.Redis, proc: Proc) -> dict[str, str]:
+def published_stats(r: redis.Redis, proc: Proc, keys: RedisKeys = K) -> dict[str, str]:
     """The Scrapy stats ``proc`` (a worker) published to Redis, as its monitor reads them.
 
     A worker publishes them every STATS_PUBLISH_INTERVAL and a last time when
     its spider closes, so after it exits these are its final stats. Tests read
     them here instead of parsing the "Dumping Scrapy stats" block of its log.
     """
-    raw = r.hgetall(K.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
+    raw = r.hgetall(keys.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
     return {k.decode(): v.decode() for k, v in raw.items()}
 
 
-def stat(r: redis.Redis, proc: Proc, name: str) -> int:
+def stat(r: redis.Redis, proc: Proc, name: str, keys: RedisKeys = K) -> int:
     """One counter of ``published_stats`` (0 when the worker never counted it)."""
-    return int(published_stats(r, proc).get(name, 0))
+    return int(published_stats(r, proc, keys).get(name, 0))
 
 
 def db_writer(

@@ -9,7 +9,6 @@ from scrapy.settings import Settings
 from spiders_project.config import load_settings
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.scheduler import FrontierScheduler
-from spiders_project.pipelines.item_buffer import ItemBufferPipeline
 from spiders_project.scrapy_redis_compat import (
     UNSUPPORTED_SETTINGS,
     NotSupportedHere,
@@ -57,8 +56,12 @@ def test_inherited_methods_that_would_break_refuse_with_what_to_use() -> None:
             getattr(spider, method)()
     with pytest.raises(NotSupportedHere, match="SCHEDULER_FLUSH_ON_START"):
         FrontierScheduler.flush(object())  # type: ignore[arg-type]
-    with pytest.raises(NotSupportedHere, match="write batcher"):
-        ItemBufferPipeline._process_item(object(), {})  # type: ignore[arg-type]
+
+
+def test_scrapy_redis_item_pipeline_of_a_ported_project_is_refused() -> None:
+    settings = load_settings({"ITEM_PIPELINES": {"scrapy_redis.pipelines.RedisPipeline": 300}})
+    [problem] = setting_problems(settings)
+    assert problem.startswith("ITEM_PIPELINES has scrapy_redis.pipelines.RedisPipeline")
 
 
 def test_settings_object_is_untouched() -> None:

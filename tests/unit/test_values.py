@@ -94,6 +94,15 @@ def test_items_and_python_values_come_back_as_the_same_types():
     assert dict(copy.cb_kwargs["item"]) == {"sku": "S1", "price": Decimal("1.50")}
 
 
+def test_text_of_a_str_subclass_is_text():
+    from lxml import etree
+
+    text = etree.fromstring("<a>link</a>").xpath("//a/text()")[0]
+    assert type(text) is not str
+    copy = _through(Request("http://e.com/", meta={"link_text": text}))
+    assert copy.meta["link_text"] == "link" and type(copy.meta["link_text"]) is str
+
+
 def test_plain_meta_is_written_as_plain_json():
     _, payload = _queue().encode(Request("http://e.com/", meta={"scope": "e.com", "depth": 1}))
     assert payload == b'{"url":"http://e.com/","meta":{"scope":"e.com","depth":1}}'

@@ -1,0 +1,1 @@
+"""Items from the worker's pipelines into the Redis item buffer, each with its identity."""

@@ -1,0 +1,199 @@
+"""Users' own spiders on the cluster: a CrawlSpider, a SitemapSpider, a spider ported from scrapy-redis.
+
+Real processes throughout: ``scrapy crawl <spider>`` workers, the db_writer,
+the session's redis-server and the shop site (``tests/support/shop``). The
+CrawlSpider's database must hold exactly what plain Scrapy yields for the
+same spider: the same item types and field values, each once, with a
+declared key where ITEM_KEYS names one and the page's fingerprint and
+position otherwise, also when a worker is SIGKILLed mid-crawl.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from spiders_project.keys import RedisKeys
+from tests.support.processes import PYTHON, ROOT, Proc, db_writer, stat, wait_until, worker
+from tests.support.shop.site import ShopSite, expected_counts
+
+pytestmark = pytest.mark.slow
+
+SHOP = RedisKeys("shop")
+SHOP_SPIDERS = "SPIDER_MODULES=tests.support.shop.spiders"
+
+
+def plain_scrapy_items(site: ShopSite, tmp_path: Path) -> Counter[tuple[str, str]]:
+    """(item type, canonical JSON) of every item a plain Scrapy run of the spider yields."""
+    out = tmp_path / "plain.jsonl"
+    done = subprocess.run(
+        [PYTHON, "-m", "tests.support.shop.plain", site.url, str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in out.read_text().splitlines() if line]
+    return Counter((line["type"], canonical(line["item"])) for line in lines)
+
+
+def canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+def stored_rows(db_path: Path) -> list[tuple[str, str, str | None, Any]]:
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT item_type, item_key, url, data FROM items").fetchall()
+    return [(t, k, url, json.loads(data)) for t, k, url, data in rows]
+
+
+def crawl_shop(
+    redis_url: str, r: redis.Redis, tmp_path: Path, procs: list[Proc], site: ShopSite, kill: bool
+) -> tuple[list[Proc], Path]:
+    """Two workers and the db_writer crawl the shop; with ``kill``, SIGKILL one mid-crawl."""
+    db_path = tmp_path / "shop.db"
+    settings = [SHOP_SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_LEASE_TIMEOUT=3"]
+    if kill:
+        settings.append("CONCURRENT_REQUESTS=2")
+    r.lpush(SHOP.start_urls, site.url)
+    workers = [
+        worker(f"shop{i}", redis_url, tmp_path, *settings, spider="shop") for i in (1, 2)
+    ]
+    writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path, "--spider", "shop")
+    procs += [*workers, writer]
+    if kill:
+        wait_until(
+            lambda: r.llen(SHOP.items) + r.llen(SHOP.items_processing) + stored(db_path) > 40,
+            90,
+            what="some items",
+        )
+        workers[0].signal(signal.SIGKILL)
+        workers[0].wait(10)
+        workers.append(worker("shop3", redis_url, tmp_path, *settings, spider="shop"))
+        procs.append(workers[-1])
+    for w in workers[1:] if kill else workers:
+        assert w.wait(240) == 0, w.log()[-3000:]
+    wait_until(
+        lambda: r.llen(SHOP.items) == 0 and r.llen(SHOP.items_processing) == 0,
+        60,
+        what="the item buffer to drain",
+    )
+    assert writer.stop(30) == 0, writer.log()[-3000:]
+    return workers, db_path
+
+
+def stored(db_path: Path) -> int:
+    if not db_path.exists():
+        return 0
+    with sqlite3.connect(db_path) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM items").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+
+
+def assert_same_as_plain_scrapy(db_path: Path, site: ShopSite, plain: Counter) -> None:
+    rows = stored_rows(db_path)
+    assert Counter((t, canonical(data)) for t, _, _, data in rows) == plain
+    assert Counter(t for t, _, _, _ in rows) == +Counter(expected_counts(site))
+    for item_type, key, _, data in rows:
+        if item_type == "ProductItem":
+            assert key == data["sku"]
+        elif item_type == "SellerItem":
+            assert key == str(data["seller_id"])
+        else:  # no declared key: the page's request fingerprint and the item's position
+            assert re.fullmatch(r"[0-9a-f]{40}:\d+", key), key
+    listing = Counter(key.split(":")[0] for t, key, _, _ in rows if t == "ListingEntry")
+    assert set(listing.values()) == {site.per_page}  # ten products on a page: ten rows
+
+
+def test_a_crawl_spider_on_two_workers_stores_what_plain_scrapy_yields(
+    redis_url, r, tmp_path, procs
+):
+    with ShopSite(latency=0.02) as site:
+        plain = plain_scrapy_items(site, tmp_path)
+        workers, db_path = crawl_shop(redis_url, r, tmp_path, procs, site, kill=False)
+    assert_same_as_plain_scrapy(db_path, site, plain)
+    for w in workers:
+        assert stat(r, w, "item_scraped_count", SHOP) > 0
+        assert stat(r, w, "frontier/rejected", SHOP) == 0
+        assert stat(r, w, "frontier/unserializable", SHOP) == 0
+        assert "Traceback" not in w.log() and "Unhandled error" not in w.log()
+    assert r.llen(SHOP.items_rejected) == r.llen(SHOP.requests_unserializable) == 0
+
+
+def test_a_crawl_spider_loses_and_duplicates_nothing_when_a_worker_is_killed(
+    redis_url, r, tmp_path, procs
+):
+    with ShopSite(latency=0.02) as site:
+        plain = plain_scrapy_items(site, tmp_path)
+        workers, db_path = crawl_shop(redis_url, r, tmp_path, procs, site, kill=True)
+    assert_same_as_plain_scrapy(db_path, site, plain)
+    # Killed mid-crawl: the worker started after the kill had pages left to do.
+    assert stat(r, workers[-1], "item_scraped_count", SHOP) > 0
+    assert r.zcard(SHOP.leases) == 0
+
+
+def test_a_sitemap_spider_follows_the_index_and_its_rules(redis_url, r, tmp_path, procs):
+    keys = RedisKeys("shop_sitemap")
+    with ShopSite() as site:
+        r.lpush(keys.start_urls, f"{site.url}sitemap.xml")
+        w = worker(
+            "maps",
+            redis_url,
+            tmp_path,
+            SHOP_SPIDERS,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            spider="shop_sitemap",
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        good = {sku for sku in site.all_skus() if not site.broken(sku)}
+    entries = [json.loads(x) for x in r.lrange(keys.items, 0, -1)]
+    assert sorted(e["item"]["sku"] for e in entries) == sorted(good)
+    assert {e["type"] for e in entries} == {"dict"}
+
+
+def test_a_scrapy_redis_spider_runs_after_changing_its_import(redis_url, r, tmp_path, procs):
+    original = (ROOT / "tests/support/shop/ported.py").read_text()
+    old = "from scrapy_redis.spiders import RedisCrawlSpider"
+    assert original.count(old) == 1
+    package = tmp_path / "ported_project"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    ported = original.replace(old, "from spiders_project.spiders import RedisCrawlSpider")
+    (package / "shop.py").write_text(ported)
+    assert len(ported.splitlines()) == len(original.splitlines())
+
+    with ShopSite() as site:
+        # Its own seed key and its own seed format (make_request_from_data).
+        r.lpush("shop_ported:seeds", json.dumps({"start": site.url}))
+        w = worker(
+            "ported",
+            redis_url,
+            tmp_path,
+            "SPIDER_MODULES=ported_project.shop",
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            spider="shop_ported",
+            env={"PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        good = {sku for sku in site.all_skus() if not site.broken(sku)}
+    keys = RedisKeys("shop_ported")
+    entries = [json.loads(x) for x in r.lrange(keys.items, 0, -1)]
+    assert {e["item"]["sku"] for e in entries} == good and len(entries) == len(good)
+    assert {e["type"] for e in entries} == {"PortedProduct"}
+    assert all(e["item"]["seen_on"].startswith(site.url + "c/") for e in entries)
+    assert r.llen("shop_ported:seeds") == 0 and r.llen(keys.requests_rejected) == 0
+    assert stat(r, w, "frontier/unserializable", keys) == 0

@@ -1,0 +1,1 @@
+"""A local shop site and the spiders that crawl it: the "any Scrapy spider" tests' world."""
