@@ -9,7 +9,6 @@ the process' start-up (imports, connects) does not count as throughput.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ import psycopg
 import redis
 
 from spiders_project.db_writer.db_url import SQLITE, parse_db_url
+from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer
@@ -41,18 +41,19 @@ class WriterResult:
 
 
 def make_item(i: int) -> bytes:
-    """An item shaped like the spider's (about 400 bytes of JSON)."""
-    return json.dumps(
-        {
-            "url": f"http://bench.example/page/{i}",
-            "status": 200,
-            "title": f"Page {i} of the bench site",
-            "fetched_at": datetime.now(UTC).isoformat(),
-            "depth": i % 7,
-            "links": [f"http://bench.example/page/{i + k}" for k in range(1, 4)],
-            "text": "lorem ipsum dolor sit amet " * 8,
-        }
-    ).encode()
+    """A buffer entry as a worker writes it (``item_buffer.encode_entry``) for an item
+    shaped like the spider's, about 400 bytes of JSON, keyed by its url."""
+    url = f"http://bench.example/page/{i}"
+    item = {
+        "url": url,
+        "status": 200,
+        "title": f"Page {i} of the bench site",
+        "fetched_at": datetime.now(UTC).isoformat(),
+        "depth": i % 7,
+        "links": [f"http://bench.example/page/{i + k}" for k in range(1, 4)],
+        "text": "lorem ipsum dolor sit amet " * 8,
+    }
+    return encode_entry(item, "PageItem", url, datetime.now(UTC).isoformat())
 
 
 def clear_database(db_url: str) -> None:
@@ -80,7 +81,7 @@ def run_writer_bench(database: str, redis_url: str, db_url: str, items: int) -> 
         for start in range(0, items, 1000):
             # Distinct urls, same size: only the url changes between chunks.
             page = f"/p{start}/".encode()
-            pipe.rpush(keys.items, *(c.replace(b"/page/", page, 1) for c in chunk))
+            pipe.rpush(keys.items, *(c.replace(b"/page/", page) for c in chunk))
         pipe.execute()
 
         env = dict(os.environ, REDIS_URL=redis_url, DB_URL=db_url)

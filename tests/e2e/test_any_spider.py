@@ -18,6 +18,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -66,9 +67,7 @@ def crawl_shop(
     if kill:
         settings.append("CONCURRENT_REQUESTS=2")
     r.lpush(SHOP.start_urls, site.url)
-    workers = [
-        worker(f"shop{i}", redis_url, tmp_path, *settings, spider="shop") for i in (1, 2)
-    ]
+    workers = [worker(f"shop{i}", redis_url, tmp_path, *settings, spider="shop") for i in (1, 2)]
     writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path, "--spider", "shop")
     procs += [*workers, writer]
     if kill:
@@ -113,6 +112,10 @@ def assert_same_as_plain_scrapy(db_path: Path, site: ShopSite, plain: Counter) -
             assert key == str(data["seller_id"])
         else:  # no declared key: the page's request fingerprint and the item's position
             assert re.fullmatch(r"[0-9a-f]{40}:\d+", key), key
+        if item_type == "dict":  # the errback's items, through the user's pipeline
+            assert data["checked"] is True and data["status"] == 404
+    # The user's pipeline dropped seller 0: dropped from the database too.
+    assert all(data["seller_id"] != 0 for t, _, _, data in rows if t == "SellerItem")
     listing = Counter(key.split(":")[0] for t, key, _, _ in rows if t == "ListingEntry")
     assert set(listing.values()) == {site.per_page}  # ten products on a page: ten rows
 
@@ -197,3 +200,62 @@ def test_a_scrapy_redis_spider_runs_after_changing_its_import(redis_url, r, tmp_
     assert all(e["item"]["seen_on"].startswith(site.url + "c/") for e in entries)
     assert r.llen("shop_ported:seeds") == 0 and r.llen(keys.requests_rejected) == 0
     assert stat(r, w, "frontier/unserializable", keys) == 0
+
+
+def test_hostile_callback_and_class_names_are_rejected_never_run(redis_url, r, tmp_path, procs):
+    """Entries planted in the shop's frontier name machinery, dunders and foreign classes.
+
+    ``evil_module`` would leave a file behind if anything imported it; the
+    spider's own module has classes that are not items (its pipeline).
+    """
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_module.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nclass Boom:\n    pass\n"
+    )
+    with ShopSite() as site:
+        host = urlsplit(site.url).netloc
+        hostile_meta = [
+            {"__t": "obj", "c": "evil_module.Boom", "v": {}},
+            {"__t": "obj", "c": "os.system", "v": {"command": "touch " + str(marker)}},
+            {"__t": "obj", "c": "tests.support.shop.spiders.ShopPipeline", "v": {}},
+            {"__t": "obj", "c": "tests.support.shop.spiders.ProductItem", "v": {"evil": 1}},
+        ]
+        planted = [
+            json.dumps({"url": f"{site.url}cb/{name}", "cb": name}).encode()
+            for name in ("close", "from_crawler", "_set_crawler", "__init__", "start", "nope")
+        ]
+        planted += [json.dumps({"url": f"{site.url}eb", "eb": "setup_redis"}).encode()]
+        planted += [
+            json.dumps({"url": f"{site.url}meta/{i}", "meta": {"x": value}}).encode()
+            for i, value in enumerate(hostile_meta)
+        ]
+        for i, entry in enumerate(planted, start=1):
+            r.zadd(SHOP.host_queue(host), {entry: i})
+        r.incrby(SHOP.requests_size, len(planted))
+        r.zadd(SHOP.hosts, {host: 0})
+        r.lpush(SHOP.start_urls, site.url)
+        w = worker(
+            "shop",
+            redis_url,
+            tmp_path,
+            SHOP_SPIDERS,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            spider="shop",
+            env={"PYTHONPATH": f"{tmp_path}:{ROOT}"},
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        good = {sku for sku in site.all_skus() if not site.broken(sku)}
+        served = set(site.requested())
+    rejected = r.lrange(SHOP.requests_rejected, 0, -1)
+    assert sorted(rejected) == sorted(planted)
+    assert stat(r, w, "frontier/rejected", SHOP) == len(planted)
+    assert not marker.exists()
+    assert not any(path.startswith(("/cb/", "/eb", "/meta/")) for path in served)
+    # The crawl went on: every product was stored.
+    products = {
+        e["item"]["sku"]
+        for e in map(json.loads, r.lrange(SHOP.items, 0, -1))
+        if e["type"] == "ProductItem"
+    }
+    assert products == good

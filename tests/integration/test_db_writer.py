@@ -69,9 +69,7 @@ class Database:
 
     def items(self, table: str = "items") -> dict[tuple[str, str, str], tuple[Any, ...]]:
         """(spider, item_type, item_key) -> (url, data as parsed JSON, scraped_at)."""
-        found = self.read(
-            f"SELECT spider, item_type, item_key, url, data, scraped_at FROM {table}"
-        )
+        found = self.read(f"SELECT spider, item_type, item_key, url, data, scraped_at FROM {table}")
         return {
             (spider, item_type, key): (url, as_json(data), iso_utc(at))
             for spider, item_type, key, url, data, at in found

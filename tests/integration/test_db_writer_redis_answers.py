@@ -8,7 +8,6 @@ spiders_project.db_writer``, SQLite and a temporary PostgreSQL.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import scrapy
+from scrapy.exceptions import DropItem
 from scrapy.http import Response
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
@@ -53,6 +54,20 @@ class ListingEntry:
 
 
 ITEM_KEYS = {"ProductItem": ["sku"], "SellerItem": ["seller_id"]}
+
+
+class ShopPipeline:
+    """A user's pipeline: drops seller 0, and marks what the errback yields."""
+
+    def process_item(self, item: Any) -> Any:
+        if isinstance(item, SellerItem) and item.seller_id == 0:
+            raise DropItem("seller 0 is not wanted")
+        if isinstance(item, dict):
+            item["checked"] = True
+        return item
+
+
+PIPELINES = {"tests.support.shop.spiders.ShopPipeline": 300}
 
 
 class ShopLogic:
@@ -137,11 +152,12 @@ class ShopLogic:
 
 class ShopSpider(ShopLogic, RedisCrawlSpider):
     name = "shop"
-    custom_settings = {"ITEM_KEYS": ITEM_KEYS}
+    custom_settings = {"ITEM_KEYS": ITEM_KEYS, "ITEM_PIPELINES": PIPELINES}
 
 
 class PlainShopSpider(ShopLogic, CrawlSpider):
     name = "shop_plain"
+    custom_settings = {"ITEM_PIPELINES": PIPELINES}
 
 
 class ShopSitemapSpider(RedisSitemapSpider):
