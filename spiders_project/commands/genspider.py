@@ -1,4 +1,4 @@
-"""``scrapy genspider -t distributed NAME DOMAIN``: Scrapy's genspider, plus the project's templates.
+"""``scrapy genspider -t distributed NAME DOMAIN``: Scrapy's genspider with our templates.
 
 ``distributed`` writes a ``RedisSpider``, ``distributed_crawl`` a
 ``RedisCrawlSpider``: both run with ``scrapy crawl NAME`` on the shared

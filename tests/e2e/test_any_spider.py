@@ -1,4 +1,4 @@
-"""Users' own spiders on the cluster: a CrawlSpider, a SitemapSpider, a spider ported from scrapy-redis.
+"""Users' own spiders on the cluster: CrawlSpider, SitemapSpider, a spider from scrapy-redis.
 
 Real processes throughout: ``scrapy crawl <spider>`` workers, the db_writer,
 the session's redis-server and the shop site (``tests/support/shop``). The
