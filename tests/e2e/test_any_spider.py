@@ -259,3 +259,39 @@ def test_hostile_callback_and_class_names_are_rejected_never_run(redis_url, r, t
         if e["type"] == "ProductItem"
     }
     assert products == good
+
+
+def test_a_request_that_cannot_be_stored_is_kept_aside_and_the_crawl_goes_on(
+    redis_url, r, tmp_path, procs
+):
+    keys = RedisKeys("shop_careless")
+    with ShopSite(broken_every=0) as site:
+        r.lpush(keys.start_urls, site.url)
+        w = worker(
+            "careless",
+            redis_url,
+            tmp_path,
+            SHOP_SPIDERS,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            spider="shop_careless",
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        listings = len(site.categories) * site.pages_per_category
+        first = {site.skus(c, p)[0] for c in site.categories for p in range(1, 4)}
+        others = set(site.all_skus()) - first
+    kept = [json.loads(x) for x in r.lrange(keys.requests_unserializable, 0, -1)]
+    assert len(kept) == listings
+    assert {e["url"].rsplit("/", 1)[1] for e in kept} == first
+    for entry in kept:
+        assert (entry["where"], entry["type"]) == ("meta['lock']", "_thread.lock")
+        assert entry["callback"] == "parse_product" and entry["meta"]["lock"].startswith("<")
+    assert stat(r, w, "frontier/unserializable", keys) == listings
+    lines = [line for line in w.log().splitlines() if "Unserializable request" in line]
+    assert len(lines) == listings and "meta['lock'] is a _thread.lock" in lines[0]
+    # The crawl went on: every other product was fetched and its item buffered.
+    skus = {json.loads(x)["item"]["sku"] for x in r.lrange(keys.items, 0, -1)}
+    assert skus == others
+    # Not in the dupefilter (the seed, the listing pages and the other products
+    # are): found again after a fix, the same links are crawled.
+    assert r.scard(keys.dupefilter) == 1 + listings + len(others)

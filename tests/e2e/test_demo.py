@@ -203,7 +203,9 @@ def test_production_supervisor_config_parses(tmp_path, monkeypatch):
     drain = settings.getfloat("SHUTDOWN_GRACE_PERIOD") + settings.getfloat("FRONTIER_CLOSE_TIMEOUT")
     assert worker.stopwaitsecs > drain  # supervisord's SIGKILL comes after the warm shutdown
     assert worker.stdout_logfile == f"{tmp_path}/worker-01.log"
-    assert procs["db_writer"].command.endswith("/.venv/bin/python -m spiders_project.db_writer")
+    assert procs["db_writer"].command.endswith(
+        "/.venv/bin/python -m spiders_project.db_writer --all-spiders"
+    )
     assert procs["monitor"].command.endswith("/.venv/bin/python -m monitor")
     for proc in procs.values():
         assert proc.autorestart is not False and proc.redirect_stderr

@@ -12,6 +12,7 @@ what each stored.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -23,7 +24,7 @@ from scrapy.http import Response
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
-from spiders_project.spiders import RedisCrawlSpider, RedisSitemapSpider
+from spiders_project.spiders import RedisCrawlSpider, RedisSitemapSpider, RedisSpider
 
 
 class ProductItem(scrapy.Item):
@@ -168,3 +169,19 @@ class ShopSitemapSpider(RedisSitemapSpider):
 
     def parse_product_page(self, response: Response) -> Any:
         yield {"sku": response.url.rsplit("/", 1)[1], "name": response.css("h1::text").get()}
+
+
+class CarelessSpider(RedisSpider):
+    """Puts a lock in the meta of one request of each listing page: it cannot be stored."""
+
+    name = "shop_careless"
+
+    def parse(self, response: Response) -> Any:
+        for href in response.css("a.cat::attr(href), .pager a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
+        for i, href in enumerate(response.css(".product a.detail::attr(href)").getall()):
+            meta = {"lock": threading.Lock()} if i == 0 else {"position": i}
+            yield response.follow(href, callback=self.parse_product, meta=meta)
+
+    def parse_product(self, response: Response) -> Any:
+        yield {"sku": response.url.rsplit("/", 1)[1]}
