@@ -14,6 +14,7 @@ old url-keyed table makes its rows. Anything else is rejected with a reason.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ DEFAULT_TABLE = "items"
 # of its url-keyed table after migration.
 LEGACY_TYPE = "PageItem"
 _MAX_NAME = 200
+# ISO-8601 UTC with microseconds: the one form scraped_at is stored in.
+_CANONICAL = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +107,22 @@ def parse_entries(
 
 def _row(obj: dict[str, Any], raw: bytes, tables: Mapping[str, str], now: str) -> Row:
     item: dict[str, Any] = obj["item"]
-    item_type = _name(obj.get("type"), "type")
-    key = obj.get("key")
-    if key is None:
-        raise _Bad(str(obj.get("why") or "no 'key'"))
-    item_key = _name(key, "key", limit=None)
+    item_type = obj.get("type")
+    if type(item_type) is not str or not 0 < len(item_type) <= _MAX_NAME or "\x00" in item_type:
+        item_type = _name(item_type, "type")  # raises with the reason
+    item_key = obj.get("key")
+    if type(item_key) is not str or not item_key or "\x00" in item_key:
+        if item_key is None:
+            raise _Bad(str(obj.get("why") or "no 'key'"))
+        _text(item_key, "key")  # raises with the reason
     url = obj.get("url")
     if url is not None:
         _text(url, "url")
-    at = _scraped_at(item.get("fetched_at"), None) or _scraped_at(obj.get("at"), now) or now
+    fetched_at = item.get("fetched_at")
+    if fetched_at is None:
+        at = _scraped_at(obj.get("at"), now) or now
+    else:
+        at = _scraped_at(fetched_at, None) or _scraped_at(obj.get("at"), now) or now
     data = orjson.dumps(item).decode()
     return Row(tables.get(item_type, DEFAULT_TABLE), item_type, item_key, url, data, at, raw)
 
@@ -171,6 +181,8 @@ def _scraped_at(value: object, now: str | None) -> str | None:
     """
     if value is None:
         return now
+    if type(value) is str and len(value) == 32 and _CANONICAL.fullmatch(value):
+        return value  # already in the one form (what workers write): no need to parse
     try:
         if type(value) is str:
             moment = datetime.fromisoformat(value)

@@ -24,18 +24,20 @@ from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger("spiders_project.db_writer")
 
-# How often the main thread looks at its writer threads, in seconds.
-WATCH_INTERVAL = 0.2
+# The longest the main thread waits between looks at its writer threads, in
+# seconds; a writer that ends wakes it at once.
+WATCH_INTERVAL = 1.0
 
 
 class _Thread:
     """A writer and the thread running it; ``error`` is set if ``run`` raised."""
 
-    def __init__(self, spider: str, writer: ItemWriter) -> None:
+    def __init__(self, spider: str, writer: ItemWriter, ended: threading.Event) -> None:
         self.spider = spider
         self.writer = writer
         self.code: int | None = None
         self.error: BaseException | None = None
+        self._ended = ended
         self.thread = threading.Thread(target=self._run, name=f"db_writer {spider}", daemon=True)
 
     def _run(self) -> None:
@@ -43,6 +45,8 @@ class _Thread:
             self.code = self.writer.run()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc
+        finally:
+            self._ended.set()
 
 
 class WriterPool:
@@ -53,12 +57,14 @@ class WriterPool:
         self.threads: dict[str, _Thread] = {}
         self._stop_signal: int | None = None
         self._unavailable: set[str] = set()
+        # Set by a writer thread as it ends (and by a stop request): wakes run().
+        self._wake = threading.Event()
 
     def start(self, spider: str) -> None:
         """Start the writer of ``spider``; raises StoreUnavailable if its database is not there."""
         if spider in self.threads:
             return
-        worker = _Thread(spider, self.make_writer(spider))
+        worker = _Thread(spider, self.make_writer(spider), self._wake)
         self.threads[spider] = worker
         if self._stop_signal is not None:
             worker.writer.request_stop(self._stop_signal)
@@ -71,6 +77,7 @@ class WriterPool:
             self._stop_signal = signum
         for worker in self.threads.values():
             worker.writer.request_stop(signum)
+        self._wake.set()
 
     def run(
         self,
@@ -81,6 +88,7 @@ class WriterPool:
         """Watch the writers until all have stopped; 1 if one died, else 0."""
         next_look = 0.0
         while True:
+            self._wake.clear()
             failed = [w for w in self.threads.values() if w.error is not None]
             if failed:
                 return self._died(failed[0])
@@ -91,7 +99,11 @@ class WriterPool:
             alive = [w for w in self.threads.values() if w.thread.is_alive()]
             if not alive and (stopping or exit_when_empty) and self._settled(discover):
                 return 0
-            time.sleep(WATCH_INTERVAL)
+            timeout = WATCH_INTERVAL
+            if discover is not None and not stopping:
+                timeout = max(0.0, min(timeout, next_look - time.monotonic()))
+            # Interrupted by signals (their handlers run, then request_stop wakes it).
+            self._wake.wait(timeout)
 
     def _settled(self, discover: Callable[[], list[str]] | None) -> bool:
         """With --all-spiders and --exit-when-empty, no spider appeared since the last look."""
