@@ -25,6 +25,7 @@ the item left the pipelines (the row's ``scraped_at`` unless the item has a
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -121,8 +122,13 @@ class ItemBuffer:
         except MissingKey as exc:
             key, why = None, str(exc)
         if key is None and why is None:
-            position = self.positions.position(item, response)
-            key = f"{page_fingerprint(self.crawler, response) or 'none'}:{position}"
+            page = page_fingerprint(self.crawler, response)
+            if page is None:
+                # An item from start(), of no page: nothing to identify it by
+                # but itself, so it is a row of its own, never merged.
+                key = f"nopage:{uuid.uuid4().hex}"
+            else:
+                key = f"{page}:{self.positions.position(item, response)}"
         try:
             entry = encode_entry(item, item_type, key, now, why)
         except TypeError as exc:

@@ -11,7 +11,8 @@ is its class name (``dict`` for a plain dict). Its key is:
 - otherwise, the request fingerprint of the page it came from plus its
   position among that page's items of the same type (``<fingerprint>:<n>``):
   ten products on one listing page are ten rows, and the same page scraped
-  again yields the same ten keys.
+  again yields the same ten keys. An item of no page (yielded by ``start()``)
+  has nothing to be identified by: it gets a random key, a row of its own.
 
 Positions are counted where the spider's output leaves the spider
 middlewares (:class:`PagePositions`), in the order the callback yielded
@@ -146,10 +147,11 @@ class PagePositions(BaseSpiderMiddleware):
         return page.number(item, item_type_of(item))
 
 
-def page_fingerprint(crawler: Crawler, response: Any) -> str:
-    """Hex request fingerprint of the page an item came from ("" when it came from none)."""
+def page_fingerprint(crawler: Crawler, response: Any) -> str | None:
+    """Hex request fingerprint of the page (a response, or an errback's failure) an item
+    came from; None when it came from none."""
     request = getattr(response, "request", None)
     if request is None:
-        return ""
+        return None
     assert crawler.request_fingerprinter is not None
     return crawler.request_fingerprinter.fingerprint(request).hex()

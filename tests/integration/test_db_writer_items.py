@@ -243,3 +243,22 @@ def test_a_bad_item_tables_setting_is_one_line(
     done = run_writer(tmp_path, redis_url, "sqlite:///data/x.db", "-s", f"ITEM_TABLES={value}")
     assert done.returncode == 2
     assert f"ITEM_TABLES={value!r}"[:12] in done.stderr and problem in done.stderr, done.stderr
+
+
+def test_a_writer_thread_that_dies_stops_the_process_loudly(
+    client: redis.Redis, redis_url: str, tmp_path: Path, database: Database
+) -> None:
+    """One spider's buffer is not a list: its writer dies, the process says so and exits 1."""
+    client.rpush(RedisKeys("good").items, product("S1", "1.00"))
+    client.set(RedisKeys("broken").items, "not a list")
+    try:
+        done = run_writer(
+            tmp_path, redis_url, database.url, "--spider", "good", "--spider", "broken"
+        )
+    finally:
+        client.delete(RedisKeys("broken").items)
+    assert done.returncode == 1, done.stderr
+    [line] = [x for x in done.stderr.splitlines() if "CRITICAL" in x]
+    assert "the db_writer of broken needs" in line and "WRONGTYPE" in line, done.stderr
+    # The other spider's writer was stopped warmly, its lock released.
+    assert client.exists(RedisKeys("good").db_writer_lock) == 0

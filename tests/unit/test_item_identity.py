@@ -117,3 +117,16 @@ def test_an_entry_reads_as_scrapy_feeds_write_the_item() -> None:
 def test_an_item_json_cannot_hold_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         encode_entry({"lock": object()}, "dict", "fp:0", "t")
+
+
+def test_an_item_of_no_page_is_a_row_of_its_own() -> None:
+    crawler = project_crawler(DistributedSpider)
+    from spiders_project.item_buffer.buffer import ItemBuffer
+
+    sent: list[bytes] = []
+    buffer = ItemBuffer.from_crawler(crawler)
+    buffer.redis.batcher.item = sent.append  # type: ignore[method-assign]
+    buffer.item_scraped({"x": 1}, None)
+    buffer.item_scraped({"x": 1}, None)
+    keys = [json.loads(entry)["key"] for entry in sent]
+    assert all(key.startswith("nopage:") for key in keys) and keys[0] != keys[1]
