@@ -60,24 +60,41 @@ def stored_rows(db_path: Path) -> list[tuple[str, str, str | None, Any]]:
 
 def crawl_shop(
     redis_url: str, r: redis.Redis, tmp_path: Path, procs: list[Proc], site: ShopSite, kill: bool
-) -> tuple[list[Proc], Path]:
-    """Two workers and the db_writer crawl the shop; with ``kill``, SIGKILL one mid-crawl."""
+) -> tuple[list[Proc], Path, int]:
+    """Two workers and the db_writer crawl the shop; with ``kill``, SIGKILL one mid-crawl.
+
+    Returns the workers, the database and how many items there were at the kill.
+    """
     db_path = tmp_path / "shop.db"
-    settings = [SHOP_SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_LEASE_TIMEOUT=3"]
-    if kill:
-        settings.append("CONCURRENT_REQUESTS=2")
+    # Four downloads each: the shop is one host, and a worker with 32 slots
+    # would lease all of its pages before the other asked.
+    settings = [
+        SHOP_SPIDERS,
+        "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+        "FRONTIER_LEASE_TIMEOUT=3",
+        "CONCURRENT_REQUESTS=4",
+    ]
     r.lpush(SHOP.start_urls, site.url)
     workers = [worker(f"shop{i}", redis_url, tmp_path, *settings, spider="shop") for i in (1, 2)]
     writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path, "--spider", "shop")
     procs += [*workers, writer]
+    at_kill = 0
+
+    def items_so_far() -> int:
+        return r.llen(SHOP.items) + r.llen(SHOP.items_processing) + stored(db_path)
+
+    def holding_leases() -> list[Proc]:
+        owners = {lease.decode().split(":")[1] for lease in r.zrange(SHOP.leases, 0, -1)}
+        return [w for w in workers if str(w.pid) in owners]
+
     if kill:
-        wait_until(
-            lambda: r.llen(SHOP.items) + r.llen(SHOP.items_processing) + stored(db_path) > 40,
-            90,
-            what="some items",
-        )
-        workers[0].signal(signal.SIGKILL)
-        workers[0].wait(10)
+        wait_until(lambda: items_so_far() > 40 and holding_leases(), 90, what="leased work")
+        victim = holding_leases()[0]
+        victim.signal(signal.SIGKILL)
+        at_kill = items_so_far()
+        victim.wait(10)
+        workers.remove(victim)
+        workers.insert(0, victim)
         workers.append(worker("shop3", redis_url, tmp_path, *settings, spider="shop"))
         procs.append(workers[-1])
     for w in workers[1:] if kill else workers:
@@ -88,7 +105,7 @@ def crawl_shop(
         what="the item buffer to drain",
     )
     assert writer.stop(30) == 0, writer.log()[-3000:]
-    return workers, db_path
+    return workers, db_path, at_kill
 
 
 def stored(db_path: Path) -> int:
@@ -125,7 +142,7 @@ def test_a_crawl_spider_on_two_workers_stores_what_plain_scrapy_yields(
 ):
     with ShopSite(latency=0.02) as site:
         plain = plain_scrapy_items(site, tmp_path)
-        workers, db_path = crawl_shop(redis_url, r, tmp_path, procs, site, kill=False)
+        workers, db_path, _ = crawl_shop(redis_url, r, tmp_path, procs, site, kill=False)
     assert_same_as_plain_scrapy(db_path, site, plain)
     for w in workers:
         assert stat(r, w, "item_scraped_count", SHOP) > 0
@@ -138,12 +155,14 @@ def test_a_crawl_spider_on_two_workers_stores_what_plain_scrapy_yields(
 def test_a_crawl_spider_loses_and_duplicates_nothing_when_a_worker_is_killed(
     redis_url, r, tmp_path, procs
 ):
-    with ShopSite(latency=0.02) as site:
+    with ShopSite(latency=0.05) as site:
         plain = plain_scrapy_items(site, tmp_path)
-        workers, db_path = crawl_shop(redis_url, r, tmp_path, procs, site, kill=True)
+        workers, db_path, at_kill = crawl_shop(redis_url, r, tmp_path, procs, site, kill=True)
     assert_same_as_plain_scrapy(db_path, site, plain)
-    # Killed mid-crawl: the worker started after the kill had pages left to do.
-    assert stat(r, workers[-1], "item_scraped_count", SHOP) > 0
+    # Killed mid-crawl, holding leases that the others reclaimed and fetched again.
+    assert at_kill < sum(expected_counts(site).values())
+    reclaimed = sum(stat(r, w, "frontier/leases_reclaimed", SHOP) for w in workers[1:])
+    assert reclaimed > 0
     assert r.zcard(SHOP.leases) == 0
 
 
