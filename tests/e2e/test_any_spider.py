@@ -74,8 +74,10 @@ def crawl_shop(
         "FRONTIER_LEASE_TIMEOUT=3",
         "CONCURRENT_REQUESTS=4",
     ]
-    r.lpush(SHOP.start_urls, site.url)
     workers = [worker(f"shop{i}", redis_url, tmp_path, *settings, spider="shop") for i in (1, 2)]
+    # Both workers up (listed by their first stats publish) before the seed, so both share it.
+    wait_until(lambda: r.zcard(SHOP.workers) == 2, 60, what="both workers to start")
+    r.lpush(SHOP.start_urls, site.url)
     writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path, "--spider", "shop")
     procs += [*workers, writer]
     at_kill = 0
