@@ -143,7 +143,7 @@ def run_worker(
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"{name}: worker exited {proc.returncode}; see {log_path}")
-    items = [json.loads(x) for x in client.lrange(K.items, 0, -1)]
+    items = [json.loads(x)["item"] for x in client.lrange(K.items, 0, -1)]
     published = client.hgetall(K.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
     client.close()
     stats = {k.decode(): v.decode() for k, v in published.items()}
