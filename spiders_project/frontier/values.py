@@ -25,9 +25,9 @@ other value is a tagged object ``{"__t": tag, ...}``:
 ==========  ===================================================
 
 Items are Scrapy ``Item`` subclasses, dataclasses and attrs classes. A class
-is rebuilt only when it is in the allow-list: item classes found in the
-modules of ``SPIDER_MODULES`` (where spiders define or import them) and
-those named in ``ITEM_CLASSES``. Nothing else is imported or called on
+is rebuilt only when it is in the allow-list: the item classes the modules of
+``SPIDER_MODULES`` define, or import (``scrapy.Item`` subclasses, and items of
+an ``items`` module), and those named in ``ITEM_CLASSES``. Nothing else is imported or called on
 behalf of an entry: an unknown class name rejects the entry.
 """
 
@@ -95,12 +95,26 @@ def is_item_class(obj: Any) -> bool:
 
 
 def item_classes_in(module_names: Iterable[str]) -> dict[str, type]:
-    """Item classes that are attributes of the modules (and their submodules) named."""
+    """The item classes the spider modules named (and their submodules) use.
+
+    Every item class defined in one of them; and, imported into one, every
+    ``scrapy.Item`` subclass and the dataclass and attrs items of a module
+    named ``items`` (Scrapy's project layout). Other dataclasses a spider
+    module imports (configuration, helpers) are not items and stay out.
+    """
     found: dict[str, type] = {}
     for name in module_names:
         for module in walk_modules_iter(name):
             for value in vars(module).values():
-                if is_item_class(value) and value is not Item:
+                if not is_item_class(value) or value is Item:
+                    continue
+                home = value.__module__
+                if (
+                    home == module.__name__
+                    or home.startswith(f"{name}.")
+                    or issubclass(value, Item)
+                    or home.rpartition(".")[2] == "items"
+                ):
                     found[_class_name(value)] = value
     return found
 

@@ -163,6 +163,9 @@ def test_the_allow_list_is_the_spider_modules_and_item_classes():
     assert Offer in codec.classes.values()
     assert NotListed not in codec.classes.values()
     assert "spiders_project.items.PageItem" in codec.classes  # imported by distributed.py
+    # Dataclasses the spider modules import that are not items stay out.
+    assert "spiders_project.seeds.Seed" not in codec.classes
+    assert "spiders_project.frontier.config.FrontierConfig" not in codec.classes
 
 
 @pytest.mark.parametrize(
