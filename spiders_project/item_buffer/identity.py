@@ -114,6 +114,8 @@ class PagePositions(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self._pages: weakref.WeakKeyDictionary[Any, _Page] = weakref.WeakKeyDictionary()
+        # Types ITEM_KEYS identifies by their fields need no position.
+        self._keyed = frozenset(ItemKeys.from_settings(crawler.settings).fields)
 
     @classmethod
     def of(cls, crawler: Crawler) -> PagePositions:
@@ -124,7 +126,7 @@ class PagePositions(BaseSpiderMiddleware):
         return cls.of(crawler)
 
     def get_processed_item(self, item: Any, response: Response | None) -> Any:
-        if response is not None:
+        if response is not None and type(item).__name__ not in self._keyed:
             page = self._pages.get(response)
             if page is None:
                 page = self._pages[response] = _Page()
