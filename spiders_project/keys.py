@@ -64,6 +64,10 @@ class RedisKeys:
         """Time (ms) the cluster last sent the host a request (dispatch gate); expires after."""
         return self._key(f"requests:turn:{host}")
 
+    def seed_pages(self, seed_id: str) -> str:
+        """Pages fetched so far from one seed with ``max_pages`` (its budget); expires."""
+        return self._key(f"seed:{seed_id}:pages")
+
     @property
     def leases(self) -> str:
         """Lease ids ("<host:pid:run>/<n>") of requests popped and not done, by deadline (ms)."""

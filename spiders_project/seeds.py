@@ -3,14 +3,25 @@
 ``redis-cli lpush distributed:start_urls https://example.com/`` or
 ``'{"url": "https://example.com/", "meta": {"playwright": true}, "priority": 5}'``.
 Anything else raises :class:`InvalidSeed` with a one-line reason.
+
+A JSON seed may also bound what is crawled from it, across all workers
+(``spiders_project.scope.seed_limits``): ``"max_pages"``, ``"max_depth"``,
+``"allow"`` and ``"deny"`` (lists of regexes on URLs), and
+``"strip_params": false`` keeps the tracking parameters ``URL_STRIP_PARAMS``
+would drop from its links.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+# The request meta key carrying a seed's limits to everything crawled from it.
+SCOPE_META = "seed_scope"
 
 
 class InvalidSeed(ValueError):
@@ -22,6 +33,8 @@ class Seed:
     url: str
     meta: dict[str, Any] = field(default_factory=dict)
     priority: int = 0
+    # The seed's own limits, {"id": ..., "max_pages": ...}; empty without any.
+    scope: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_url(url: Any) -> str:
@@ -61,5 +74,37 @@ def parse_seed(raw: bytes | str) -> Seed:
         priority = obj.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise InvalidSeed("priority must be an integer")
-        return Seed(_check_url(obj.get("url")), meta, priority)
+        return Seed(_check_url(obj.get("url")), meta, priority, _scope(obj, text))
     return Seed(_check_url(text))
+
+
+def _scope(obj: dict[str, Any], text: str) -> dict[str, Any]:
+    """The seed's limits, checked, with an id naming the seed in Redis (its budget)."""
+    scope: dict[str, Any] = {}
+    for name in ("max_pages", "max_depth"):
+        if name in obj:
+            value = obj[name]
+            low = 1 if name == "max_pages" else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise InvalidSeed(f"{name} must be an integer >= {low}")
+            scope[name] = value
+    for name in ("allow", "deny"):
+        if name in obj:
+            patterns = obj[name]
+            if isinstance(patterns, str):
+                patterns = [patterns]
+            if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+                raise InvalidSeed(f"{name} must be a regex or a list of regexes")
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise InvalidSeed(f"{name}: bad regex {pattern!r}: {exc}") from None
+            scope[name] = patterns
+    if "strip_params" in obj:
+        if not isinstance(obj["strip_params"], bool):
+            raise InvalidSeed("strip_params must be true or false")
+        scope["strip_params"] = obj["strip_params"]
+    if scope:
+        scope["id"] = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    return scope

@@ -107,6 +107,22 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
 }
 
+# A JSON seed's "max_pages" is counted per page fetched, cluster-wide, just
+# before the host's turn: a request over budget takes no turn.
+DOWNLOADER_MIDDLEWARES["spiders_project.scope.seed_limits.SeedBudget"] = 565
+
+# --- One URL, one fetch; traps --------------------------------------------------
+# Query parameters dropped from every link before it is fingerprinted (a
+# trailing * matches a prefix); a JSON seed's "strip_params": false keeps them
+# for what is crawled from it. The scheme's default port is dropped and the
+# host lower-cased and punycoded too (spiders_project/scope/urls.py).
+URL_STRIP_PARAMS = _env("URL_STRIP_PARAMS", ["utm_*", "gclid", "fbclid", "mc_cid", "mc_eid"])
+# Links longer than this are not followed (0: no limit) ...
+URL_MAX_LENGTH = _env("URL_MAX_LENGTH", 2083)
+# ... nor links whose path repeats one segment more than this many times
+# (/a/b/a/b/a/b/a/b: relative links resolved against themselves); 0: no limit.
+URL_MAX_REPEATED_SEGMENTS = _env("URL_MAX_REPEATED_SEGMENTS", 3)
+
 # --- Dead letters ----------------------------------------------------------------
 # Requests that failed for good (RetryMiddleware gave up on a RETRY_EXCEPTIONS
 # error or a RETRY_HTTP_CODES status) are kept as JSON in <spider>:dead for
@@ -141,6 +157,8 @@ ITEM_TABLES: dict[str, str] = {}
 SPIDER_MIDDLEWARES = {
     # Near the engine: numbers each page's items in the order they were yielded.
     "spiders_project.item_buffer.identity.PagePositions": 10,
+    # After DepthMiddleware (900) on the way out: a seed's limits, given to its links.
+    "spiders_project.scope.seed_limits.SeedScope": 800,
 }
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.

@@ -50,7 +50,9 @@ from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
+from spiders_project.seeds import SCOPE_META
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         dupefilter: FingerprintDupeFilter,
         config: FrontierConfig,
         politeness: HostPoliteness,
+        urls: UrlRules,
     ) -> None:
         super().__init__(
             server=redis.client,
@@ -90,6 +93,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.keys = redis.keys
         self.config = config
         self.politeness = politeness
+        self.urls = urls
         self._candidates: list[str] = []
         self.lease_ms = int(config.lease_timeout * 1000)
         self.leases = LeaseKeeper(redis, self.lease_ms, self.stats)
@@ -121,6 +125,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             FingerprintDupeFilter.from_crawler(crawler),
             FrontierConfig.from_settings(settings),
             HostPoliteness.of(crawler),
+            UrlRules.from_settings(settings),
         )
 
     # Base.clear would call the asyncio client synchronously: nothing would be deleted.
@@ -230,6 +235,17 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         seed_entry = request.meta.pop(SEED_ENTRY, "").encode("latin-1")
         if seed_entry:
             self.crawler.signals.send_catch_log(seed_reached, entry=seed_entry)
+        # One URL, one fetch: normalised before fingerprinting (scope/urls.py).
+        scope = request.meta.get(SCOPE_META)
+        url = self.urls.normalise(request.url, not scope or scope.get("strip_params", True))
+        if url != request.url:
+            request = request.replace(url=url)
+        if not seed_entry:
+            trap = self.urls.trap(url)
+            if trap is not None:
+                self.stats.inc_value(f"scope/{trap}")
+                logger.debug("Not following %.200s: %s", url, trap)
+                return False
         raw = None
         if not request.dont_filter or request.meta.get("seed"):
             raw = self.df.fingerprint(request)

@@ -37,7 +37,7 @@ from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.scheduler import SEED_ENTRY, seed_reached
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.scrapy_redis_compat import not_here
-from spiders_project.seeds import Seed, parse_seed
+from spiders_project.seeds import SCOPE_META, Seed, parse_seed
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
         """The request for a seed; subclasses add their own meta."""
         return Request(
             seed.url,
-            meta={**seed.meta, "seed": True},
+            meta={**seed.meta, "seed": True, **({SCOPE_META: seed.scope} if seed.scope else {})},
             priority=seed.priority,
             dont_filter=True,
         )
