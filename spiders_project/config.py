@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -84,6 +85,20 @@ class SettingsReader:
         return value
 
     def getlist(self, name: str) -> list[Any]:
+        """Scrapy's getlist, and a JSON array too (``-s 'NAME=["a,b", "c"]'``).
+
+        Scrapy splits a string at commas, which a regex may contain; a value
+        that starts with ``[`` is read as JSON instead.
+        """
+        value = self.settings.get(name)
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                self.fail(name, "not a JSON array")
+            if not isinstance(parsed, list):
+                self.fail(name, "not a JSON array")
+            return parsed
         return self._typed(name, self.settings.getlist, "a list")
 
     def getdict(self, name: str) -> dict[Any, Any]:

@@ -45,9 +45,24 @@ class RedisKeys:
         """One host's queue: a sorted set of JSON requests, lowest score first."""
         return self._key(f"requests:host:{host}")
 
+    def host_later(self, host: str) -> str:
+        """One host's retries waiting for their time: sorted set of
+        "<queue score> <JSON request>" by the time (ms) they may be fetched."""
+        return self._key(f"requests:later:{host}")
+
+    @property
+    def in_flight(self) -> str:
+        """Hash host -> requests of it leased by any worker (the cluster-wide cap)."""
+        return self._key("requests:in_flight")
+
+    @property
+    def capped(self) -> str:
+        """Set of hosts out of the ready-set because they are at their cap, until a lease ends."""
+        return self._key("requests:capped")
+
     @property
     def requests_size(self) -> str:
-        """Counter of requests queued in all host queues (not leased)."""
+        """Counter of requests queued in all host queues, retries waiting included (not leased)."""
         return self._key("requests:size")
 
     @property
@@ -63,6 +78,14 @@ class RedisKeys:
     def host_turn(self, host: str) -> str:
         """Time (ms) the cluster last sent the host a request (dispatch gate); expires after."""
         return self._key(f"requests:turn:{host}")
+
+    def robots(self, origin: str) -> str:
+        """An origin's ("http://host[:port]") robots.txt, fetched once for the cluster; expires."""
+        return self._key(f"robots:{origin}")
+
+    def robots_lock(self, origin: str) -> str:
+        """Held by the one worker fetching an origin's robots.txt."""
+        return self._key(f"robots:{origin}:lock")
 
     def seed_pages(self, seed_id: str) -> str:
         """Pages fetched so far from one seed with ``max_pages`` (its budget); expires."""

@@ -97,9 +97,27 @@ POLITENESS_GUARD = 0.01
 NAVIGATION_GUARD = 0.05
 # Retry-After of a 429/503 answer pauses its host for that long, capped here.
 RETRY_AFTER_MAX = 600.0
+# A retry (5xx, timeout, connection error, 429 without Retry-After, a block)
+# waits in the shared frontier RETRY_BACKOFF_BASE x 2^(attempt-1) seconds,
+# plus up to 25% jitter, capped at RETRY_BACKOFF_MAX; no worker fetches it
+# earlier and it holds no download slot meanwhile (politeness/retries.py).
+RETRY_BACKOFF_BASE = _env("RETRY_BACKOFF_BASE", 2.0)
+RETRY_BACKOFF_MAX = _env("RETRY_BACKOFF_MAX", 300.0)
+# Blocks are not content: an answer with one of these statuses, or whose text
+# matches one of these regexes, is a failed attempt (retried with backoff,
+# then a dead letter with the reason), never an item; through a proxy it bans
+# the proxy. On the command line: -s 'BAN_BODY_PATTERNS=["captcha", "Access denied"]'.
+BAN_HTTP_CODES = _env("BAN_HTTP_CODES", [403, 429])
+BAN_BODY_PATTERNS: list[str] = _env("BAN_BODY_PATTERNS", [])
 DOWNLOADER_MIDDLEWARES = {
     # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
     "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
+    # Scrapy's RobotsTxtMiddleware, with each robots.txt fetched once per cluster.
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "spiders_project.politeness.robots.ClusterRobotsTxt": 100,
+    # Scrapy's RetryMiddleware, with backoff through the frontier and blocks retried.
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "spiders_project.politeness.retries.BackoffRetryMiddleware": 550,
     # Just after it: sees every 429/503 (Retry-After) and robots.txt answer.
     "spiders_project.politeness.middlewares.SitePacingMiddleware": 560,
     # Last of all, right before the download: the cluster-wide turn of a
@@ -203,7 +221,13 @@ CONCURRENT_REQUESTS_PER_DOMAIN = _env("CONCURRENT_REQUESTS_PER_DOMAIN", 16)
 # our pipelines never wait, so a few are plenty.
 CONCURRENT_ITEMS = 16
 DOWNLOAD_TIMEOUT = _env("DOWNLOAD_TIMEOUT", 30)
-ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", False)
+# robots.txt is obeyed, as in Scrapy's project template. Each origin's file is
+# fetched by one worker and shared in Redis for ROBOTSTXT_TTL seconds (a
+# failed fetch, or a 5xx, allows all for ROBOTSTXT_ERROR_TTL); its
+# Crawl-delay spaces the host's fetches cluster-wide (politeness/robots.py).
+ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", True)
+ROBOTSTXT_TTL = _env("ROBOTSTXT_TTL", 86400.0)
+ROBOTSTXT_ERROR_TTL = 300.0
 USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
 RETRY_TIMES = _env("RETRY_TIMES", 2)
 LOG_LEVEL = _env("LOG_LEVEL", "INFO")

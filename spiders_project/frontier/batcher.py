@@ -27,7 +27,7 @@ import asyncio
 import logging
 from typing import Any
 
-from spiders_project.frontier.calls import ack_commands, enqueue_call, refuse_guard
+from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
@@ -96,10 +96,17 @@ class RedisBatcher:
         self._appended += 1
 
     def enqueue(
-        self, host: str, fingerprint: str, priority: int, payload: bytes, seed: bytes = b""
+        self,
+        host: str,
+        fingerprint: str,
+        priority: int,
+        payload: bytes,
+        seed: bytes = b"",
+        wait_ms: int = 0,
     ) -> None:
-        """Queue a request; with ``seed``, only if that start_urls entry is still there."""
-        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed)))
+        """Queue a request; with ``seed``, only if that start_urls entry is still there;
+        with ``wait_ms``, not to be fetched before that many ms from now (a retry)."""
+        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms)))
 
     def reject_seed(self, seed: bytes, reason: str) -> None:
         """Move a start_urls entry that is not a valid seed to start_urls:rejected.
@@ -108,14 +115,14 @@ class RedisBatcher:
         was the one that made it.
         """
         self._reject_reasons[seed] = reason
-        self._add((_ENQUEUE, ("", "", 0, b"", seed)))
+        self._add((_ENQUEUE, ("", "", 0, b"", seed, 0)))
 
     def item(self, payload: bytes) -> None:
         self._add((_ITEM, payload))
         self.pending_items += 1
 
     def ack(self, lease_id: bytes | str) -> None:
-        """End a lease of this worker for good (see ``calls.ack_commands``)."""
+        """End a lease of this worker for good (``lua/ack.lua``)."""
         self._add((_ACK, lease_id))
 
     def push(self, key: str, value: bytes) -> None:
@@ -189,10 +196,10 @@ class RedisBatcher:
                 n_commands += 1
                 name = "RPUSH items"
             elif kind == _ACK:
-                for command in ack_commands(self.keys, batch):
-                    pipe.execute_command(*command)
-                    n_commands += 1
-                name = "ack (ZREM/HDEL leases)"
+                keys, args = ack_call(self.keys, batch, now=self.clock.arg())
+                pipe.eval(self.scripts.ack.source, len(keys), *keys, *args)
+                n_commands += 1
+                name = "script ack"
             elif kind == _PUSH:
                 for key, value in batch:
                     pipe.lpush(key, value)
@@ -241,7 +248,7 @@ class RedisBatcher:
         requests = sum(1 for host, *_ in sent if host)
         self.enqueued(requests, int(reply[0]))
         moved = set(reply[1:])
-        for host, _, _, _, seed in sent:
+        for host, _, _, _, seed, _ in sent:
             if host or seed not in self._reject_reasons:
                 continue
             reason = self._reject_reasons.pop(seed)

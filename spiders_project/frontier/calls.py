@@ -31,16 +31,19 @@ def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
 def enqueue_call(
     keys: RedisKeys, entries: Iterable[tuple[Any, ...]], *, now: int | str = ""
 ) -> Call:
-    """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry]).
+    """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry[, wait ms]]).
 
     A seed entry (the raw start_urls bytes) makes the request count only if
     this call claims that entry; host "" with a seed entry rejects the seed.
+    A wait (a retry's backoff) keeps the request in its host's later set until due.
     """
     hosts: dict[str, int] = {}
-    quints: list[Any] = []
-    for host, fingerprint, priority, payload, *seed in entries:
+    sextuples: list[Any] = []
+    for host, fingerprint, priority, payload, *rest in entries:
         index = hosts.setdefault(host, len(hosts) + 1) if host else 0
-        quints += (fingerprint, priority, payload, index, seed[0] if seed else b"")
+        seed = rest[0] if rest else b""
+        wait = rest[1] if len(rest) > 1 else 0
+        sextuples += (fingerprint, priority, payload, index, seed, wait)
     return (
         [
             keys.dupefilter,
@@ -50,8 +53,9 @@ def enqueue_call(
             keys.start_urls,
             keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
+            *(keys.host_later(h) for h in hosts),
         ],
-        [now, len(hosts), *hosts, *quints],
+        [now, len(hosts), *hosts, *sextuples],
     )
 
 
@@ -67,7 +71,8 @@ def lease_call(
     *,
     now: int | str = "",
 ) -> Call:
-    """``lua/lease.lua`` for candidate (host, configured delay ms) pairs.
+    """``lua/lease.lua`` for candidate (host, configured delay ms) pairs;
+    ``per_host`` is the cluster-wide cap of one host's leases.
 
     Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
     same ``first_id`` twice (see the script's header).
@@ -83,7 +88,10 @@ def lease_call(
             keys.requests_size,
             keys.host_delays,
             keys.requests_rejected,
+            keys.in_flight,
+            keys.capped,
             *(keys.host_queue(h) for h, _ in candidates),
+            *(keys.host_later(h) for h, _ in candidates),
         ],
         args,
     )
@@ -107,6 +115,8 @@ def requeue_call(
             keys.lease_info,
             keys.hosts,
             keys.requests_size,
+            keys.in_flight,
+            keys.capped,
             *(keys.host_queue(h) for _, h in leased),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
@@ -118,10 +128,13 @@ def expired_call(keys: RedisKeys, limit: int, *, now: int | str = "") -> Call:
     return [keys.leases, keys.lease_info, keys.requests_rejected], [now, limit]
 
 
-def ack_commands(keys: RedisKeys, lease_ids: Sequence[bytes | str]) -> list[tuple[Any, ...]]:
-    """The commands that end leases for good (processed, rejected or dead).
+def ack_call(keys: RedisKeys, lease_ids: Sequence[bytes | str], *, now: int | str = "") -> Call:
+    """``lua/ack.lua``: end leases for good (processed, rejected or dead).
 
-    Lease ids are unique, so this removes only the caller's own leases: one
+    Lease ids are unique, so this ends only the caller's own leases: one
     that expired and was leased again has a new id.
     """
-    return [("ZREM", keys.leases, *lease_ids), ("HDEL", keys.lease_info, *lease_ids)]
+    return (
+        [keys.leases, keys.lease_info, keys.in_flight, keys.capped, keys.hosts],
+        [now, *lease_ids],
+    )

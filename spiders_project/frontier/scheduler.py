@@ -49,6 +49,7 @@ from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
 from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.politeness.retries import RETRY_WAIT
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
@@ -218,6 +219,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             "DEL frontier",
             lambda: client.delete(
                 *(keys.host_queue(h) for h in names),
+                *(keys.host_later(h) for h in names),
+                keys.in_flight,
+                keys.capped,
                 keys.hosts,
                 keys.requests_size,
                 keys.requests_seq,
@@ -246,6 +250,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self.stats.inc_value(f"scope/{trap}")
                 logger.debug("Not following %.200s: %s", url, trap)
                 return False
+        # A retry's backoff (politeness/retries.py): the frontier keeps it that long.
+        wait_ms = int(request.meta.pop(RETRY_WAIT, 0) or 0)
         raw = None
         if not request.dont_filter or request.meta.get("seed"):
             raw = self.df.fingerprint(request)
@@ -265,7 +271,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         else:
             self.sent.add(raw)
             fingerprint = ("!" if request.dont_filter else "") + raw.hex()
-        self.redis.batcher.enqueue(host_of(request.url), fingerprint, priority, payload, seed_entry)
+        self.redis.batcher.enqueue(
+            host_of(request.url), fingerprint, priority, payload, seed_entry, wait_ms
+        )
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
 

@@ -30,3 +30,4 @@ class FrontierScripts:
         self.requeue = load_lua(LUA_DIR, "requeue")
         self.expired = load_lua(LUA_DIR, "expired")
         self.reject_host = load_lua(LUA_DIR, "reject_host")
+        self.ack = load_lua(LUA_DIR, "ack")

@@ -25,33 +25,29 @@ from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dead_letters import make_dead_letter
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.values import Unstorable, ValueCodec
+from spiders_project.politeness.bans import OWN_FAILURES
+from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 
 
-class DeadLetterMiddleware:
-    """Writes a dead letter when RetryMiddleware has given up on a request.
+class DeadLetters:
+    """Writes dead letters: the JSON request, its error and attempts, in ``<spider>:dead``.
 
-    Ordered just before RetryMiddleware (550), e.g. 540: its
-    ``process_response`` and ``process_exception`` run after RetryMiddleware's,
-    so they see a response or exception only once no retry was scheduled.
-    "Failed for good" means what RetryMiddleware retries: an exception in
-    ``RETRY_EXCEPTIONS`` or a status in ``RETRY_HTTP_CODES``; other statuses
-    (404) and exceptions (IgnoreRequest) are not dead letters. Requests with
-    ``dont_retry`` that fail that way are dead letters after one attempt.
-
-    The entry goes through the worker's write batcher (``sink``), so it reaches
-    Redis in the same ordered transaction as the ack of the request's lease,
-    without blocking the reactor: a killed worker loses neither or redoes both.
+    One per worker (``of``): DeadLetterMiddleware writes those of requests
+    RetryMiddleware gave up on, and BackoffRetryMiddleware those of blocked
+    answers it gave up on (which never reach the spider). The entry goes
+    through the worker's write batcher (``sink``), so it reaches Redis in the
+    same ordered transaction as the ack of the request's lease, without
+    blocking the reactor: a killed worker loses neither or redoes both.
+    ``sink`` None (DEAD_LETTERS_ENABLED off) logs the failure only.
     """
 
     def __init__(
         self,
-        sink: Callable[[bytes], None],
+        sink: Callable[[bytes], None] | None,
         stats: StatsCollector,
         *,
-        retry_exceptions: tuple[type[BaseException], ...],
-        retry_http_codes: frozenset[int],
         worker: str,
         key: str,
         values: ValueCodec = serialize.PLAIN,
@@ -59,50 +55,47 @@ class DeadLetterMiddleware:
         self.sink = sink
         self.values = values
         self.stats = stats
-        self.retry_exceptions = retry_exceptions
-        self.retry_http_codes = retry_http_codes
         self.worker = worker
         self.key = key  # for the log line only
         # Needed to name callbacks in the request's JSON; set on spider_opened.
         self.spider: Spider | None = None
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> DeadLetterMiddleware:
-        settings = crawler.settings
-        if not settings.getbool("DEAD_LETTERS_ENABLED"):
-            raise NotConfigured("DEAD_LETTERS_ENABLED is off")
-        assert crawler.stats is not None
-        redis = WorkerRedis.of(crawler)
-        dead = redis.keys.dead
-        middleware = cls(
-            lambda entry: redis.batcher.push(dead, entry),
-            crawler.stats,
-            retry_exceptions=tuple(
-                load_object(path) for path in settings.getlist("RETRY_EXCEPTIONS")
-            ),
-            retry_http_codes=frozenset(int(x) for x in settings.getlist("RETRY_HTTP_CODES")),
-            worker=f"{socket.gethostname()}:{os.getpid()}",
-            key=dead,
-            values=ValueCodec.of(crawler),
-        )
-        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
-        return middleware
+    def of(cls, crawler: Crawler) -> DeadLetters:
+        def build() -> DeadLetters:
+            assert crawler.stats is not None
+            redis = WorkerRedis.of(crawler)
+            dead = redis.keys.dead
+            letters = cls(
+                (lambda entry: redis.batcher.push(dead, entry))
+                if crawler.settings.getbool("DEAD_LETTERS_ENABLED")
+                else None,
+                crawler.stats,
+                worker=f"{socket.gethostname()}:{os.getpid()}",
+                key=dead,
+                values=ValueCodec.of(crawler),
+            )
+            crawler.signals.connect(letters.spider_opened, signal=signals.spider_opened)
+            return letters
+
+        return shared(crawler, cls, build)
 
     def spider_opened(self, spider: Spider) -> None:
         self.spider = spider
 
-    def process_response(self, request: Request, response: Response) -> Response:
-        if response.status in self.retry_http_codes:
-            self.dead_letter(request, f"HTTP {response.status}")
-        return response
-
-    def process_exception(self, request: Request, exception: Exception) -> None:
-        if isinstance(exception, self.retry_exceptions):
-            self.dead_letter(request, f"{type(exception).__name__}: {exception}")
-
     def dead_letter(self, request: Request, error: str) -> None:
         """Queue the dead letter of ``request`` (which failed with ``error``)."""
+        if request.meta.get(OWN_FAILURES):
+            return  # its sender handles it (robots.txt)
         attempts = request.meta.get("retry_times", 0) + 1
+        if self.sink is None:
+            logger.warning(
+                "%s failed for good after %d attempts (%s); DEAD_LETTERS_ENABLED is off",
+                request.url,
+                attempts,
+                error,
+            )
+            return
         payload = self._payload(request)
         if payload is None:
             return
@@ -158,3 +151,49 @@ class DeadLetterMiddleware:
             logger.error("Dead letter of %s not kept: %s", request.url, exc)
             self.stats.inc_value("dead_letters/unserializable")
             return None
+
+
+class DeadLetterMiddleware:
+    """Writes a dead letter when RetryMiddleware has given up on a request.
+
+    Ordered just before RetryMiddleware (550), e.g. 540: its
+    ``process_response`` and ``process_exception`` run after RetryMiddleware's,
+    so they see a response or exception only once no retry was scheduled.
+    "Failed for good" means what RetryMiddleware retries: an exception in
+    ``RETRY_EXCEPTIONS`` or a status in ``RETRY_HTTP_CODES``; other statuses
+    (404) and exceptions (IgnoreRequest) are not dead letters. Requests with
+    ``dont_retry`` that fail that way are dead letters after one attempt.
+    """
+
+    def __init__(
+        self,
+        letters: DeadLetters,
+        *,
+        retry_exceptions: tuple[type[BaseException], ...],
+        retry_http_codes: frozenset[int],
+    ) -> None:
+        self.letters = letters
+        self.retry_exceptions = retry_exceptions
+        self.retry_http_codes = retry_http_codes
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DeadLetterMiddleware:
+        settings = crawler.settings
+        if not settings.getbool("DEAD_LETTERS_ENABLED"):
+            raise NotConfigured("DEAD_LETTERS_ENABLED is off")
+        return cls(
+            DeadLetters.of(crawler),
+            retry_exceptions=tuple(
+                load_object(path) for path in settings.getlist("RETRY_EXCEPTIONS")
+            ),
+            retry_http_codes=frozenset(int(x) for x in settings.getlist("RETRY_HTTP_CODES")),
+        )
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.status in self.retry_http_codes:
+            self.letters.dead_letter(request, f"HTTP {response.status}")
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if isinstance(exception, self.retry_exceptions):
+            self.letters.dead_letter(request, f"{type(exception).__name__}: {exception}")

@@ -1,4 +1,4 @@
-"""What sites say about pace (Retry-After, robots.txt Crawl-delay), told to the frontier."""
+"""What sites say about pace (Retry-After), told to the frontier; the dispatch gate."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import logging
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from protego import Protego
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -14,7 +13,6 @@ from scrapy.http import Response
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.hosts import host_of
-from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
 from spiders_project.redis_calls import load_lua
 
@@ -42,32 +40,19 @@ class SitePacingMiddleware:
 
     - A 429 or 503 with ``Retry-After`` pauses the host for that long (capped
       by ``RETRY_AFTER_MAX``) for every worker, not just this one.
-    - A robots.txt ``Crawl-delay`` for our user agent becomes the host's
-      delay when longer than the configured one. robots.txt is fetched by
-      Scrapy's RobotsTxtMiddleware (``ROBOTSTXT_OBEY``) through this chain.
+    (A robots.txt ``Crawl-delay`` is applied where robots.txt is read, ``robots.py``.)
     """
 
-    def __init__(
-        self,
-        redis: WorkerRedis,
-        politeness: HostPoliteness,
-        user_agent: str,
-        retry_after_max: float,
-    ) -> None:
+    def __init__(self, redis: WorkerRedis, retry_after_max: float) -> None:
         self.redis = redis
-        self.politeness = politeness
-        self.user_agent = user_agent
         self.retry_after_max = retry_after_max
         self.pause_host = load_lua(LUA_DIR, "pause_host")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SitePacingMiddleware:
-        settings = crawler.settings
         return cls(
             WorkerRedis.of(crawler),
-            HostPoliteness.of(crawler),
-            settings.get("USER_AGENT"),
-            SettingsReader(settings).getfloat("RETRY_AFTER_MAX", minimum=0),
+            SettingsReader(crawler.settings).getfloat("RETRY_AFTER_MAX", minimum=0),
         )
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -86,17 +71,6 @@ class SitePacingMiddleware:
                     self.pause_host,
                     [self.redis.keys.hosts],
                     [self.redis.clock.arg(), host, int(pause * 1000)],
-                )
-        elif request.url.endswith("/robots.txt") and response.status == 200:
-            try:
-                delay = Protego.parse(response.text).crawl_delay(self.user_agent)
-            except (AttributeError, ValueError):
-                delay = None
-            if delay:
-                logger.info("%s asks for Crawl-delay %.2f s", host, delay)
-                self.politeness.site_asked(host, int(float(delay) * 1000))
-                self.redis.batcher.command(
-                    "HSET", self.redis.keys.host_delays, host, int(float(delay) * 1000)
                 )
         return response
 

@@ -154,8 +154,9 @@ def test_exporter_during_a_two_worker_crawl(redis_url, r, tmp_path, procs):
     # Pages reach the spider once each; a 503 was retried by the downloader.
     assert m.value("crawler_spider_pages_total", **SPIDER) == len(requests) - statuses["503"]
     errors = m.series("crawler_spider_errors_total", **SPIDER)
+    # The refused host: its robots.txt (once) and the page's three attempts.
     assert {dict(labels)["kind"]: v for labels, v in errors.items()} == {
-        "download:DownloadConnectionRefusedError": 3,
+        "download:DownloadConnectionRefusedError": 4,
         "dead_letter": 1,
         "seed_rejected": 1,
     }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import orjson
 import pytest
 
-from tests.support.processes import K, stat, worker
+from tests.support.processes import K, stat, wait_until, worker
 from tests.support.wild import WildSite
 
 pytestmark = pytest.mark.slow
@@ -113,3 +114,114 @@ def test_long_and_self_repeating_links_are_not_followed(redis_url, r, tmp_path, 
                 assert sorted(site.requested("/loop/")) == loop
             trap = "scope/url_too_long" if limit else "scope/repeated_segments"
             assert stat(r, w, trap) >= 1
+
+
+def test_retries_back_off_in_the_frontier_without_stalling_other_hosts(
+    redis_url, r, tmp_path, procs
+):
+    base = 1.0
+    with WildSite(flaky_times=3) as flaky, WildSite(docs=64, latency=0.05) as other:
+        r.lpush(
+            K.start_urls, f"{flaky.url}flaky/1", json.dumps({"url": other.url, "deny": ["/cal/"]})
+        )
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            "RETRY_TIMES=3",
+            f"RETRY_BACKOFF_BASE={base}",
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        attempts = [(t, status) for t, p, status in flaky.log() if p == "/flaky/1"]
+        assert [status for _, status in attempts] == [503, 503, 503, 200]
+        times = [t for t, _ in attempts]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        for i, gap in enumerate(gaps):
+            wait = base * 2**i
+            assert wait <= gap <= wait * 1.25 + 0.5, gaps
+        # The other host was crawled meanwhile, all of it before the last retry.
+        others = [t for t, p, _ in other.log() if p.startswith("/docs/")]
+        assert len(others) == 63 and max(others) < times[-1]
+        assert f"{flaky.url}flaky/1" in buffered_urls(r)
+        assert r.llen(K.dead) == 0
+
+
+def test_blocks_are_retried_then_dead_lettered_and_never_stored(redis_url, r, tmp_path, procs):
+    with WildSite() as site:
+        seeds = [f"{site.url}challenge/1", f"{site.url}challenge/9", f"{site.url}forbidden/1"]
+        r.lpush(K.start_urls, *seeds)
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+            "RETRY_TIMES=2",
+            "RETRY_BACKOFF_BASE=0.2",
+            'BAN_BODY_PATTERNS=["(?i)captcha"]',
+        )
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        assert site.requested("/challenge/") == {"/challenge/1": 2, "/challenge/9": 3}
+        assert site.requested("/forbidden/") == {"/forbidden/1": 3}
+        items = [orjson.loads(e)["item"] for e in r.lrange(K.items, 0, -1)]
+        assert [i["url"] for i in items] == [f"{site.url}challenge/1"]
+        assert items[0]["title"] == "Challenge 1 passed"
+        letters = {json.loads(e)["url"]: json.loads(e) for e in r.lrange(K.dead, 0, -1)}
+        assert set(letters) == {f"{site.url}challenge/9", f"{site.url}forbidden/1"}
+        assert letters[f"{site.url}challenge/9"]["error"] == "blocked: body matches '(?i)captcha'"
+        assert letters[f"{site.url}forbidden/1"]["error"] == "blocked: HTTP 403"
+        assert all(letter["attempts"] == 3 for letter in letters.values())
+        assert stat(r, w, "bans/blocked") == 1 + 3 + 3
+
+
+def test_the_per_host_cap_holds_for_the_whole_cluster(redis_url, r, tmp_path, procs):
+    with WildSite(docs=80, latency=0.3) as site:
+        workers = [
+            worker(
+                f"w{i}",
+                redis_url,
+                tmp_path,
+                "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+                "CONCURRENT_REQUESTS_PER_DOMAIN=4",
+            )
+            for i in (1, 2, 3)
+        ]
+        procs += workers
+        wait_until(lambda: r.zcard(K.workers) == 3, 60, what="three workers")
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "deny": ["/cal/", "/loop/"]}))
+        for w in workers:
+            assert w.wait(180) == 0, w.log()[-3000:]
+        assert site.max_in_flight == 4
+        assert site.requested("/docs/") == {f"/docs/{n}": 1 for n in range(1, 80)}
+        assert sum(stat(r, w, "response_received_count") > 0 for w in workers) >= 2
+        assert not r.exists(K.in_flight) and not r.exists(K.capped)
+
+
+def test_robots_txt_is_fetched_once_for_the_cluster_and_obeyed(redis_url, r, tmp_path, procs):
+    robots = "User-agent: *\nDisallow: /private/\nCrawl-delay: 0.2\n"
+    with WildSite(docs=12, robots=robots, latency=0.02) as site:
+        workers = [
+            worker(f"w{i}", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3") for i in (1, 2, 3)
+        ]
+        procs += workers
+        wait_until(lambda: r.zcard(K.workers) == 3, 60, what="three workers")
+        r.lpush(
+            K.start_urls,
+            json.dumps({"url": site.url, "deny": ["/cal/", "/loop/", "/flaky/"]}),
+            f"{site.url}private/2",
+        )
+        for w in workers:
+            assert w.wait(180) == 0, w.log()[-3000:]
+        assert site.requested("/robots.txt") == {"/robots.txt": 1}
+        assert site.requested("/private/") == {}
+        assert site.requested("/docs/") == {f"/docs/{n}": 1 for n in range(1, 12)}
+        assert sum(stat(r, w, "robotstxt/forbidden") for w in workers) == 2
+        assert sum(stat(r, w, "robotstxt/request_count") for w in workers) == 1
+        assert r.llen(K.dead) == 0
+        # Crawl-delay held for the three workers together.
+        times = sorted(t for t, p, _ in site.log() if p != "/robots.txt")
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert min(gaps) >= 0.2 - 0.01, gaps
+        assert sum(stat(r, w, "response_received_count") > 0 for w in workers) >= 2

@@ -28,7 +28,7 @@ from spiders_project.frontier.dead_letters import (
     make_dead_letter,
     requeue,
 )
-from spiders_project.middlewares.dead_letters import DeadLetterMiddleware
+from spiders_project.middlewares.dead_letters import DeadLetterMiddleware, DeadLetters
 from tests.support.crawlers import project_crawler
 from tests.support.processes import PYTHON, ROOT, K, Proc, stat, worker
 
@@ -341,20 +341,18 @@ def test_middleware_keeps_only_what_retry_gave_up_on():
     crawler = get_crawler(_Spider)
     stats = MemoryStatsCollector(crawler)
     sink: list[bytes] = []
+    letters = DeadLetters(sink.append, stats, worker="h:1", key="t:dead")
+    letters.spider = _Spider()
     mw = DeadLetterMiddleware(
-        sink.append,
-        stats,
+        letters,
         retry_exceptions=(ConnectionRefusedError,),
         retry_http_codes=frozenset({503}),
-        worker="h:1",
-        key="t:dead",
     )
-    mw.spider = _Spider()
 
     def response(status: int, request: Request) -> HtmlResponse:
         return HtmlResponse(request.url, status=status, request=request)
 
-    gave_up = Request("http://a.test/1", callback=mw.spider.parse, meta={"retry_times": 2})
+    gave_up = Request("http://a.test/1", callback=letters.spider.parse, meta={"retry_times": 2})
     mw.process_response(gave_up, response(503, gave_up))
     mw.process_response(gave_up, response(404, gave_up))
     mw.process_response(gave_up, response(200, gave_up))
@@ -386,4 +384,4 @@ def test_middleware_switch_and_retry_settings():
     mw = DeadLetterMiddleware.from_crawler(crawler)
     assert mw.retry_http_codes == {599}
     assert issubclass(ConnectionRefusedError, mw.retry_exceptions)
-    assert mw.key == "t:dead"
+    assert mw.letters.key == "t:dead"

@@ -11,7 +11,7 @@ import pytest
 from scrapy import Request
 
 from spiders_project.frontier.calls import (
-    ack_commands,
+    ack_call,
     enqueue_call,
     expired_call,
     lease_call,
@@ -166,6 +166,7 @@ def test_hosts_take_turns_so_a_big_site_never_starves_a_small_one(s):
     _, hosts, candidates, _ = lease(s, 2, [("big", 0), ("small", 0)], per_host=2)
     assert hosts == ["big", "big"]
     assert candidates == ["small", "big"], "a served host goes to the back"
+    s.ack(*ack_call(K, s.last_ids, now=s.now))  # big's two slots are free again
     _, hosts, _, _ = lease(s, 4, [("small", 0), ("big", 0)], per_host=2)
     assert hosts == ["small", "small", "big", "big"]
 
@@ -249,8 +250,7 @@ def test_a_stalled_worker_touches_only_its_own_leases(r, s):
     assert new.startswith(b"w2/") and new != old
     assert s.renew([K.leases], [s.now, 60_000, old]) == 0
     assert s.requeue(*requeue_call(K, [(old, "a")], expired=False, now=s.now)) == 0
-    for command in ack_commands(K, [old]):
-        r.execute_command(*command)
+    assert s.ack(*ack_call(K, [old], now=s.now)) == 0
     assert r.zrange(K.leases, 0, -1) == [new] and r.hexists(K.lease_info, new)
     assert int(r.get(K.requests_size)) == 0
 
@@ -298,8 +298,7 @@ def test_ack_ends_the_lease(r, s):
     enqueue(s, [("a", "1", 0, b"A")])
     lease(s, 0, [])
     lease(s, 1, [("a", 0)])
-    for command in ack_commands(K, s.last_ids):
-        r.execute_command(*command)
+    assert s.ack(*ack_call(K, s.last_ids, now=s.now)) == 1
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
 
 
@@ -349,3 +348,56 @@ def test_a_host_queue_of_the_wrong_type_harms_only_itself(r, s):
     assert r.zscore(K.hosts, "bad") is None
     (entry,) = r.lrange(K.requests_rejected, 0, -1)
     assert entry.startswith(b"host bad: WRONGTYPE")
+
+
+# --- the cluster-wide cap of a host's requests in flight ------------------------------
+def test_a_host_at_its_cap_gives_nothing_until_a_lease_ends(r, s):
+    enqueue(s, [("a", "", 0, bytes([65 + i])) for i in range(6)])
+    lease(s, 0, [])
+    got, *_ = lease(s, 10, [("a", 0)], per_host=4)
+    assert len(got) == 4 and int(r.hget(K.in_flight, "a")) == 4
+    first_ids = s.last_ids
+    # Another worker asks: the host is at its cap, and leaves the ready-set.
+    got, _, nxt, _ = lease(s, 10, [("a", 0)], per_host=4, owner="w2")
+    assert got == [] and nxt == [] and r.sismember(K.capped, "a")
+    # One lease ends: the host is ready again, with one slot.
+    assert s.ack(*ack_call(K, first_ids[:1], now=s.now)) == 1
+    assert r.zscore(K.hosts, "a") == s.now and not r.sismember(K.capped, "a")
+    got, *_ = lease(s, 10, [("a", 0)], per_host=4, owner="w2")
+    assert len(got) == 1 and int(r.hget(K.in_flight, "a")) == 4
+    # A dead worker's slots come back when its leases are put back.
+    s.tick(60_001)
+    found, _ = s.expired(*expired_call(K, 100, now=s.now))
+    pairs = [(found[i], found[i + 1].decode()) for i in range(0, len(found), 2)]
+    assert s.requeue(*requeue_call(K, pairs, expired=True, now=s.now)) == 4
+    assert not r.hexists(K.in_flight, "a")
+    # A late ack of a lease that expired and went back gives nothing back twice.
+    assert s.ack(*ack_call(K, first_ids[1:], now=s.now)) == 0
+    assert not r.hexists(K.in_flight, "a")
+
+
+def test_a_retry_waits_in_the_later_set_until_its_time(r, s):
+    keys, args = enqueue_call(K, [("a", "", 0, b"R", b"", 5000)], now=s.now)
+    assert s.enqueue(keys, args) == [1]
+    assert r.zcard(K.host_queue("a")) == 0 and r.zcard(K.host_later("a")) == 1
+    assert int(r.get(K.requests_size)) == 1
+    assert r.zscore(K.hosts, "a") == s.now + 5000
+    # Not ready yet, even when asked for by name.
+    assert lease(s, 10, [("a", 0)])[0] == []
+    s.tick(4999)
+    assert lease(s, 10, [("a", 0)])[0] == []
+    s.tick(1)
+    assert lease(s, 10, [("a", 0)])[0] == [b"R"]
+    assert r.zcard(K.host_later("a")) == 0 and int(r.get(K.requests_size)) == 0
+
+
+def test_a_host_with_only_waiting_retries_stays_ready_at_their_time(r, s):
+    enqueue(s, [("a", "", 0, b"A")])
+    keys, args = enqueue_call(K, [("a", "", 5, b"R", b"", 3000)], now=s.now)
+    s.enqueue(keys, args)
+    assert lease(s, 10, [("a", 0)])[0] == [b"A"]
+    # The queue is empty, the retry is not due: the host waits for it.
+    assert r.zscore(K.hosts, "a") == s.now + 3000
+    s.tick(3000)
+    assert lease(s, 10, [("a", 0)])[0] == [b"R"]
+    assert not r.exists(K.host_later("a")) and r.zscore(K.hosts, "a") is None

@@ -11,6 +11,8 @@ port. What it serves:
 - ``/private/<n>``: pages robots.txt forbids, linked from ``/``;
 - ``/cal/<year>/<month>``: an endless calendar, each month linking to the next
   and the previous one;
+- ``/challenge/<n>``: a 200 "solve this CAPTCHA" page the first ``n`` times, then
+  the real page; ``/forbidden/<n>``: always 403;
 - ``/loop/``: links to ``a/``, relative, so ``/loop/a/a/a/...`` never ends;
 - ``/flaky/<n>``: answers 503 ``flaky_times`` times, then 200;
 - ``/sitemap_index.xml`` names ``/sitemap1.xml.gz`` and ``/sitemap2.xml.gz``,
@@ -170,6 +172,15 @@ class WildSite(SiteServer):
                 f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
             )
             return 200, "application/gzip", gzip.compress(body.encode())
+        if len(parts) == 2 and parts[0] == "challenge" and parts[1].isdigit():
+            with self._wild_lock:
+                self._flaky[path] += 1
+                seen = self._flaky[path]
+            if seen <= int(parts[1]):
+                return 200, HTML, b"<html><title>Check</title>Please solve this CAPTCHA</html>"
+            return self._page(f"Challenge {parts[1]} passed", [])
+        if len(parts) == 2 and parts[0] == "forbidden":
+            return 403, HTML, b"<html><title>Forbidden</title>Go away</html>"
         if parts and parts[0] == "loop":
             return self._page("Loop", ["a/"])  # relative: /loop/a/, /loop/a/a/, ...
         if len(parts) == 2 and parts[0] == "sm":

@@ -10,11 +10,12 @@
 -- KEYS[5]    start_urls: list of seeds as operators pushed them
 -- KEYS[6]    start_urls:rejected: seeds that are not valid requests
 -- KEYS[6+i]  queue of the i-th host of this batch (sorted set of JSON requests)
+-- KEYS[6+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    H, the number of hosts in this batch
 -- ARGV[2+i]  name of the i-th host (i = 1..H), as in its queue key
--- ARGV[H+3..] quintuples (fingerprint, priority, payload, host index i, seed):
+-- ARGV[H+3..] sextuples (fingerprint, priority, payload, host index i, seed, wait):
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
@@ -22,6 +23,10 @@
 --              seed "" for a request; else the raw start_urls entry it came
 --              from: skipped unless this call removes that entry (another
 --              worker may have claimed it); host index 0 rejects the seed
+--              wait: ms before the request may be fetched (a retry's backoff),
+--              or 0; a waiting request goes to the host's later set as
+--              "<queue score> <payload>", scored by its time, and lease.lua
+--              moves it into the queue, at its place, once that time has come
 -- Returns    {enqueued, rejected seed...}: enqueued is the number of members
 --            Redis really added, so a payload already queued (a seed pushed
 --            twice, a resent transaction) neither counts twice in size nor
@@ -37,10 +42,11 @@
 --
 -- Score = -priority * 2^40 + seq stays an exact integer in a double. A host
 -- already in the ready-set keeps its time (NX), so politeness survives a
--- queue that ran empty and refilled.
+-- queue that ran empty and refilled; a host new to it is ready at once, or
+-- when the first of this batch's waiting requests is due.
 local h = tonumber(ARGV[2])
 local first = h + 3
-local n = (#ARGV - first + 1) / 5
+local n = (#ARGV - first + 1) / 6
 if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[2], n) - n
 local now = tonumber(ARGV[1])
@@ -52,7 +58,7 @@ local enqueued = 0
 local reply = {0}
 local touched = {}
 for j = 0, n - 1 do
-  local base = first + j * 5
+  local base = first + j * 6
   local fp = ARGV[base]
   local i = tonumber(ARGV[base + 3])
   local seed = ARGV[base + 4]
@@ -75,12 +81,18 @@ for j = 0, n - 1 do
   if add then
     seq = seq + 1
     local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
-    touched[i] = true
-    enqueued = enqueued + redis.call('ZADD', KEYS[6 + i], 'NX', score, ARGV[base + 2])
+    local due = now + (tonumber(ARGV[base + 5]) or 0)
+    if due > now then
+      enqueued = enqueued + redis.call(
+        'ZADD', KEYS[6 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. ARGV[base + 2])
+    else
+      enqueued = enqueued + redis.call('ZADD', KEYS[6 + i], 'NX', score, ARGV[base + 2])
+    end
+    if not touched[i] or due < touched[i] then touched[i] = due end
   end
 end
-for i, _ in pairs(touched) do
-  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2 + i])
+for i, due in pairs(touched) do
+  redis.call('ZADD', KEYS[3], 'NX', due, ARGV[2 + i])
 end
 if enqueued > 0 then redis.call('INCRBY', KEYS[4], enqueued) end
 reply[1] = enqueued

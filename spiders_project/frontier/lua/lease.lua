@@ -9,13 +9,17 @@
 -- KEYS[4]    size: counter of queued requests
 -- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
 -- KEYS[6]    requests:rejected, for a host whose queue is not a sorted set
--- KEYS[6+i]  queue of the i-th candidate host
+-- KEYS[7]    in flight: hash host -> requests of it leased (ack.lua, requeue.lua end them)
+-- KEYS[8]    capped: set of hosts taken out of the ready-set at their cap
+-- KEYS[8+i]  queue of the i-th candidate host
+-- KEYS[8+C+i] its retries waiting for their time ("later"; C candidates)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
 -- ARGV[3]    lease duration (ms)
 -- ARGV[4]    how many ready hosts to return as next candidates
--- ARGV[5]    the most requests one host without delay gives per call
+-- ARGV[5]    the most requests of one host leased at once, by the whole
+--            cluster (CONCURRENT_REQUESTS_PER_DOMAIN)
 -- ARGV[6]    the caller's worker id (lease ids are "<worker id>/<n>")
 -- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
@@ -27,6 +31,14 @@
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
 -- an expired lease is put back and leased again, it has a new id, and the old
 -- holder's late ack or renew finds nothing.
+--
+-- A host at its cap (ARGV[5] requests leased by all workers together) gives
+-- nothing and leaves the ready-set for the capped set, until ack.lua or
+-- requeue.lua ends one of its leases (a dead worker's come back when its
+-- leases expire). Retries whose time has come move from the host's later set
+-- into its queue, at their old place, before it gives requests; a host whose
+-- queue is empty but whose later set is not stays in the ready-set, at the
+-- time its first retry is due.
 --
 -- A host with a delay gives one request per call and moves its time forward
 -- by the delay (the larger of the configured one and the site's own), so the
@@ -43,7 +55,7 @@ if not now then
 end
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
-local per_host = tonumber(ARGV[5])
+local cap = tonumber(ARGV[5])
 local owner = ARGV[6]
 local n = tonumber(ARGV[7])
 local leased = {}
@@ -53,40 +65,65 @@ for i = 1, ncand do
   local host = ARGV[6 + i * 2]
   local ready = redis.call('ZSCORE', KEYS[1], host)
   if ready and tonumber(ready) <= now then
-    local queue = KEYS[6 + i]
+    local queue = KEYS[8 + i]
+    local later = KEYS[8 + ncand + i]
+    local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, 1000)
+    if #due > 0 then
+      for _, entry in ipairs(due) do
+        local score, start = string.match(entry, '^(%S+) ()')
+        if score then
+          redis.pcall('ZADD', queue, 'NX', tonumber(score), string.sub(entry, start))
+        end
+      end
+      redis.call('ZREM', later, unpack(due))
+    end
     local delay = tonumber(ARGV[7 + i * 2])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
-    local take = math.min(want, per_host)
-    if delay > 0 then take = 1 end
-    local popped = redis.pcall('ZPOPMIN', queue, take)
-    if type(popped) == 'table' and popped.err then
-      -- Not a sorted set (planted or corrupted): set the host aside, so it
-      -- harms only itself, and serve the others.
-      redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. popped.err)
+    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
+    local take = math.min(want, cap - busy)
+    if delay > 0 then take = math.min(take, 1) end
+    if take <= 0 then
       redis.call('ZREM', KEYS[1], host)
-      popped = {}
-      delay = 0
-    end
-    for j = 1, #popped, 2 do
-      local id = owner .. '/' .. n
-      n = n + 1
-      redis.call('ZADD', KEYS[2], deadline, id)
-      redis.call('HSET', KEYS[3], id, popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j])
-      leased[#leased + 1] = id
-      leased[#leased + 1] = popped[j]
-      leased[#leased + 1] = host
-    end
-    local got = #popped / 2
-    want = want - got
-    if got > 0 then redis.call('DECRBY', KEYS[4], got) end
-    if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
-      redis.call('ZADD', KEYS[1], now + delay, host)
+      redis.call('SADD', KEYS[8], host)
     else
-      -- Nothing left in its queue and no turn to keep: forget the host, and
-      -- the delay it asked for (workers that know it store it again, gate.lua).
-      redis.call('ZREM', KEYS[1], host)
-      redis.call('HDEL', KEYS[5], host)
+      local popped = redis.pcall('ZPOPMIN', queue, take)
+      if type(popped) == 'table' and popped.err then
+        -- Not a sorted set (planted or corrupted): set the host aside, so it
+        -- harms only itself, and serve the others.
+        redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. popped.err)
+        redis.call('ZREM', KEYS[1], host)
+        popped = {}
+        delay = 0
+      end
+      for j = 1, #popped, 2 do
+        local id = owner .. '/' .. n
+        n = n + 1
+        redis.call('ZADD', KEYS[2], deadline, id)
+        redis.call('HSET', KEYS[3], id, popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j])
+        leased[#leased + 1] = id
+        leased[#leased + 1] = popped[j]
+        leased[#leased + 1] = host
+      end
+      local got = #popped / 2
+      want = want - got
+      if got > 0 then
+        redis.call('DECRBY', KEYS[4], got)
+        redis.call('HINCRBY', KEYS[7], host, got)
+      end
+      if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
+        redis.call('ZADD', KEYS[1], now + delay, host)
+      else
+        local waiting = redis.call('ZRANGE', later, 0, 0, 'WITHSCORES')
+        if #waiting > 0 then
+          redis.call('ZADD', KEYS[1], math.max(tonumber(waiting[2]), now + delay), host)
+        else
+          -- Nothing left in its queue and no turn to keep: forget the host, and
+          -- the delay it asked for (workers that know it store it again, gate.lua).
+          redis.call('ZREM', KEYS[1], host)
+          redis.call('HDEL', KEYS[5], host)
+        end
+      end
     end
   end
 end

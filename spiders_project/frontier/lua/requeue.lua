@@ -12,7 +12,9 @@
 -- KEYS[2]    lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[4]    size: counter of queued requests
--- KEYS[4+i]  queue of the host of the i-th lease
+-- KEYS[5]    in flight: hash host -> requests of it leased (each move gives one back)
+-- KEYS[6]    capped: set of hosts out of the ready-set at their cap
+-- KEYS[6+i]  queue of the host of the i-th lease
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    "mine" or "expired"
@@ -46,8 +48,12 @@ for i = 3, #ARGV do
     end
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
+    if host and host ~= '' and string.sub(id, 1, 1) ~= '{' then
+      if redis.call('HINCRBY', KEYS[5], host, -1) <= 0 then redis.call('HDEL', KEYS[5], host) end
+      redis.call('SREM', KEYS[6], host)
+    end
     if request and request ~= '' then
-      moved = moved + redis.call('ZADD', KEYS[2 + i], 'NX', tonumber(score) or 0, request)
+      moved = moved + redis.call('ZADD', KEYS[4 + i], 'NX', tonumber(score) or 0, request)
       if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     end
   end
