@@ -25,6 +25,8 @@ from spiders_project.contract import (
     ERRORS,
     ITEMS,
     PAGES,
+    PROXY_BANS,
+    PROXY_REQUESTS,
     QUEUES,
     REJECTED,
     RESPONSES,
@@ -93,7 +95,7 @@ class CrawlerCollector(Collector):
         yield up
         if view is not None:
             yield from redis_metrics(view)
-            yield from spider_metrics(view.spiders)
+            yield from spider_metrics(view.spiders, view.time)
         duration = GaugeMetricFamily(
             "crawler_scrape_duration_seconds", "Seconds this scrape spent reading Redis."
         )
@@ -115,7 +117,7 @@ def redis_metrics(view: ClusterView) -> Iterator[Metric]:
     yield limit
 
 
-def spider_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
+def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric]:
     """Every per-spider and per-worker family, even when empty (HELP and TYPE stay)."""
     s, sw = ["spider"], ["spider", "worker"]
     queue = GaugeMetricFamily(
@@ -199,8 +201,36 @@ def spider_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
         "items_processing, else of items); 0 when the buffer is empty.",
         labels=s,
     )
+    proxy_requests = CounterMetricFamily(
+        "crawler_proxy_requests",
+        "Requests sent through each proxy (scheme://host:port), all workers ever.",
+        labels=["spider", "proxy"],
+    )
+    proxy_bans = CounterMetricFamily(
+        "crawler_proxy_bans",
+        "Times each proxy was banned for the cluster (a block, or repeated connection "
+        "failures), all workers ever.",
+        labels=["spider", "proxy"],
+    )
+    proxy_banned = GaugeMetricFamily(
+        "crawler_proxy_banned",
+        "1 while the proxy is banned for the whole cluster (PROXY_BAN_TIME), else 0.",
+        labels=["spider", "proxy"],
+    )
+    all_banned = GaugeMetricFamily(
+        "crawler_proxies_all_banned",
+        "1 while every proxy the crawl uses is banned: requests wait for the first ban to end "
+        "(0 without proxies).",
+        labels=s,
+    )
     for view in spiders:
         name = view.spider
+        states = view.proxies(now)
+        for proxy, banned in states.items():
+            proxy_requests.add_metric([name, proxy], view.totals.get(PROXY_REQUESTS + proxy, 0))
+            proxy_bans.add_metric([name, proxy], view.totals.get(PROXY_BANS + proxy, 0))
+            proxy_banned.add_metric([name, proxy], 1 if banned else 0)
+        all_banned.add_metric([name], 1 if states and all(states.values()) else 0)
         for q in QUEUES:
             queue.add_metric([name, q], view.queues[q])
         for source in REJECTED:
@@ -234,6 +264,9 @@ def spider_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
     yield from (pages, items, errors, responses)
     yield from (spider_pages, spider_items, spider_errors, spider_responses)
     yield from (written, writer_rejected, batches, last_batch, lag)
+    yield all_banned
+    if proxy_banned.samples:  # per-proxy families only for crawls that use proxies
+        yield from (proxy_requests, proxy_bans, proxy_banned)
 
 
 def _by_prefix(counters: dict[str, int], prefix: str) -> list[tuple[str, int]]:

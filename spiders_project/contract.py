@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,8 @@ PAGES = "pages"  # responses that reached the spider (Scrapy's response_received
 ITEMS = "items"  # items scraped (item_scraped_count)
 ERRORS = "errors:"  # errors:<kind>
 RESPONSES = "responses:"  # responses:<HTTP status>, every response the downloader got
+PROXY_REQUESTS = "proxy_requests:"  # proxy_requests:<proxy name>, requests sent through it
+PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
 # Fields the publish script adds to the worker hash.
 STATE_FIELD = "_state"  # RUNNING, or CLOSED after its last publish
 LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
@@ -125,6 +127,15 @@ class SpiderView:
     lag: float | None  # age (s) of the oldest buffered item, 0 when none; None if unreadable
     workers: list[WorkerView]
     samples: list[tuple[float, int]]  # (time, pages total), oldest first; only when asked for
+    # Proxy name -> Unix time (Redis clock) its cluster-wide ban ends; past bans may linger.
+    proxy_bans: dict[str, float] = field(default_factory=dict)
+
+    def proxies(self, now: float) -> dict[str, bool]:
+        """Every proxy the crawl has used or banned -> whether it is banned at ``now``."""
+        names = {k[len(PROXY_REQUESTS) :] for k in self.totals if k.startswith(PROXY_REQUESTS)}
+        names |= {k[len(PROXY_BANS) :] for k in self.totals if k.startswith(PROXY_BANS)}
+        names |= set(self.proxy_bans)
+        return {name: self.proxy_bans.get(name, 0.0) > now for name in sorted(names)}
 
     @property
     def workers_alive(self) -> int:
@@ -152,6 +163,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("LINDEX", keys.items_processing, 0),
         ("LINDEX", keys.items, 0),
         ("ZRANGE", keys.workers, 0, -1, "WITHSCORES"),
+        ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
     ]
     if samples:
         reads.append(("ZRANGE", keys.stats_samples, 0, -1))
@@ -216,7 +228,8 @@ def read_cluster(
             "totals": counters_of(_hash(r[12])),
             "db_writer": _numbers(_hash(r[13])),
             "lag": _lag(now, r[14], r[15]),
-            "samples": _samples(r[17]) if samples else [],
+            "proxy_bans": {_text(m): score / 1000 for m, score in _scored(r[17])},
+            "samples": _samples(r[18]) if samples else [],
         }
         oldest = now - worker_retention
         listed[spider] = [(_text(m), score) for m, score in _scored(r[16]) if score >= oldest]
@@ -253,11 +266,14 @@ def _read_workers(
 
 
 def counters_of(fields: Mapping[Any, Any]) -> dict[str, int]:
-    """The metric counters among a hash's fields (pages, items, errors:*, responses:*)."""
+    """The metric counters among a hash's fields (pages, items, errors:*, responses:*,
+    proxy_requests:*, proxy_bans:*)."""
     counters = {}
     for raw_name, raw_value in fields.items():
         name = _text(raw_name)
-        if name in (PAGES, ITEMS) or name.startswith((ERRORS, RESPONSES)):
+        if name in (PAGES, ITEMS) or name.startswith(
+            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS)
+        ):
             try:
                 counters[name] = int(raw_value)
             except ValueError:

@@ -87,6 +87,11 @@ class RedisKeys:
         """Held by the one worker fetching an origin's robots.txt."""
         return self._key(f"robots:{origin}:lock")
 
+    @property
+    def proxies_banned(self) -> str:
+        """Sorted set of proxy name (scheme://host:port) -> time (ms) its cluster-wide ban ends."""
+        return self._key("proxies:banned")
+
     def seed_pages(self, seed_id: str) -> str:
         """Pages fetched so far from one seed with ``max_pages`` (its budget); expires."""
         return self._key(f"seed:{seed_id}:pages")

@@ -84,6 +84,10 @@ FRONTIER_CLOSE_TIMEOUT = 10.0
 # Seconds between two fetches from one host by the whole cluster (not per
 # worker). Enforced by the frontier; each worker's own downloader delay is 0.
 DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
+# What one delay and one cap apply to: host (host[:port], the default), domain
+# (its registrable domain, from the Public Suffix List) or ip (the address it
+# resolves to). Queues, turns, caps and pauses are kept per group.
+POLITENESS_KEY = _env("POLITENESS_KEY", "host")
 # Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
 # names it: lower-case, punycode for IDN, without the scheme's default port.
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
@@ -140,6 +144,26 @@ URL_MAX_LENGTH = _env("URL_MAX_LENGTH", 2083)
 # ... nor links whose path repeats one segment more than this many times
 # (/a/b/a/b/a/b/a/b: relative links resolved against themselves); 0: no limit.
 URL_MAX_REPEATED_SEGMENTS = _env("URL_MAX_REPEATED_SEGMENTS", 3)
+
+# --- Proxies -----------------------------------------------------------------------
+# Proxy URLs requests go through, comma-separated (http://user:pass@host:port),
+# or a file with one per line (# comments); none: requests go direct.
+# Credentials are never logged or stored (spiders_project/proxies/).
+PROXIES = _env("PROXIES", "")
+PROXIES_FILE = _env("PROXIES_FILE", "")
+# rotate: the next proxy for every request; host: one proxy per politeness
+# group, moving only while it is banned.
+PROXY_MODE = _env("PROXY_MODE", "rotate")
+# A proxy a site blocked (BAN_HTTP_CODES, BAN_BODY_PATTERNS), or whose
+# connections failed PROXY_MAX_FAILURES times in a row, is not used by any
+# worker for this many seconds.
+PROXY_BAN_TIME = _env("PROXY_BAN_TIME", 300.0)
+PROXY_MAX_FAILURES = 3
+# Seconds between a worker's reads of the cluster's proxy bans.
+PROXY_REFRESH_INTERVAL = 1.0
+# Before Scrapy's HttpProxyMiddleware (750), which turns meta["proxy"] into the
+# connection and its Proxy-Authorization header.
+DOWNLOADER_MIDDLEWARES["spiders_project.proxies.middleware.ProxyMiddleware"] = 700
 
 # --- Dead letters ----------------------------------------------------------------
 # Requests that failed for good (RetryMiddleware gave up on a RETRY_EXCEPTIONS

@@ -27,6 +27,7 @@ from spiders_project.frontier.dead_letters import DeadLetter, requeue
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.values import ValueCodec
 from spiders_project.keys import RedisKeys
+from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import (
     ErrorKind,
     RedisUnavailable,
@@ -175,6 +176,7 @@ class Command(ScrapyCommand):
             print(f"Not a dead letter ({reason}), moved to {keys.dead_rejected}: {raw[:200]!r}")
 
         adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
+        groups = HostPoliteness.from_settings(self.settings)
         values = ValueCodec.from_settings(self.settings)
         # One try: the operator reads why it stopped and runs it again; batches
         # already requeued have left the dead list, so none is requeued twice.
@@ -187,6 +189,7 @@ class Command(ScrapyCommand):
                 retry_priority_adjust=adjust,
                 on_rejected=rejected,
                 values=values,
+                group_of=groups.key_of,
             ),
             retry=False,
         )

@@ -38,7 +38,16 @@ from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.config import SettingsReader
-from spiders_project.contract import CLOSED, ERRORS, ITEMS, PAGES, RESPONSES, RUNNING
+from spiders_project.contract import (
+    CLOSED,
+    ERRORS,
+    ITEMS,
+    PAGES,
+    PROXY_BANS,
+    PROXY_REQUESTS,
+    RESPONSES,
+    RUNNING,
+)
 from spiders_project.frontier.context import WorkerRedis, worker_id
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.keys import RedisKeys
@@ -50,6 +59,8 @@ logger = logging.getLogger(__name__)
 _DOWNLOAD_ERRORS = "downloader/exception_type_count/"
 _SPIDER_ERRORS = "spider_exceptions/"
 _RESPONSE_STATUS = "downloader/response_status_count/"
+_PROXY_REQUESTS = "proxies/requests/"
+_PROXY_BANS = "proxies/bans/"
 _ERROR_STATS = {
     "dead_letters/count": "dead_letter",
     "seeds/rejected": "seed_rejected",
@@ -73,7 +84,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
     ``responses:<status>`` once non-zero. Error kinds: ``download:<Exception>``
     (every failed download, retried or not), ``spider:<Exception>`` (a callback
     raised), ``dead_letter`` (a request given up for good), ``seed_rejected``,
-    ``frontier_rejected``, ``frontier_unserializable``.
+    ``frontier_rejected``, ``frontier_unserializable``. Per proxy (names
+    without credentials): ``proxy_requests:<name>``, ``proxy_bans:<name>``.
     """
     counters = {
         PAGES: int(stats.get("response_received_count", 0)),
@@ -91,6 +103,10 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
             field = f"{ERRORS}spider:{name[len(_SPIDER_ERRORS) :]}"
         elif name in _ERROR_STATS:
             field = ERRORS + _ERROR_STATS[name]
+        elif name.startswith(_PROXY_REQUESTS):
+            field = PROXY_REQUESTS + name[len(_PROXY_REQUESTS) :]
+        elif name.startswith(_PROXY_BANS):
+            field = PROXY_BANS + name[len(_PROXY_BANS) :]
         else:
             continue
         counters[field] = counters.get(field, 0) + int(value)

@@ -140,6 +140,7 @@ def requeue(
     retry_priority_adjust: int,
     on_rejected: Callable[[bytes, str], None] | None = None,
     values: ValueCodec = serialize.PLAIN,
+    group_of: Callable[[str], str] = host_of,
 ) -> RequeueResult:
     """Move up to ``limit`` of the oldest dead letters back into the frontier.
 
@@ -180,7 +181,7 @@ def requeue(
                     except InvalidEntry as exc:
                         rejected.append((raw, str(exc)))
                         continue
-                    entries.append((host_of(letter.request["url"]), "", priority, payload))
+                    entries.append((group_of(letter.request["url"]), "", priority, payload))
                 pipe.multi()
                 if entries:
                     call_keys, call_args = enqueue_call(keys, entries)

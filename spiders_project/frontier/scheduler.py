@@ -47,9 +47,9 @@ from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.frontier.values import ValueCodec
-from spiders_project.hosts import host_of
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.retries import RETRY_WAIT
+from spiders_project.proxies.middleware import forget_proxy
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
@@ -250,6 +250,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self.stats.inc_value(f"scope/{trap}")
                 logger.debug("Not following %.200s: %s", url, trap)
                 return False
+        forget_proxy(request)  # never store a proxy's credentials
         # A retry's backoff (politeness/retries.py): the frontier keeps it that long.
         wait_ms = int(request.meta.pop(RETRY_WAIT, 0) or 0)
         raw = None
@@ -272,7 +273,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             self.sent.add(raw)
             fingerprint = ("!" if request.dont_filter else "") + raw.hex()
         self.redis.batcher.enqueue(
-            host_of(request.url), fingerprint, priority, payload, seed_entry, wait_ms
+            self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms
         )
         self.stats.inc_value("scheduler/enqueued/redis")
         return True

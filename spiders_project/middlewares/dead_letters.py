@@ -26,6 +26,7 @@ from spiders_project.frontier.dead_letters import make_dead_letter
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.values import Unstorable, ValueCodec
 from spiders_project.politeness.bans import OWN_FAILURES
+from spiders_project.proxies.middleware import forget_proxy
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class DeadLetters:
                 error,
             )
             return
-        payload = self._payload(request)
+        payload = self._payload(forget_proxy(request.copy()))
         if payload is None:
             return
         letter = make_dead_letter(

@@ -12,11 +12,15 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.hosts import host_key
+from spiders_project.politeness.groups import MODES, PolitenessKey
 from spiders_project.wiring import shared
 
 
 class HostPoliteness:
     """Delay per host: the per-host override if any, else the default.
+
+    "Host" here is the politeness group ``key_of`` names (``POLITENESS_KEY``:
+    the host by default, else its registrable domain or its IP address).
 
     Two places use it. The lease script spaces a host's turns by the delay, so
     workers do not lease what they cannot send yet; the dispatch gate (the
@@ -24,9 +28,19 @@ class HostPoliteness:
     small guard after the previous one, which is what the site sees.
     """
 
-    def __init__(self, default: float, overrides: dict[str, float], guard: float) -> None:
+    def __init__(
+        self,
+        default: float,
+        overrides: dict[str, float],
+        guard: float,
+        groups: PolitenessKey | None = None,
+    ) -> None:
+        self.groups = groups or PolitenessKey()
         self.default_ms = round(default * 1000)
-        self.overrides_ms = {host_key(h): round(d * 1000) for h, d in overrides.items()}
+        # A host named in settings applies to its whole group (POLITENESS_KEY).
+        self.overrides_ms = {
+            self.groups.of_host(host_key(h)): round(d * 1000) for h, d in overrides.items()
+        }
         self.guard_ms = round(guard * 1000)
         # Delays sites asked for (robots.txt Crawl-delay), as this worker saw them.
         self.asked_ms: dict[str, int] = {}
@@ -51,7 +65,15 @@ class HostPoliteness:
             read.getfloat("DOWNLOAD_DELAY", minimum=0),
             delays,
             read.getfloat("POLITENESS_GUARD", minimum=0),
+            PolitenessKey(read.getstr("POLITENESS_KEY", choices=MODES)),
         )
+
+    def key_of(self, url: str) -> str:
+        """The politeness group of ``url`` (its host, domain or IP: ``POLITENESS_KEY``).
+
+        The frontier queues, delays, caps and pauses by this name.
+        """
+        return self.groups.of_url(url)
 
     def delay_ms(self, host: str) -> int:
         """The configured delay of ``host`` (the site may ask for more)."""

@@ -12,7 +12,7 @@ from scrapy.http import Response
 
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.hosts import host_of
+from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
 from spiders_project.redis_calls import load_lua
 
@@ -43,8 +43,11 @@ class SitePacingMiddleware:
     (A robots.txt ``Crawl-delay`` is applied where robots.txt is read, ``robots.py``.)
     """
 
-    def __init__(self, redis: WorkerRedis, retry_after_max: float) -> None:
+    def __init__(
+        self, redis: WorkerRedis, politeness: HostPoliteness, retry_after_max: float
+    ) -> None:
         self.redis = redis
+        self.politeness = politeness
         self.retry_after_max = retry_after_max
         self.pause_host = load_lua(LUA_DIR, "pause_host")
 
@@ -52,11 +55,12 @@ class SitePacingMiddleware:
     def from_crawler(cls, crawler: Crawler) -> SitePacingMiddleware:
         return cls(
             WorkerRedis.of(crawler),
+            HostPoliteness.of(crawler),
             SettingsReader(crawler.settings).getfloat("RETRY_AFTER_MAX", minimum=0),
         )
 
     def process_response(self, request: Request, response: Response) -> Response:
-        host = host_of(request.url)
+        host = self.politeness.key_of(request.url)
         if response.status in (429, 503):
             pause = retry_after_seconds(response.headers.get(b"Retry-After"))
             if pause:

@@ -12,7 +12,9 @@ skipped, never a dead letter) and shares the file:
   (``lua/robots.lua``), fetches it and stores it (``lua/robots_store.lua``);
   the others wait for it, then read it. A fetcher that dies frees the lock
   after ``DOWNLOAD_TIMEOUT`` plus a margin, and another worker fetches it;
-- a missing robots.txt (4xx) is stored empty: everything is allowed, as the
+- a block (``BAN_HTTP_CODES``, ``BAN_BODY_PATTERNS``) is not a robots.txt:
+  it counts as a failed fetch (below);
+- a missing robots.txt (other 4xx) is stored empty: everything is allowed, as the
   RFC 9309 says. A 5xx or a failed fetch is also taken as "allowed", as
   Scrapy does, but kept only ``ROBOTSTXT_ERROR_TTL`` so it is asked again soon;
 - its ``Crawl-delay`` for our user agent becomes the host's delay in every
@@ -42,7 +44,7 @@ from scrapy.utils.misc import build_from_crawler
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.hosts import host_of
-from spiders_project.politeness.bans import OWN_FAILURES
+from spiders_project.politeness.bans import OWN_FAILURES, BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
 from spiders_project.redis_calls import load_lua
@@ -72,6 +74,7 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
         self.redis = WorkerRedis.of(crawler)
         self.politeness = HostPoliteness.of(crawler)
         self.user_agent = str(self._robotstxt_useragent or self._default_useragent)
+        self.bans = BanRules.from_settings(crawler.settings)
         self.lookup = load_lua(LUA_DIR, "robots")
         self.store = load_lua(LUA_DIR, "robots_store")
         # origin -> (parser, Protego, loop time it expires); the futures of lookups under way.
@@ -116,7 +119,7 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
             delay = None
         if not delay:
             return
-        host = origin.split("://", 1)[1]
+        host = self.politeness.key_of(f"{origin}/")
         delay_ms = int(float(delay) * 1000)
         if self.politeness.asked_ms.get(host) != delay_ms:
             logger.info("%s asks for Crawl-delay %.2f s", host, delay)
@@ -170,6 +173,15 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
             return b"", self.error_ttl_ms
         stats.inc_value("robotstxt/response_count")
         stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        blocked = self.bans.reason(response)
+        if blocked is not None:
+            logger.warning(
+                "robots.txt of %s was blocked (%s); allowing all for %.0f s",
+                origin,
+                blocked,
+                self.error_ttl_ms / 1000,
+            )
+            return b"", self.error_ttl_ms
         if 200 <= response.status < 300:
             return response.body[:MAX_ROBOTS_BYTES], self.ttl_ms
         if 400 <= response.status < 500:

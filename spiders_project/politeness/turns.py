@@ -27,7 +27,6 @@ from scrapy.crawler import Crawler
 
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.hosts import host_of
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import load_lua
 
@@ -62,7 +61,7 @@ class HostTurns:
 
     async def wait(self, url: str) -> float:
         """Seconds spent waiting for the turn of ``url``'s host (0 for hosts without delay)."""
-        host = host_of(url)
+        host = self.politeness.key_of(url)
         gate_ms = self.politeness.gate_ms(host)
         if gate_ms <= 0:
             return 0.0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
+import socket
 
 import orjson
 import pytest
@@ -225,3 +227,56 @@ def test_robots_txt_is_fetched_once_for_the_cluster_and_obeyed(redis_url, r, tmp
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) >= 0.2 - 0.01, gaps
         assert sum(stat(r, w, "response_received_count") > 0 for w in workers) >= 2
+
+
+def test_politeness_by_ip_spaces_two_host_names_of_one_server(redis_url, r, tmp_path, procs):
+    delay = 0.15
+    with WildSite(docs=8, robots=None) as a, WildSite(docs=8, robots=None) as b:
+        seeds = [f"http://localhost:{a.port}/", f"http://127.0.0.1:{b.port}/"]
+        workers = [
+            worker(
+                f"w{i}",
+                redis_url,
+                tmp_path,
+                "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+                "POLITENESS_KEY=ip",
+                f"DOWNLOAD_DELAY={delay}",
+            )
+            for i in (1, 2)
+        ]
+        procs += workers
+        wait_until(lambda: r.zcard(K.workers) == 2, 60, what="two workers")
+        r.lpush(K.start_urls, *(json.dumps({"url": s, "deny": ["/cal/", "/loop/"]}) for s in seeds))
+        for w in workers:
+            assert w.wait(180) == 0, w.log()[-3000:]
+        for site in (a, b):
+            assert site.requested("/docs/") == {f"/docs/{n}": 1 for n in range(1, 8)}
+        times = sorted(t for site in (a, b) for t, _, _ in site.log())
+        gaps = [y - x for x, y in itertools.pairwise(times)]
+        assert min(gaps) >= delay - 0.005, sorted(gaps)[:3]
+
+
+def test_a_killed_workers_slots_of_the_cap_come_back_with_its_leases(redis_url, r, tmp_path, procs):
+    settings = ("CONCURRENT_REQUESTS_PER_DOMAIN=4", "FRONTIER_LEASE_TIMEOUT=3")
+    with WildSite(docs=60, latency=0.1) as site:
+        victim = worker("victim", redis_url, tmp_path, *settings)
+        survivor = worker(
+            "survivor", redis_url, tmp_path, *settings, "MAX_IDLE_TIME_BEFORE_CLOSE=4"
+        )
+        procs += [victim, survivor]
+        wait_until(lambda: r.zcard(K.workers) == 2, 60, what="two workers")
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "deny": ["/cal/", "/loop/"]}))
+        mine = f"{socket.gethostname()}:{victim.pid}:".encode()
+        wait_until(
+            lambda: any(m.startswith(mine) for m in r.zrange(K.leases, 0, -1)),
+            60,
+            interval=0.02,
+            what="the victim to hold leases",
+        )
+        victim.signal(signal.SIGKILL)
+        assert victim.wait(10) == -signal.SIGKILL
+        assert survivor.wait(120) == 0, survivor.log()[-3000:]
+        assert set(site.requested("/docs/")) == {f"/docs/{n}" for n in range(1, 60)}
+        assert site.max_in_flight <= 4
+        assert stat(r, survivor, "frontier/leases_reclaimed") >= 1
+        assert not r.exists(K.in_flight) and not r.exists(K.capped)

@@ -19,6 +19,10 @@ port. What it serves:
   gzip sitemaps listing ``/sm/<n>`` (``sitemap_pages`` of them, half each);
 - anything else: 404.
 
+Requests through a test proxy (``tests.support.proxy``) carry its name; a
+proxy in ``ban_via`` gets a "CAPTCHA" page after that many requests, and every
+proxy gets one until ``ban_all_via_until``.
+
 Each response waits ``latency`` seconds. The site measures what a crawler
 made it do: every request's arrival (``log``), and the most requests it had
 in flight at once (``max_in_flight``).
@@ -30,6 +34,7 @@ import asyncio
 import gzip
 import html
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -64,6 +69,12 @@ class WildSite(SiteServer):
         self._flaky: Counter[str] = Counter()
         self._in_flight = 0
         self.max_in_flight = 0
+        # Proxy bans: a proxy named here gets a CAPTCHA page after that many
+        # requests; every proxy gets one until ban_all_via_until (monotonic).
+        self.ban_via: dict[str, int] = {}
+        self.ban_all_via_until = 0.0
+        self._via_counts: Counter[str] = Counter()
+        self._via_log: list[tuple[float, str, int, str, bool]] = []
 
     def __enter__(self) -> WildSite:
         self.start()
@@ -89,18 +100,35 @@ class WildSite(SiteServer):
     async def respond(
         self, site: int, method: str, target: str, host: str | None, arrived: float
     ) -> tuple[int, str, bytes]:
+        target, via = _split_via(target)
         with self._wild_lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            if via:
+                self._via_counts[via] += 1
+            banned = via and (
+                self._via_counts[via] > self.ban_via.get(via, 1 << 30)
+                or time.monotonic() < self.ban_all_via_until
+            )
+        status = 500
         try:
             if self.wild_latency:
                 await asyncio.sleep(self.wild_latency)
-            status, ctype, body = self._wild_route(target)
+            if banned:
+                status, ctype, body = 200, HTML, b"<html><title>Check</title>CAPTCHA</html>"
+            else:
+                status, ctype, body = self._wild_route(target)
         finally:
             with self._wild_lock:
                 self._in_flight -= 1
                 self._arrivals.append((arrived, target, status))
+                self._via_log.append((arrived, target, status, via, bool(banned)))
         return status, ctype, body
+
+    def via_log(self) -> list[tuple[float, str, int, str, bool]]:
+        """(arrival, path with query, status, proxy name or "", whether it was a ban page)."""
+        with self._wild_lock:
+            return list(self._via_log)
 
     def _page(self, title: str, hrefs: list[str]) -> tuple[int, str, bytes]:
         links = "".join(f'<a href="{html.escape(h)}">{html.escape(h)}</a>\n' for h in hrefs)
@@ -186,3 +214,14 @@ class WildSite(SiteServer):
         if len(parts) == 2 and parts[0] == "sm":
             return self._page(f"Sitemap page {parts[1]}", [])
         return 404, "text/plain", b"not found"
+
+
+def _split_via(target: str) -> tuple[str, str]:
+    """The target without the ``__via=<proxy>`` a test proxy added, and that proxy's name."""
+    path, sep, query = target.partition("?")
+    if "__via=" not in query:
+        return target, ""
+    pairs = query.split("&")
+    via = next(p[len("__via=") :] for p in pairs if p.startswith("__via="))
+    rest = "&".join(p for p in pairs if not p.startswith("__via="))
+    return (f"{path}?{rest}" if rest else path), via

@@ -122,6 +122,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 None,
                 None,
                 [b"h:1", b"999.5", b"h:2", b"1.0"],  # h:2 is older than the retention
+                [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]
@@ -139,11 +140,14 @@ def test_a_cluster_read_from_raw_replies() -> None:
     [worker] = spider.workers
     assert (worker.worker, worker.alive, worker.counters) == ("h:1", True, {"pages": 7, "items": 2})
     assert as_dict(view)["spiders"][0]["idle"] is False
+    assert spider.proxy_bans == {"http://p:1": 1000.6}
+    assert spider.proxies(1000.5) == {"http://p:1": True}
+    assert spider.proxies(1000.7) == {"http://p:1": False}
 
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, []]
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], []]
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

@@ -1,0 +1,1 @@
+"""Requests through a pool of proxies, with bans shared by the cluster (``middleware``)."""

@@ -1,0 +1,112 @@
+"""Politeness groups, backoff, ban rules and proxy settings: the pure parts of issue 12."""
+
+import random
+
+import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse, TextResponse
+
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.politeness.bans import BanRules
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.politeness.groups import PolitenessKey, registrable_domain
+from spiders_project.politeness.retries import Backoff
+from spiders_project.proxies.config import ProxyConfig, proxy_name
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [
+        ("www.example.com", "example.com"),
+        ("a.b.example.co.uk", "example.co.uk"),
+        ("example.co.uk", "example.co.uk"),
+        ("alice.github.io", "alice.github.io"),  # a private suffix keeps sites apart
+        ("127.0.0.1", "127.0.0.1"),
+        ("localhost", "localhost"),
+        ("[::1]", "[::1]"),
+    ],
+)
+def test_registrable_domain(host, domain):
+    assert registrable_domain(host) == domain
+
+
+def test_politeness_groups():
+    assert PolitenessKey("host").of_url("http://WWW.Example.com:80/x") == "www.example.com"
+    domain = PolitenessKey("domain")
+    assert domain.of_url("http://shop.example.com:8080/") == "example.com"
+    assert domain.of_url("https://www.example.com/") == "example.com"
+    ip = PolitenessKey("ip")
+    assert ip.of_url("http://localhost:8080/") == "127.0.0.1"
+    assert ip.of_url("http://127.0.0.1:9/") == "127.0.0.1"
+    assert ip.of_url("http://[::1]:9/") == "::1"
+    assert ip.of_url("http://no-such-host.invalid/") == "no-such-host.invalid"
+    with pytest.raises(ValueError):
+        PolitenessKey("server")
+
+
+def test_delays_set_for_a_host_apply_to_its_group():
+    settings = load_settings(
+        {"POLITENESS_KEY": "domain", "HOST_DOWNLOAD_DELAYS": {"www.example.com": 2}}
+    )
+    politeness = HostPoliteness.from_settings(settings)
+    assert politeness.key_of("http://img.example.com/a.png") == "example.com"
+    assert politeness.delay_ms("example.com") == 2000
+    with pytest.raises(ConfigError):
+        HostPoliteness.from_settings(load_settings({"POLITENESS_KEY": "server"}))
+
+
+def test_backoff_doubles_with_jitter_and_a_cap():
+    backoff = Backoff(2.0, 30.0, random.Random(1))
+    for attempt, base in ((1, 2), (2, 4), (3, 8), (4, 16)):
+        for _ in range(50):
+            assert base <= backoff.seconds(attempt) <= base * 1.25
+    assert backoff.seconds(10) == 30.0
+
+
+def test_ban_rules():
+    rules = BanRules.from_settings(
+        load_settings({"BAN_HTTP_CODES": "403,429", "BAN_BODY_PATTERNS": '["captcha", "a,b"]'})
+    )
+    request = Request("http://h/")
+
+    def response(status=200, body=b"<html>fine</html>", cls=HtmlResponse):
+        return cls("http://h/", status=status, body=body, request=request)
+
+    assert rules.reason(response()) is None
+    assert rules.reason(response(403)) == "HTTP 403"
+    assert rules.reason(response(body=b"solve the captcha")) == "body matches 'captcha'"
+    assert rules.reason(response(body=b"x a,b y")) == "body matches 'a,b'"
+    assert rules.reason(response(body=b"captcha", cls=TextResponse)) is not None
+    with pytest.raises(ConfigError):
+        BanRules.from_settings(load_settings({"BAN_BODY_PATTERNS": '["("]'}))
+    with pytest.raises(ConfigError):
+        BanRules.from_settings(load_settings({"BAN_HTTP_CODES": "forbidden"}))
+
+
+def test_proxy_settings_name_proxies_without_credentials(tmp_path):
+    listing = tmp_path / "proxies.txt"
+    listing.write_text("# ours\nhttp://u:secret@10.0.0.2:3128\n\nhttps://p.example\n")
+    config = ProxyConfig.from_settings(
+        load_settings(
+            {
+                "PROXIES": "http://u:secret@10.0.0.1:3128,http://u:other@10.0.0.1:3128",
+                "PROXIES_FILE": str(listing),
+                "PROXY_MODE": "host",
+            }
+        )
+    )
+    assert [p.name for p in config.proxies] == [
+        "http://10.0.0.1:3128",
+        "http://10.0.0.1:3128#2",
+        "http://10.0.0.2:3128",
+        "https://p.example:443",
+    ]
+    assert config.proxies[0].url == "http://u:secret@10.0.0.1:3128"
+    assert config.mode == "host"
+    assert proxy_name("socks5://h:1") is None
+    with pytest.raises(ConfigError) as bad:
+        ProxyConfig.from_settings(load_settings({"PROXIES": "ftp://u:secret@h:1"}))
+    assert "secret" not in str(bad.value)
+    with pytest.raises(ConfigError):
+        ProxyConfig.from_settings(load_settings({"PROXY_MODE": "random"}))
+    assert ProxyConfig.from_settings(load_settings()).proxies == ()
