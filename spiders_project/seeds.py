@@ -8,7 +8,8 @@ A JSON seed may also bound what is crawled from it, across all workers
 (``spiders_project.scope.seed_limits``): ``"max_pages"``, ``"max_depth"``,
 ``"allow"`` and ``"deny"`` (lists of regexes on URLs), and
 ``"strip_params": false`` keeps the tracking parameters ``URL_STRIP_PARAMS``
-would drop from its links.
+would drop from its links. ``"sitemap": true`` crawls what the sitemap at the
+URL lists (``spiders_project.spiders.sitemaps``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Seed:
     priority: int = 0
     # The seed's own limits, {"id": ..., "max_pages": ...}; empty without any.
     scope: dict[str, Any] = field(default_factory=dict)
+    # {"sitemap": true}: the URL is a sitemap (or its host's robots.txt names them).
+    sitemap: bool = False
 
 
 def _check_url(url: Any) -> str:
@@ -74,7 +77,10 @@ def parse_seed(raw: bytes | str) -> Seed:
         priority = obj.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise InvalidSeed("priority must be an integer")
-        return Seed(_check_url(obj.get("url")), meta, priority, _scope(obj, text))
+        sitemap = obj.get("sitemap", False)
+        if not isinstance(sitemap, bool):
+            raise InvalidSeed("sitemap must be true or false")
+        return Seed(_check_url(obj.get("url")), meta, priority, _scope(obj, text), sitemap)
     return Seed(_check_url(text))
 
 

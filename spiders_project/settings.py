@@ -165,6 +165,20 @@ PROXY_REFRESH_INTERVAL = 1.0
 # connection and its Proxy-Authorization header.
 DOWNLOADER_MIDDLEWARES["spiders_project.proxies.middleware.ProxyMiddleware"] = 700
 
+# --- No crossing from public to private networks ---------------------------------
+# A request reached from a public address (a link or redirect on a page that
+# came from one) is refused when it would connect to a loopback, private,
+# link-local, shared or reserved address; checked on the address actually
+# connected to (spiders_project/scope/networks.py). Seeds on such addresses,
+# and what is crawled from them, are allowed. True turns the guard off.
+ALLOW_PRIVATE_NETWORKS = _env("ALLOW_PRIVATE_NETWORKS", False)
+# Networks (CIDR) the guard treats as public anyway: your own ranges.
+NETWORK_GUARD_PUBLIC: list[str] = []
+TWISTED_DNS_RESOLVER = "spiders_project.scope.networks.GuardedResolver"
+# After RetryMiddleware (a refusal is never retried), before RedirectMiddleware
+# (600) on the way back (a redirect keeps the mark of a public page).
+DOWNLOADER_MIDDLEWARES["spiders_project.scope.networks.NetworkGuardMiddleware"] = 650
+
 # --- Dead letters ----------------------------------------------------------------
 # Requests that failed for good (RetryMiddleware gave up on a RETRY_EXCEPTIONS
 # error or a RETRY_HTTP_CODES status) are kept as JSON in <spider>:dead for
@@ -201,6 +215,8 @@ SPIDER_MIDDLEWARES = {
     "spiders_project.item_buffer.identity.PagePositions": 10,
     # After DepthMiddleware (900) on the way out: a seed's limits, given to its links.
     "spiders_project.scope.seed_limits.SeedScope": 800,
+    # Links of a page that came from a public address must stay public.
+    "spiders_project.scope.networks.NetworkOrigin": 810,
 }
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.

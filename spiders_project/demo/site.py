@@ -32,11 +32,13 @@ _MAX_HEAD = 64 * 1024
 _ROBOTS = b"User-agent: *\nAllow: /\n"
 
 
-def _response(status: int, ctype: str, body: bytes, keep_alive: bool, head: bool) -> bytes:
+def _response(
+    status: int, ctype: str, body: bytes, keep_alive: bool, head: bool, extra: str = ""
+) -> bytes:
     phrase = HTTPStatus(status).phrase
     conn = "keep-alive" if keep_alive else "close"
     return (
-        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: {ctype}\r\n"
+        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: {ctype}\r\n{extra}"
         f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: {conn}\r\n\r\n"
     ).encode("latin-1") + (b"" if head else body)
 
@@ -269,7 +271,8 @@ class SiteServer:
                 keep_alive = "close" not in conn and (version != "HTTP/1.0" or "keep-alive" in conn)
                 host = headers.get("host")
                 status, ctype, body = await self.respond(site, method, target, host, arrived)
-                writer.write(_response(status, ctype, body, keep_alive, method == "HEAD"))
+                extra = "".join(f"{k}: {v}\r\n" for k, v in self.extra_headers(target, status))
+                writer.write(_response(status, ctype, body, keep_alive, method == "HEAD", extra))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -293,6 +296,10 @@ class SiteServer:
         if self.latency:
             await asyncio.sleep(self.latency)
         return status, ctype, body
+
+    def extra_headers(self, target: str, status: int) -> list[tuple[str, str]]:
+        """Headers to send besides the fixed ones (a test site's redirects); none here."""
+        return []
 
     def _absolute(self, site: int, target: str) -> str:
         port = self._trap_port if site < 0 else self._ports[site]

@@ -19,8 +19,9 @@ from functools import cache
 from scrapy import Spider
 from scrapy_redis.spiders import RedisMixin
 
-# Every spider has these as callbacks; they are methods of scrapy.Spider too.
-_ALWAYS = frozenset({"parse", "_parse"})
+# Every spider has these as callbacks; they are methods of scrapy.Spider too, or
+# (_parse_sitemap_seed) of our seed-reading base, for "sitemap": true seeds.
+_ALWAYS = frozenset({"parse", "_parse", "_parse_sitemap_seed"})
 
 
 @cache

@@ -48,6 +48,8 @@ from spiders_project.politeness.bans import OWN_FAILURES, BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
 from spiders_project.redis_calls import load_lua
+from spiders_project.scope.networks import GUARDED
+from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,15 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
         self._known: dict[str, tuple[RobotParser, Protego, float]] = {}
         self._pending: dict[str, asyncio.Future[tuple[RobotParser, Protego]]] = {}
 
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ClusterRobotsTxt:
+        return cls.of(crawler)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> ClusterRobotsTxt:
+        """The worker's one instance: the middleware, and what sitemap seeds ask."""
+        return shared(crawler, cls, lambda: cls(crawler))
+
     async def robot_parser(self, request: Request) -> RobotParser | None:
         origin = origin_of(request.url)
         loop = asyncio.get_running_loop()
@@ -89,7 +100,8 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
             return known[0]
         pending = self._pending.get(origin)
         if pending is None:
-            pending = self._pending[origin] = asyncio.ensure_future(self._load(origin))
+            guarded = bool(request.meta.get(GUARDED))
+            pending = self._pending[origin] = asyncio.ensure_future(self._load(origin, guarded))
             pending.add_done_callback(lambda _: self._pending.pop(origin, None))
         parser, _ = await asyncio.shield(pending)
         return parser
@@ -100,8 +112,8 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
         known = self._known.get(origin_of(url))
         return list(known[1].sitemaps) if known is not None else []
 
-    async def _load(self, origin: str) -> tuple[RobotParser, Protego]:
-        body, ttl_ms = await self._shared_body(origin)
+    async def _load(self, origin: str, guarded: bool) -> tuple[RobotParser, Protego]:
+        body, ttl_ms = await self._shared_body(origin, guarded)
         parser = build_from_crawler(self._parserimpl, self.crawler, body)
         try:
             rules = Protego.parse(body.decode("utf-8", "replace"))
@@ -126,7 +138,7 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
         self.politeness.site_asked(host, delay_ms)
         self.redis.batcher.command("HSET", self.redis.keys.host_delays, host, delay_ms)
 
-    async def _shared_body(self, origin: str) -> tuple[bytes, int]:
+    async def _shared_body(self, origin: str, guarded: bool) -> tuple[bytes, int]:
         """The origin's robots.txt and ms it stays valid: from Redis, or fetched by us."""
         keys = [self.redis.keys.robots(origin), self.redis.keys.robots_lock(origin)]
         token = self.redis.lease_owner
@@ -143,18 +155,27 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
             if mine:
                 break
             await asyncio.sleep(WAIT_POLL)
-        body, ttl_ms = await self._fetch(origin)
+        body, ttl_ms = await self._fetch(origin, guarded)
         await self.redis.calls.script(self.store, keys, [body, ttl_ms, token])
         return body, ttl_ms
 
-    async def _fetch(self, origin: str) -> tuple[bytes, int]:
-        """Download robots.txt once for the cluster; ("", short TTL) when it fails."""
+    async def _fetch(self, origin: str, guarded: bool) -> tuple[bytes, int]:
+        """Download robots.txt once for the cluster; ("", short TTL) when it fails.
+
+        ``guarded``: the page that needs it was reached from a public address,
+        so its robots.txt must come from one too (``scope.networks``).
+        """
         assert self.crawler.engine is not None and self.crawler.stats is not None
         stats = self.crawler.stats
         request = Request(
             f"{origin}/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,
-            meta={"dont_obey_robotstxt": True, "dont_retry": True, OWN_FAILURES: True},
+            meta={
+                "dont_obey_robotstxt": True,
+                "dont_retry": True,
+                OWN_FAILURES: True,
+                **({GUARDED: True} if guarded else {}),
+            },
             callback=NO_CALLBACK,
         )
         stats.inc_value("robotstxt/request_count")

@@ -80,7 +80,7 @@ class ProxyMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProxyMiddleware:
         if not ProxyConfig.from_settings(crawler.settings).proxies:
-            raise NotConfigured("no PROXIES")
+            raise NotConfigured  # no message: Scrapy would log a warning for it
         return cls(crawler, ProxyPool.of(crawler))
 
     async def process_request(self, request: Request) -> None:

@@ -34,6 +34,7 @@ from collections.abc import Awaitable
 from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, Page
 from playwright.async_api import Error as PlaywrightError
@@ -53,6 +54,7 @@ from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.slots import RenderSlots
+from spiders_project.scope.networks import GUARDED, NetworkGuard
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.render = RenderConfig.from_settings(crawler.settings)
+        self.network_guard = NetworkGuard.of(crawler)
         self.config.max_pages_per_context = _UNLIMITED
         self.config.navigation_timeout_ms = self.render.timeout_ms
         self.abort_request: AbortPredicate | None = chain(
@@ -119,6 +122,14 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
     async def download_request(self, request: Request) -> Response:
         if self.render.enabled and request.meta.get("playwright"):
             return await self._render(request)
+        # The connection is opened, and its host resolved, before the first
+        # await below: the guard hears about this request's host just in time.
+        proxy = request.meta.get("proxy")
+        if proxy:
+            self.network_guard.connecting(urlsplit(str(proxy)).hostname or "", False)
+        else:
+            hostname = urlsplit(request.url).hostname or ""
+            self.network_guard.connecting(hostname, bool(request.meta.get(GUARDED)))
         return await HTTP11DownloadHandler.download_request(self, request)
 
     async def close(self) -> None:

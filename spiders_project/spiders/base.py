@@ -28,6 +28,7 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.http import Response
 from scrapy_redis import spiders as scrapy_redis_spiders
 
 from spiders_project import internals
@@ -38,6 +39,7 @@ from spiders_project.frontier.scheduler import SEED_ENTRY, seed_reached
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.scrapy_redis_compat import not_here
 from spiders_project.seeds import SCOPE_META, Seed, parse_seed
+from spiders_project.spiders.sitemaps import sitemap_requests
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +93,24 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
     pop_priority_queue = not_here("RedisMixin.pop_priority_queue", _SEEDS_INSTEAD)
 
     def make_request_from_seed(self, seed: Seed) -> Request:
-        """The request for a seed; subclasses add their own meta."""
+        """The request for a seed; subclasses add their own meta.
+
+        A ``"sitemap": true`` seed is read by ``_parse_sitemap_seed``, which
+        enqueues the pages its sitemap lists for ``parse``.
+        """
+        meta = {**seed.meta, "seed": True, **({SCOPE_META: seed.scope} if seed.scope else {})}
         return Request(
             seed.url,
-            meta={**seed.meta, "seed": True, **({SCOPE_META: seed.scope} if seed.scope else {})},
+            callback=self._parse_sitemap_seed if seed.sitemap else None,
+            meta=meta,
             priority=seed.priority,
             dont_filter=True,
         )
+
+    async def _parse_sitemap_seed(self, response: Response) -> AsyncIterator[Request]:
+        """A sitemap seed's sitemap, sitemap index or robots.txt (``sitemaps.py``)."""
+        async for request in sitemap_requests(self, response):
+            yield request
 
     def make_request_from_data(self, data: bytes) -> Request:
         return self.make_request_from_seed(parse_seed(data))

@@ -280,3 +280,35 @@ def test_a_killed_workers_slots_of_the_cap_come_back_with_its_leases(redis_url, 
         assert site.max_in_flight <= 4
         assert stat(r, survivor, "frontier/leases_reclaimed") >= 1
         assert not r.exists(K.in_flight) and not r.exists(K.capped)
+
+
+def test_sitemap_seeds_crawl_every_page_listed(redis_url, r, tmp_path, procs):
+    with WildSite(docs=2, sitemap_pages=12) as site, WildSite(sitemap_pages=6) as other:
+        other.robots = f"User-agent: *\nAllow: /\nSitemap: {other.url}sitemap_index.xml\n"
+        r.lpush(
+            K.start_urls,
+            # A sitemap index with two gzip sitemaps.
+            json.dumps({"url": f"{site.url}sitemap_index.xml", "sitemap": True}),
+            # A home page: its robots.txt names the sitemaps.
+            json.dumps({"url": other.url, "sitemap": True}),
+            # Broken: a bad gzip stream, and a page with no sitemap anywhere.
+            json.dumps({"url": f"{site.url}bad.xml.gz", "sitemap": True}),
+            json.dumps({"url": f"{site.url}docs/1", "sitemap": True}),
+        )
+        w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        urls = set(buffered_urls(r))
+        assert site.sitemap_urls() <= urls and other.sitemap_urls() <= urls
+        assert site.requested("/sitemap") == {
+            "/sitemap_index.xml": 1,
+            "/sitemap1.xml.gz": 1,
+            "/sitemap2.xml.gz": 1,
+        }
+        assert other.requested("/robots.txt") == {"/robots.txt": 1}
+        log = w.log()
+        assert log.count("Sitemap seed: cannot read") == 2
+        assert f"cannot read {site.url}bad.xml.gz: bad gzip" in log
+        assert f"cannot read {site.url}docs/1: not a sitemap, and its robots.txt lists none" in log
+        assert stat(r, w, "sitemaps/bad") == 2
+        assert "Traceback" not in log

@@ -15,6 +15,8 @@ port. What it serves:
   the real page; ``/forbidden/<n>``: always 403;
 - ``/loop/``: links to ``a/``, relative, so ``/loop/a/a/a/...`` never ends;
 - ``/flaky/<n>``: answers 503 ``flaky_times`` times, then 200;
+- ``/bad.xml.gz``: a broken gzip stream;
+- ``/redirect?to=<url>``: a 302 to that URL; ``links`` are added to ``/``;
 - ``/sitemap_index.xml`` names ``/sitemap1.xml.gz`` and ``/sitemap2.xml.gz``,
   gzip sitemaps listing ``/sm/<n>`` (``sitemap_pages`` of them, half each);
 - anything else: 404.
@@ -37,6 +39,7 @@ import threading
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import unquote
 
 from spiders_project.demo.site import SiteServer
 
@@ -64,6 +67,8 @@ class WildSite(SiteServer):
         self.robots = robots
         self.flaky_times = flaky_times
         self.sitemap_pages = sitemap_pages
+        # More links on the home page (absolute URLs elsewhere, say).
+        self.links: list[str] = []
         self._wild_lock = threading.Lock()
         self._arrivals: list[tuple[float, str, int]] = []
         self._flaky: Counter[str] = Counter()
@@ -75,6 +80,12 @@ class WildSite(SiteServer):
         self.ban_all_via_until = 0.0
         self._via_counts: Counter[str] = Counter()
         self._via_log: list[tuple[float, str, int, str, bool]] = []
+
+    def extra_headers(self, target: str, status: int) -> list[tuple[str, str]]:
+        path, _, query = _split_via(target)[0].partition("?")
+        if path == "/redirect" and query.startswith("to="):
+            return [("Location", unquote(query[3:]))]
+        return []
 
     def __enter__(self) -> WildSite:
         self.start()
@@ -142,10 +153,13 @@ class WildSite(SiteServer):
             if self.robots is None:
                 return 404, "text/plain", b"no robots"
             return 200, "text/plain", self.robots.encode()
+        if path == "/redirect":
+            return 302, HTML, b"<html><title>Moved</title></html>"
         if path == "/":
             return self._page(
                 "Home",
                 [
+                    *self.links,
                     "/docs/1",
                     "/docs/1?utm_source=home&utm_medium=link",
                     "/docs/1?gclid=abc",
@@ -211,6 +225,8 @@ class WildSite(SiteServer):
             return 403, HTML, b"<html><title>Forbidden</title>Go away</html>"
         if parts and parts[0] == "loop":
             return self._page("Loop", ["a/"])  # relative: /loop/a/, /loop/a/a/, ...
+        if path == "/bad.xml.gz":
+            return 200, "application/gzip", b"\x1f\x8b\x08\x00 not really gzip"
         if len(parts) == 2 and parts[0] == "sm":
             return self._page(f"Sitemap page {parts[1]}", [])
         return 404, "text/plain", b"not found"

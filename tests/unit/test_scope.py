@@ -120,3 +120,10 @@ def test_seed_scope_passes_limits_to_links_and_applies_them():
     plain = HtmlResponse("http://h/", request=Request("http://h/"))
     other = middleware.get_processed_request(Request("http://h/x"), plain)
     assert other is not None and SCOPE_META not in other.meta
+
+
+def test_sitemap_seeds():
+    assert parse_seed(b'{"url": "http://h/sitemap.xml", "sitemap": true}').sitemap is True
+    assert parse_seed(b"http://h/sitemap.xml").sitemap is False
+    with pytest.raises(InvalidSeed):
+        parse_seed(b'{"url": "http://h/", "sitemap": "yes"}')
