@@ -213,10 +213,9 @@ ITEM_TABLES: dict[str, str] = {}
 SPIDER_MIDDLEWARES = {
     # Near the engine: numbers each page's items in the order they were yielded.
     "spiders_project.item_buffer.identity.PagePositions": 10,
-    # After DepthMiddleware (900) on the way out: a seed's limits, given to its links.
+    # After DepthMiddleware (900) on the way out: a seed's limits, and the
+    # private-network guard's mark, given to the links of a page.
     "spiders_project.scope.seed_limits.SeedScope": 800,
-    # Links of a page that came from a public address must stay public.
-    "spiders_project.scope.networks.NetworkOrigin": 810,
 }
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.

@@ -129,7 +129,10 @@ class ProxyPool:
                     self.stats.set_value("proxies/all_banned", 0)
                     logger.info("Proxies usable again: %d of %d", len(usable), len(self.by_name))
                 if self.config.mode == "host":
-                    return usable[zlib.crc32(group.encode()) % len(usable)]
+                    # Rendezvous hashing: a host keeps its proxy while that one is
+                    # usable; banning another proxy moves no host but its own.
+                    key = group.encode()
+                    return max(usable, key=lambda p: zlib.crc32(key + b"|" + p.name.encode()))
                 self._turn += 1
                 return usable[self._turn % len(usable)]
             loop = asyncio.get_running_loop()

@@ -12,8 +12,8 @@ How:
 
 - :class:`NetworkGuardMiddleware` (downloader, 650) marks a request whose
   response came from a public address (``response.ip_address``), before
-  RedirectMiddleware copies its meta to a redirect; :class:`NetworkOrigin`
-  (spider middleware) gives the mark to the links of its pages. A marked
+  RedirectMiddleware copies its meta to a redirect; ``seed_limits.SeedScope``
+  (the spider middleware) gives the mark to the links of its pages. A marked
   request to an IP literal that is not public is refused before anything is sent.
 - The check runs on the address actually connected to, not only on the name
   (DNS rebinding): :class:`GuardedResolver` (``TWISTED_DNS_RESOLVER``) is the
@@ -51,7 +51,6 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.settings import BaseSettings
-from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from twisted.internet.defer import Deferred
 from twisted.internet.error import DNSLookupError
 
@@ -125,8 +124,15 @@ class NetworkGuard:
         return ip.is_global and not ip.is_multicast
 
     def connecting(self, hostname: str, guarded: bool) -> None:
-        """Say whether the connection about to be opened to ``hostname`` is guarded."""
+        """Say whether the connection about to be opened to ``hostname`` is guarded.
+
+        Kept for the last ``REMEMBERED`` hosts only: the resolver asks within
+        the same call, so an old entry is never needed (a host it has
+        forgotten is guarded, which only ever refuses more).
+        """
+        self._guarded.pop(hostname, None)
         self._guarded[hostname] = guarded
+        _bound(self._guarded)
 
     def allows(self, hostname: str, address: str) -> bool:
         """Whether a connection to ``hostname`` may go to ``address`` (the resolver asks)."""
@@ -135,13 +141,14 @@ class NetworkGuard:
         if self.is_public(address):
             return True
         self.refused[hostname] = address
+        _bound(self.refused)
         return False
 
     def refuse(self, request: Request, host: str, address: str, how: str) -> IgnoreRequest:
         """Count and (once per host) log a refusal; the exception that drops the request."""
         if self.stats is not None:
             self.stats.inc_value("scope/private_network")
-        if host not in self._logged:
+        if host not in self._logged and len(self._logged) < REMEMBERED:
             self._logged.add(host)
             logger.warning(
                 "Refused %s: %s is %s, not public, and was reached from a public page "
@@ -237,13 +244,14 @@ class NetworkGuardMiddleware:
             raise self.guard.refuse(request, host, address, "resolved")
 
 
-class NetworkOrigin(BaseSpiderMiddleware):
-    """Gives a page's mark (reached from a public address) to the links it yields."""
+# Hosts the guard remembers at most, per table.
+REMEMBERED = 10_000
 
-    def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
-        if response is not None and response.meta.get(GUARDED):
-            request.meta[GUARDED] = True
-        return request
+
+def _bound(table: dict[str, Any]) -> None:
+    """Forget the oldest entries of ``table`` beyond ``REMEMBERED``."""
+    while len(table) > REMEMBERED:
+        del table[next(iter(table))]
 
 
 def _is_ip(host: str) -> bool:

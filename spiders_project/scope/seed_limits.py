@@ -30,6 +30,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.redis_calls import load_lua
+from spiders_project.scope.networks import GUARDED
 from spiders_project.seeds import SCOPE_META
 from spiders_project.wiring import shared
 
@@ -64,6 +65,10 @@ class SeedBudgets:
 class SeedScope(BaseSpiderMiddleware):
     """Carries a seed's limits to the links crawled from it and applies them (module docstring).
 
+    It also gives a page's private-network guard mark to its links
+    (``scope.networks``): one layer of spider middleware for both, as each
+    layer costs every request and item of every page.
+
     Ordered after Scrapy's DepthMiddleware (900) on the way out, so links
     have their depth when they get here.
     """
@@ -75,6 +80,9 @@ class SeedScope(BaseSpiderMiddleware):
     def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
         if response is None:
             return request
+        if response.meta.get(GUARDED):
+            # Reached from a public address: its links must stay public (scope.networks).
+            request.meta[GUARDED] = True
         parent = response.meta.get(SCOPE_META)
         scope = request.meta.get(SCOPE_META)
         if scope is None:

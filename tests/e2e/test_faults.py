@@ -7,6 +7,7 @@ import os
 import pickle
 import re
 import signal
+import socket
 import time
 from urllib.parse import urlsplit
 
@@ -42,6 +43,14 @@ def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
         procs += [victim, survivor, writer]
         wait_until(
             lambda: r.llen(K.items) + len(stored_urls(db_path)) > 330, 120, what="30% of the crawl"
+        )
+        # Killed while it holds leases (a worker between two lease calls holds none).
+        mine = f"{socket.gethostname()}:{victim.pid}:".encode()
+        wait_until(
+            lambda: any(m.startswith(mine) for m in r.zrange(K.leases, 0, -1)),
+            60,
+            interval=0.01,
+            what="the victim to hold leases",
         )
         held = r.zcard(K.leases)
         victim.signal(signal.SIGKILL)

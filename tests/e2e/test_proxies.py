@@ -12,6 +12,7 @@ from spiders_project.contract import read_cluster
 from spiders_project.proxies.config import proxy_name
 from tests.support.processes import K, stat, wait_until, worker
 from tests.support.proxy import TestProxy
+from tests.support.services import free_port
 from tests.support.wild import WildSite
 
 pytestmark = pytest.mark.slow
@@ -116,3 +117,36 @@ def test_when_every_proxy_is_banned_requests_wait_then_go_on(redis_url, r, tmp_p
         assert sorted(i["url"] for i in items(r)) == sorted({site.url, *site.doc_urls()})
         assert r.llen(K.dead) == 0
         assert any(ban for *_, ban in site.via_log())
+
+
+def test_sticky_proxies_per_host_and_a_failing_proxy_is_banned(redis_url, r, tmp_path, procs):
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with (
+        TestProxy("p1") as p1,
+        TestProxy("p2") as p2,
+        WildSite(docs=12) as a,
+        WildSite(docs=12) as b,
+    ):
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+            "RETRY_TIMES=4",
+            "PROXY_MODE=host",
+            "PROXY_MAX_FAILURES=2",
+            "PROXIES=" + ",".join((dead, p1.url, p2.url)),
+            "PROXY_BAN_TIME=600",
+            "RETRY_BACKOFF_BASE=0.1",
+        )
+        procs.append(w)
+        r.lpush(K.start_urls, *(json.dumps({"url": s.url, **SEED}) for s in (a, b)))
+        assert w.wait(180) == 0, w.log()[-3000:]
+        stored = {i["url"] for i in items(r)}
+        for site in (a, b):
+            assert {site.url, *site.doc_urls()} <= stored
+            # One proxy per host (the dead one was banned before any page got through).
+            assert len({via for *_, via, _ in site.via_log()}) == 1, site.via_log()
+        assert stat(r, w, f"proxies/bans/{proxy_name(dead)}") == 1
+        assert "2 connection failures in a row" in w.log()
+        assert r.llen(K.dead) == 0
