@@ -10,7 +10,9 @@
 - ``ip``: the address the host resolves to (IPv4 first), so virtual hosts on
   one server share its delay and cap. Looked up once per host and kept
   ``IP_CACHE_TTL`` seconds; a name that does not resolve is its own group (its
-  fetch fails anyway).
+  fetch fails anyway). The lookup is synchronous, when a link is enqueued: it
+  holds the worker for as long as DNS takes, once per host and 5 minutes, so
+  ``ip`` suits crawls of a bounded set of hosts, not the open web.
 
 The frontier's queues, the ready-set, the cap, the dispatch gate, Retry-After
 pauses and Crawl-delay are all keyed by this group.
@@ -29,6 +31,7 @@ from spiders_project.hosts import host_of
 
 MODES = ("host", "domain", "ip")
 IP_CACHE_TTL = 300.0
+IP_CACHE_SIZE = 100_000
 
 # The PSL snapshot inside the package; no network, no cache directory.
 _EXTRACT = tldextract.TLDExtract(
@@ -98,5 +101,7 @@ class PolitenessKey:
             addresses = [str(info[4][0]) for info in infos]
             v4 = [a for a in addresses if ":" not in a]
             address = (v4 or addresses or [hostname])[0]
+        if len(self._ips) >= IP_CACHE_SIZE:
+            self._ips.clear()  # a broad crawl's millions of hosts must not pile up here
         self._ips[hostname] = (address, now + IP_CACHE_TTL)
         return address

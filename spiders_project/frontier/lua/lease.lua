@@ -23,7 +23,13 @@
 -- ARGV[6]    the caller's worker id (lease ids are "<worker id>/<n>")
 -- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
--- ARGV[8..]  pairs (host, configured delay in ms) for candidate i = 1, 2, ...
+-- ARGV[8]    C, the number of candidates
+-- ARGV[9..]  pairs (host, configured delay in ms) for candidate i = 1..C
+-- ARGV[9+2C..] the caller's leases it has finished whose acks are not yet
+--            written (they wait for the page's items, in its next transaction):
+--            their requests are no longer at the site, so they do not count
+--            against the cap; each is checked here, so an ack that landed
+--            meanwhile is not counted twice
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready or -1}
 --
@@ -59,10 +65,22 @@ local cap = tonumber(ARGV[5])
 local owner = ARGV[6]
 local n = tonumber(ARGV[7])
 local leased = {}
-local ncand = (#ARGV - 7) / 2
+local ncand = tonumber(ARGV[8])
+local finished = {}
+for k = 9 + 2 * ncand, #ARGV do
+  local id = ARGV[k]
+  if redis.call('ZSCORE', KEYS[2], id) then
+    local info = redis.call('HGET', KEYS[3], id) or ''
+    local len, start = string.match(info, '^%S+ (%d+) ()')
+    if len then
+      local h = string.sub(info, start, start + tonumber(len) - 1)
+      finished[h] = (finished[h] or 0) + 1
+    end
+  end
+end
 for i = 1, ncand do
   if want <= 0 then break end
-  local host = ARGV[6 + i * 2]
+  local host = ARGV[7 + i * 2]
   local ready = redis.call('ZSCORE', KEYS[1], host)
   if ready and tonumber(ready) <= now then
     local queue = KEYS[8 + i]
@@ -77,10 +95,10 @@ for i = 1, ncand do
       end
       redis.call('ZREM', later, unpack(due))
     end
-    local delay = tonumber(ARGV[7 + i * 2])
+    local delay = tonumber(ARGV[8 + i * 2])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
-    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
+    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0') - (finished[host] or 0)
     local take = math.min(want, cap - busy)
     if delay > 0 then take = math.min(take, 1) end
     if take <= 0 then
