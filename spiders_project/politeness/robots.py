@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 # RFC 9309: crawlers parse at least the first 500 KiB; the rest is not kept.
 MAX_ROBOTS_BYTES = 512 * 1024
+# Parsed robots.txt files a worker keeps in memory at most.
+KNOWN_ORIGINS = 10_000
 # How often a worker waiting for another's fetch looks again (seconds).
 WAIT_POLL = 0.1
 
@@ -121,7 +123,12 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
             rules = Protego.parse("")
         self._apply_crawl_delay(origin, rules)
         expires = asyncio.get_running_loop().time() + max(ttl_ms, 1000) / 1000
+        self._known.pop(origin, None)
         self._known[origin] = (parser, rules, expires)
+        while len(self._known) > KNOWN_ORIGINS:
+            # A broad crawl meets millions of origins: keep the newest in memory,
+            # the others are read from Redis again when needed.
+            del self._known[next(iter(self._known))]
         return parser, rules
 
     def _apply_crawl_delay(self, origin: str, rules: Protego) -> None:
