@@ -70,9 +70,6 @@ class RedisBatcher:
         self._closing = False
         # Told (requests sent, requests enqueued) after each flush that carried requests.
         self.enqueued: Subscribers[[int, int]] = Subscribers()
-        # Told the lease ids each flush ended: their hosts' slots of the
-        # cluster-wide cap are free in Redis now, not when the acks were queued.
-        self.acked: Subscribers[[list[Any]]] = Subscribers()
         # Told (seed entry, reason) for each seed this worker's flush moved to
         # start_urls:rejected: once in the cluster, even when several workers
         # read the same bad seed and all asked to reject it.
@@ -237,10 +234,6 @@ class RedisBatcher:
         if isinstance(results[-1], int):
             self.items_backlog = results[-1]
             self.backlog(self.items_backlog)
-        if _ACK not in failed_kinds:
-            ended = [arg for kind, arg in ops if kind == _ACK]
-            if ended:
-                self.acked(ended)
         if _ITEM not in failed_kinds:
             self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
         if _ENQUEUE not in failed_kinds:

@@ -69,20 +69,17 @@ def lease_call(
     owner: str,
     first_id: int,
     *,
-    finished: Sequence[bytes | str] = (),
     now: int | str = "",
 ) -> Call:
     """``lua/lease.lua`` for candidate (host, configured delay ms) pairs;
     ``per_host`` is the cluster-wide cap of one host's leases.
 
     Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
-    same ``first_id`` twice (see the script's header). ``finished``: the
-    caller's ended leases whose acks are still in its write buffer.
+    same ``first_id`` twice (see the script's header).
     """
     args: list[Any] = [now, want, lease_ms, next_hosts, per_host, owner, first_id, len(candidates)]
     for host, delay_ms in candidates:
         args += (host, delay_ms)
-    args += finished
     return (
         [
             keys.hosts,

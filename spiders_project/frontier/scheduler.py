@@ -109,10 +109,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
         self._run_id: str | None = None
         redis.batcher.enqueued.subscribe(self._count_enqueued)
-        # Leases this worker finished whose acks are not written yet: they no
-        # longer count against their host's cap (lua/lease.lua).
-        self._acking: set[Any] = set()
-        redis.batcher.acked.subscribe(self._acks_written)
         redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
 
     @classmethod
@@ -349,15 +345,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         inprogress = internals.requests_in_progress(self.crawler.engine)
         done = [request for request in self._active if request not in inprogress]
         for request in done:
-            lease_id = self._active.pop(request)[0]
-            self._acking.add(lease_id)
-            self.redis.batcher.ack(lease_id)
+            self.redis.batcher.ack(self._active.pop(request)[0])
         if done:
             self._want.set()  # their slots are free for new leases
-
-    def _acks_written(self, lease_ids: list[Any]) -> None:
-        self._acking.difference_update(lease_ids)
-        self._want.set()  # a host at its cap is ready again: lease at once
 
     def _wanted(self) -> int:
         """How many requests to lease now: a worker holds at most CONCURRENT_REQUESTS +
@@ -389,7 +379,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 per_host=self.config.per_host,
                 owner=self.redis.lease_owner,
                 first_id=first_id,
-                finished=list(self._acking),
                 now=self.redis.clock.arg(),
             )
             # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.

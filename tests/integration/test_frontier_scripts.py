@@ -65,7 +65,7 @@ def enqueue(s, entries):
     return added
 
 
-def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1", finished=()):
+def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
     """Lease with the given (host, delay) candidates; returns (members, hosts, next, wait).
 
     The lease ids of the call are left in ``s.last_ids``.
@@ -79,7 +79,6 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1", finished=())
         per_host=per_host,
         owner=owner,
         first_id=s.next_id,
-        finished=finished,
         now=s.now,
     )
     s.next_id += max(want, 0)
@@ -402,19 +401,3 @@ def test_a_host_with_only_waiting_retries_stays_ready_at_their_time(r, s):
     s.tick(3000)
     assert lease(s, 10, [("a", 0)])[0] == [b"R"]
     assert not r.exists(K.host_later("a")) and r.zscore(K.hosts, "a") is None
-
-
-def test_finished_leases_awaiting_their_ack_free_their_slots(r, s):
-    enqueue(s, [("a", "", 0, bytes([65 + i])) for i in range(6)])
-    lease(s, 0, [])
-    got, *_ = lease(s, 10, [("a", 0)], per_host=2)
-    done = list(s.last_ids)
-    assert len(got) == 2
-    # Both finished, acks still buffered: the caller may lease two more ...
-    got, *_ = lease(s, 10, [("a", 0)], per_host=2, finished=done)
-    assert len(got) == 2
-    # ... and once those acks land, passing them again frees nothing twice.
-    assert s.ack(*ack_call(K, done, now=s.now)) == 2
-    r.zadd(K.hosts, {"a": s.now})
-    got, *_ = lease(s, 10, [("a", 0)], per_host=2, finished=done)
-    assert got == [] and int(r.hget(K.in_flight, "a")) == 2

@@ -25,13 +25,12 @@
 --            after a call whose reply was lost), so every lease id is unique
 -- ARGV[8]    C, the number of candidates
 -- ARGV[9..]  pairs (host, configured delay in ms) for candidate i = 1..C
--- ARGV[9+2C..] the caller's leases it has finished whose acks are not yet
---            written (they wait for the page's items, in its next transaction):
---            their requests are no longer at the site, so they do not count
---            against the cap; each is checked here, so an ack that landed
---            meanwhile is not counted twice
+--            (A worker's finished leases count against the cap until their acks
+--            land. Letting a worker reuse them earlier, or wake at once when
+--            its acks land, let it keep a capped host to itself: the others
+--            never saw a slot free. docs/BENCHMARKS.md, issue 12.)
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
---             ms until a host is ready or -1}
+--             ms until a host is ready (at most 20 while a host is at its cap) or -1}
 --
 -- A lease id names one lease of one worker: ack (ZREM + HDEL), renew and
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
@@ -54,6 +53,7 @@
 -- seed with a large site never starves the others. Candidates are re-checked
 -- here, so several workers asking for the same hosts at once never get the
 -- same turn.
+local CAP_POLL = 20
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -66,18 +66,6 @@ local owner = ARGV[6]
 local n = tonumber(ARGV[7])
 local leased = {}
 local ncand = tonumber(ARGV[8])
-local finished = {}
-for k = 9 + 2 * ncand, #ARGV do
-  local id = ARGV[k]
-  if redis.call('ZSCORE', KEYS[2], id) then
-    local info = redis.call('HGET', KEYS[3], id) or ''
-    local len, start = string.match(info, '^%S+ (%d+) ()')
-    if len then
-      local h = string.sub(info, start, start + tonumber(len) - 1)
-      finished[h] = (finished[h] or 0) + 1
-    end
-  end
-end
 for i = 1, ncand do
   if want <= 0 then break end
   local host = ARGV[7 + i * 2]
@@ -98,7 +86,7 @@ for i = 1, ncand do
     local delay = tonumber(ARGV[8 + i * 2])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
-    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0') - (finished[host] or 0)
+    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
     local take = math.min(want, cap - busy)
     if delay > 0 then take = math.min(take, 1) end
     if take <= 0 then
@@ -150,5 +138,10 @@ local wait = -1
 if #next_hosts == 0 then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #first > 0 then wait = tonumber(first[2]) - now end
+  -- A capped host is ready again as soon as one of its leases ends (ack.lua),
+  -- which no worker is told: every worker with nothing to do looks again within
+  -- CAP_POLL ms, so the freed slot goes to whoever asks first, not always to the
+  -- worker whose ack freed it.
+  if (wait < 0 or wait > CAP_POLL) and redis.call('SCARD', KEYS[8]) > 0 then wait = CAP_POLL end
 end
 return {leased, next_hosts, wait}
