@@ -25,14 +25,10 @@
 --            after a call whose reply was lost), so every lease id is unique
 -- ARGV[8]    C, the number of candidates
 -- ARGV[9..]  pairs (host, configured delay in ms) for candidate i = 1..C
---            (A worker's finished leases count against the cap until their acks
---            land. Letting a worker reuse them earlier, or wake at once when
---            its acks land, let it keep a capped host to itself: the others
---            never saw a slot free. docs/BENCHMARKS.md, issue 12.)
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready (at most 20 while a host is at its cap) or -1}
 --
--- A lease id names one lease of one worker: ack (ZREM + HDEL), renew and
+-- A lease id names one lease of one worker: ack (ack.lua), renew and
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
 -- an expired lease is put back and leased again, it has a new id, and the old
 -- holder's late ack or renew finds nothing.
@@ -40,10 +36,15 @@
 -- A host at its cap (ARGV[5] requests leased by all workers together) gives
 -- nothing and leaves the ready-set for the capped set, until ack.lua or
 -- requeue.lua ends one of its leases (a dead worker's come back when its
--- leases expire). Retries whose time has come move from the host's later set
--- into its queue, at their old place, before it gives requests; a host whose
--- queue is empty but whose later set is not stays in the ready-set, at the
--- time its first retry is due.
+-- leases expire). A worker's finished leases count until their acks land;
+-- letting a worker reuse them earlier, or wake the moment its acks land, let
+-- it keep a capped host to itself (docs/BENCHMARKS.md, issue 12), so instead
+-- every idle worker looks again within CAP_POLL ms.
+--
+-- Retries whose time has come move from the host's later set into its queue,
+-- at their old place, before it gives requests; a host whose queue is empty
+-- but whose later set is not stays in the ready-set, at the time its first
+-- retry is due.
 --
 -- A host with a delay gives one request per call and moves its time forward
 -- by the delay (the larger of the configured one and the site's own), so the
