@@ -52,13 +52,27 @@ class RedisKeys:
 
     @property
     def in_flight(self) -> str:
-        """Hash host -> requests of it leased by any worker (the cluster-wide cap)."""
+        """Hash host -> its requests leased by any worker and not yet downloaded
+        (the cluster-wide cap)."""
         return self._key("requests:in_flight")
 
     @property
-    def capped(self) -> str:
-        """Set of hosts out of the ready-set because they are at their cap, until a lease ends."""
-        return self._key("requests:capped")
+    def released(self) -> str:
+        """Set of lease ids whose download ended (their cap slot given back)
+        but whose page is not yet processed (the lease stays)."""
+        return self._key("requests:released")
+
+    @property
+    def cap_waiters(self) -> str:
+        """Hash host -> the workers (space-separated) that found it at its cap;
+        the host is out of the ready-set until one of its slots is given back."""
+        return self._key("requests:cap_waiters")
+
+    @property
+    def cap_handover(self) -> str:
+        """Hash host -> "<until ms> <worker>": a freed slot that worker gave back
+        goes first to the workers that waited for it (lua/ack.lua)."""
+        return self._key("requests:cap_handover")
 
     @property
     def requests_size(self) -> str:

@@ -2,12 +2,13 @@
 
 New requests, items, acknowledgements and rejects are appended in memory by
 the scheduler and the item pipeline (which never wait for Redis) and sent
-together in one MULTI/EXEC every ``FRONTIER_FLUSH_INTERVAL``. Because one
+together in one MULTI/EXEC every ``FRONTIER_FLUSH_INTERVAL`` (or at once, for
+the release of a slot of a host at its cap: see ``release``). Because one
 transaction carries them, the items and links a page produced reach Redis no
 later than the acknowledgement of that page's lease: a worker killed at any
 moment loses neither. Inside the transaction the writes are grouped by kind
-(all new requests in one enqueue script, all items in one RPUSH, all acks in
-one ZREM and one HDEL), keeping their order within each kind: nothing else
+(all new requests in one enqueue script, all items in one RPUSH, all releases
+and acks in one ack script), keeping their order within each kind: nothing else
 runs between the commands of a MULTI/EXEC, and the kinds touch different keys,
 so the grouping changes what Redis does per tick, not what it ends up holding.
 
@@ -70,6 +71,9 @@ class RedisBatcher:
         self._closing = False
         # Told (requests sent, requests enqueued) after each flush that carried requests.
         self.enqueued: Subscribers[[int, int]] = Subscribers()
+        # Told after each flush that gave back cap slots or ended leases: the
+        # hosts concerned may have room for new leases.
+        self.slots_freed: Subscribers[[]] = Subscribers()
         # Told (seed entry, reason) for each seed this worker's flush moved to
         # start_urls:rejected: once in the cluster, even when several workers
         # read the same bad seed and all asked to reject it.
@@ -123,7 +127,20 @@ class RedisBatcher:
 
     def ack(self, lease_id: bytes | str) -> None:
         """End a lease of this worker for good (``lua/ack.lua``)."""
-        self._add((_ACK, lease_id))
+        self._add((_ACK, (lease_id, False)))
+
+    def release(self, lease_id: bytes | str, *, now: bool = False) -> None:
+        """Give back the cap slot of a lease whose download ended; the lease
+        stays until ``ack`` (``lua/ack.lua``).
+
+        ``now``: its host is at its cap, so other requests of it wait for this
+        slot: flush at once instead of at the next tick (one round trip, not
+        up to ``FRONTIER_FLUSH_INTERVAL``). Only such releases wake the
+        batcher, so an uncapped crawl keeps its batches whole.
+        """
+        self._add((_ACK, (lease_id, True)))
+        if now:
+            self._wake.set()
 
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
@@ -196,7 +213,12 @@ class RedisBatcher:
                 n_commands += 1
                 name = "RPUSH items"
             elif kind == _ACK:
-                keys, args = ack_call(self.keys, batch, now=self.clock.arg())
+                keys, args = ack_call(
+                    self.keys,
+                    [lease_id for lease_id, release in batch if not release],
+                    releases=[lease_id for lease_id, release in batch if release],
+                    now=self.clock.arg(),
+                )
                 pipe.eval(self.scripts.ack.source, len(keys), *keys, *args)
                 n_commands += 1
                 name = "script ack"
@@ -240,6 +262,8 @@ class RedisBatcher:
             for kind, first, _, _ in spans:
                 if kind == _ENQUEUE:
                     self._report_enqueued(ops, results[first])
+        if _ACK not in failed_kinds and any(kind == _ACK for kind, _ in groups):
+            self.slots_freed()
         return delay
 
     def _report_enqueued(self, ops: list[tuple[str, Any]], reply: Any) -> None:
@@ -284,7 +308,7 @@ class RedisBatcher:
             logger.info("Redis took the writes it had refused (%s)", self._refusal)
         self._refusal = refusal
         if not delay:
-            # Acks alone (ZREM, HDEL) are taken even out of memory: only a
+            # Acks alone (ack.lua) are taken even out of memory: only a
             # tick that wrote something proves Redis accepts writes again.
             if any(kind != _ACK for kind, _, _, _ in spans):
                 self.state.writes_ok()

@@ -89,7 +89,8 @@ def lease_call(
             keys.host_delays,
             keys.requests_rejected,
             keys.in_flight,
-            keys.capped,
+            keys.cap_waiters,
+            keys.cap_handover,
             *(keys.host_queue(h) for h, _ in candidates),
             *(keys.host_later(h) for h, _ in candidates),
         ],
@@ -116,7 +117,8 @@ def requeue_call(
             keys.hosts,
             keys.requests_size,
             keys.in_flight,
-            keys.capped,
+            keys.cap_waiters,
+            keys.released,
             *(keys.host_queue(h) for _, h in leased),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
@@ -125,16 +127,32 @@ def requeue_call(
 
 def expired_call(keys: RedisKeys, limit: int, *, now: int | str = "") -> Call:
     """``lua/expired.lua``: up to ``limit`` expired leases with their hosts."""
-    return [keys.leases, keys.lease_info, keys.requests_rejected], [now, limit]
+    return [keys.leases, keys.lease_info, keys.requests_rejected, keys.released], [now, limit]
 
 
-def ack_call(keys: RedisKeys, lease_ids: Sequence[bytes | str], *, now: int | str = "") -> Call:
-    """``lua/ack.lua``: end leases for good (processed, rejected or dead).
+def ack_call(
+    keys: RedisKeys,
+    lease_ids: Sequence[bytes | str],
+    *,
+    releases: Sequence[bytes | str] = (),
+    now: int | str = "",
+) -> Call:
+    """``lua/ack.lua``: give back the cap slots of ``releases`` (their download
+    ended, the lease stays), then end ``lease_ids`` for good (processed,
+    rejected or dead).
 
-    Lease ids are unique, so this ends only the caller's own leases: one
+    Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.
     """
     return (
-        [keys.leases, keys.lease_info, keys.in_flight, keys.capped, keys.hosts],
-        [now, *lease_ids],
+        [
+            keys.leases,
+            keys.lease_info,
+            keys.in_flight,
+            keys.cap_waiters,
+            keys.hosts,
+            keys.cap_handover,
+            keys.released,
+        ],
+        [now, len(releases), *releases, *lease_ids],
     )

@@ -84,7 +84,7 @@ class LeaseKeeper:
         if call is None:
             return []
         try:
-            leased, _, _ = await asyncio.wait_for(call, timeout)
+            leased = (await asyncio.wait_for(call, timeout))[0]
         except (RedisUnavailable, TimeoutError):
             return []  # whatever it leased expires and goes back
         triples = zip(leased[::3], leased[1::3], leased[2::3], strict=True)

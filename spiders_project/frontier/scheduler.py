@@ -13,7 +13,8 @@ does the Redis work in asyncio tasks:
   refill lands.
 - A request stays leased until the engine is done with it (downloaded, its
   callback's items and links handed over, or failed); then its ack rides in
-  the same transaction as those items and links. Renewal, the reclaim of a
+  the same transaction as those items and links. Its host's slot of the
+  cluster-wide cap comes back earlier, when its download ends. Renewal, the reclaim of a
   dead worker's expired leases and hand-back act on lease ids (``leases.py``);
   entries no worker can use are set aside (``bad_entries.py``).
 - Every Redis call goes through the worker's one call path; a background loop
@@ -28,7 +29,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
@@ -101,6 +102,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.bad_entries = BadEntries(redis, self.stats)
         self._prefetched: deque[tuple[Request, Lease]] = deque()
         self._active: dict[Request, Lease] = {}
+        # Lease ids whose cap slot was given back (download ended), and those
+        # whose host was at its cap when leased (their release is urgent).
+        self._released: set[bytes] = set()
+        self._at_cap: set[bytes] = set()
         self._want = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
@@ -109,6 +114,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
         self._run_id: str | None = None
         redis.batcher.enqueued.subscribe(self._count_enqueued)
+        redis.batcher.slots_freed.subscribe(self._want.set)
+        crawler.signals.connect(self._download_ended, signal=signals.request_left_downloader)
         redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
 
     @classmethod
@@ -199,6 +206,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         unfinished += await self.leases.of_call(self._leasing, self.config.close_timeout)
         self._prefetched.clear()
         self._active.clear()
+        self._released.clear()
+        self._at_cap.clear()
         delivered = await self.redis.batcher.close(self.config.close_timeout)
         if unfinished and delivered:
             return await self.leases.hand_back(unfinished, self.config.close_timeout)
@@ -207,13 +216,14 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
     async def _clear_frontier(self) -> None:
         """Forget every queued and leased request and every fingerprint.
 
-        Host queues are found through the ready-set: the lease script forgets
-        a host only once its queue is empty (leased requests go with the
-        leases, deleted whole).
+        Host queues are found through the ready-set and the hosts at their
+        cap: the lease script forgets a host only once its queue is empty
+        (leased requests go with the leases, deleted whole).
         """
         keys = self.keys
         calls, client = self.redis.calls, self.redis.client
         hosts = await calls.command("ZRANGE", keys.hosts, 0, -1, writes=False)
+        hosts += await calls.command("HKEYS", keys.cap_waiters, writes=False)  # out of it
         names = {h.decode("utf-8", "replace") for h in hosts}
         await calls.call(
             "DEL frontier",
@@ -221,7 +231,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 *(keys.host_queue(h) for h in names),
                 *(keys.host_later(h) for h in names),
                 keys.in_flight,
-                keys.capped,
+                keys.cap_waiters,
+                keys.cap_handover,
+                keys.released,
                 keys.hosts,
                 keys.requests_size,
                 keys.requests_seq,
@@ -330,6 +342,21 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         if sent > added:
             self.stats.inc_value("dupefilter/filtered", sent - added)
 
+    def _download_ended(self, request: Request, spider: Spider) -> None:
+        """Give back the cap slot of a leased request whose download ended.
+
+        The cluster-wide cap (``CONCURRENT_REQUESTS_PER_DOMAIN``) counts
+        downloads, like Scrapy's per-domain slot: a page being parsed, or
+        waiting for its items to be written, holds no slot. The lease itself
+        stays until the page is processed (``_ack_finished``). Redirects and
+        retries are new requests, leased again, so a lease has one download.
+        """
+        lease = self._active.get(request)
+        if lease is None or lease[0] in self._released:
+            return
+        self._released.add(lease[0])
+        self.redis.batcher.release(lease[0], now=lease[0] in self._at_cap)
+
     def _ack_finished(self) -> None:
         """Queue the ack of every leased request the engine is done with.
 
@@ -345,7 +372,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         inprogress = internals.requests_in_progress(self.crawler.engine)
         done = [request for request in self._active if request not in inprogress]
         for request in done:
-            self.redis.batcher.ack(self._active.pop(request)[0])
+            lease_id = self._active.pop(request)[0]
+            self._released.discard(lease_id)
+            self._at_cap.discard(lease_id)
+            self.redis.batcher.ack(lease_id)
         if done:
             self._want.set()  # their slots are free for new leases
 
@@ -385,7 +415,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             call = self.redis.calls.script(self.redis.scripts.lease, keys, args, retry=False)
             self._leasing = asyncio.ensure_future(call)
             try:
-                leased, next_hosts, wait_ms = await asyncio.shield(self._leasing)
+                leased, next_hosts, wait_ms, full = await asyncio.shield(self._leasing)
             except RedisUnavailable as exc:
                 self._leasing = None
                 await asyncio.sleep(exc.delay)
@@ -399,6 +429,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 if request is None:
                     continue
                 self._prefetched.append((request, (lease_id, member, host.decode())))
+                if host in full:
+                    self._at_cap.add(lease_id)
                 added += 1
             if added:
                 internals.wake_engine(self.crawler.engine)

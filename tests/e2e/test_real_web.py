@@ -198,7 +198,7 @@ def test_the_per_host_cap_holds_for_the_whole_cluster(redis_url, r, tmp_path, pr
         assert site.max_in_flight == 4
         assert site.requested("/docs/") == {f"/docs/{n}": 1 for n in range(1, 80)}
         assert sum(stat(r, w, "response_received_count") > 0 for w in workers) >= 2
-        assert not r.exists(K.in_flight) and not r.exists(K.capped)
+        assert not r.exists(K.in_flight, K.cap_waiters, K.released)
 
 
 def test_robots_txt_is_fetched_once_for_the_cluster_and_obeyed(redis_url, r, tmp_path, procs):
@@ -279,7 +279,7 @@ def test_a_killed_workers_slots_of_the_cap_come_back_with_its_leases(redis_url, 
         assert set(site.requested("/docs/")) == {f"/docs/{n}" for n in range(1, 60)}
         assert site.max_in_flight <= 4
         assert stat(r, survivor, "frontier/leases_reclaimed") >= 1
-        assert not r.exists(K.in_flight) and not r.exists(K.capped)
+        assert not r.exists(K.in_flight, K.cap_waiters, K.released)
 
 
 def test_sitemap_seeds_crawl_every_page_listed(redis_url, r, tmp_path, procs):

@@ -82,7 +82,7 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
         now=s.now,
     )
     s.next_id += max(want, 0)
-    leased, nxt, wait = s.lease(keys, args)
+    leased, nxt, wait, s.full = s.lease(keys, args)
     s.last_ids = leased[::3]
     return leased[1::3], [h.decode() for h in leased[2::3]], [h.decode() for h in nxt], wait
 
@@ -359,10 +359,10 @@ def test_a_host_at_its_cap_gives_nothing_until_a_lease_ends(r, s):
     first_ids = s.last_ids
     # Another worker asks: the host is at its cap, and leaves the ready-set.
     got, _, nxt, _ = lease(s, 10, [("a", 0)], per_host=4, owner="w2")
-    assert got == [] and nxt == [] and r.sismember(K.capped, "a")
+    assert got == [] and nxt == [] and r.hget(K.cap_waiters, "a") == b"w2"
     # One lease ends: the host is ready again, with one slot.
     assert s.ack(*ack_call(K, first_ids[:1], now=s.now)) == 1
-    assert r.zscore(K.hosts, "a") == s.now and not r.sismember(K.capped, "a")
+    assert r.zscore(K.hosts, "a") == s.now and not r.hexists(K.cap_waiters, "a")
     got, *_ = lease(s, 10, [("a", 0)], per_host=4, owner="w2")
     assert len(got) == 1 and int(r.hget(K.in_flight, "a")) == 4
     # A dead worker's slots come back when its leases are put back.
@@ -401,3 +401,57 @@ def test_a_host_with_only_waiting_retries_stays_ready_at_their_time(r, s):
     s.tick(3000)
     assert lease(s, 10, [("a", 0)])[0] == [b"R"]
     assert not r.exists(K.host_later("a")) and r.zscore(K.hosts, "a") is None
+
+
+def test_a_slot_comes_back_when_the_download_ends_and_the_lease_stays(r, s):
+    enqueue(s, [("a", "", 0, bytes([65 + i])) for i in range(6)])
+    lease(s, 0, [])
+    got, *_ = lease(s, 10, [("a", 0)], per_host=2)
+    ids = s.last_ids
+    assert len(got) == 2 and s.full == [b"a"]  # the caller filled the host: releases are urgent
+    assert lease(s, 10, [("a", 0)], per_host=2)[0] == []
+    # The download of the first ends: its slot comes back, its lease stays.
+    assert s.ack(*ack_call(K, [], releases=ids[:1], now=s.now)) == 0
+    assert not r.hexists(K.cap_waiters, "a") and r.zscore(K.leases, ids[0]) is not None
+    assert int(r.hget(K.in_flight, "a")) == 1
+    # Released twice (a resent write tick), or released then acked: one slot, once.
+    s.ack(*ack_call(K, [], releases=ids[:1], now=s.now))
+    assert s.ack(*ack_call(K, ids[:1], now=s.now)) == 1
+    assert int(r.hget(K.in_flight, "a")) == 1 and not r.exists(K.released)
+    got, *_ = lease(s, 10, [("a", 0)], per_host=2)
+    assert len(got) == 1
+    # A released lease that expires goes back without giving its slot twice.
+    s.ack(*ack_call(K, [], releases=ids[1:2], now=s.now))
+    assert int(r.hget(K.in_flight, "a")) == 1
+    s.tick(60_001)
+    found, _ = s.expired(*expired_call(K, 100, now=s.now))
+    pairs = [(found[i], found[i + 1].decode()) for i in range(0, len(found), 2)]
+    assert s.requeue(*requeue_call(K, pairs, expired=True, now=s.now)) == 2
+    assert not r.hexists(K.in_flight, "a") and not r.exists(K.released)
+
+
+def test_a_freed_slot_goes_first_to_the_workers_that_waited_for_it(r, s):
+    enqueue(s, [("a", "", 0, bytes([65 + i])) for i in range(6)])
+    lease(s, 0, [])
+    lease(s, 10, [("a", 0)], per_host=2, owner="w1")
+    ids = s.last_ids
+    # w2 finds the host at its cap, and is noted as waiting.
+    assert lease(s, 10, [("a", 0)], per_host=2, owner="w2")[0] == []
+    s.ack(*ack_call(K, [], releases=ids[:1], now=s.now))
+    # w1, which gave the slot back, neither gets the host nor sees it for 30 ms.
+    got, _, nxt, wait = lease(s, 10, [("a", 0)], per_host=2, owner="w1")
+    assert got == [] and nxt == [] and wait == 30
+    # w2 asks within that time and gets it; the hand-over is done.
+    s.tick(20)
+    got, _, _, _ = lease(s, 10, [("a", 0)], per_host=2, owner="w2")
+    assert len(got) == 1 and not r.exists(K.cap_handover)
+    # A slot nobody else waited for goes to whoever asks, its giver included.
+    s.ack(*ack_call(K, [], releases=ids[1:], now=s.now))
+    assert len(lease(s, 10, [("a", 0)], per_host=2, owner="w1")[0]) == 1
+    mine = s.last_ids
+    # A hand-over nobody takes ends after 30 ms.
+    assert lease(s, 10, [("a", 0)], per_host=2, owner="w2")[0] == []
+    s.ack(*ack_call(K, [], releases=mine, now=s.now))
+    assert lease(s, 10, [("a", 0)], per_host=2, owner="w1")[0] == []
+    s.tick(31)
+    assert len(lease(s, 10, [("a", 0)], per_host=2, owner="w1")[0]) == 1

@@ -67,7 +67,7 @@ async def lease(scheduler: FrontierScheduler, host: str, want: int, owner: str) 
         first_id=0,
         now=scheduler.redis.clock.arg(),
     )
-    leased, _, _ = await scheduler.redis.calls.script(scheduler.redis.scripts.lease, keys, args)
+    leased, *_ = await scheduler.redis.calls.script(scheduler.redis.scripts.lease, keys, args)
     return list(leased)
 
 

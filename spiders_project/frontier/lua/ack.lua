@@ -1,43 +1,81 @@
 #!lua flags=allow-oom
--- End leases for good (processed, rejected or dead), and give back their
--- hosts' slots of the cluster-wide cap.
+-- Give back the cap slots of leases whose download ended, and end leases for
+-- good (processed, rejected or dead).
 --
 -- KEYS[1]  leases: sorted set of lease ids, score = deadline (ms)
 -- KEYS[2]  lease info: hash lease id -> "<queue score> <#host> <host><request>"
--- KEYS[3]  in flight: hash host -> requests of it leased
--- KEYS[4]  capped: set of hosts taken out of the ready-set at their cap
+-- KEYS[3]  in flight: hash host -> its requests leased and not yet downloaded
+-- KEYS[4]  cap waiters: hash host -> workers that found it at its cap (out of the ready-set)
 -- KEYS[5]  hosts: ready-set, host -> time (ms) it may next be fetched
+-- KEYS[6]  cap handover: hash host -> "<until ms> <worker>" (see below)
+-- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
--- ARGV[2..] lease ids of the caller
+-- ARGV[2]  R, the number of releases
+-- ARGV[3..2+R]  lease ids of the caller whose download ended: the slot comes
+--          back now, the lease stays until its page is processed (a worker
+--          killed meanwhile still loses nothing)
+-- ARGV[3+R..]   lease ids of the caller to end
 -- Returns  the number of leases ended.
 --
--- Lease ids are unique, so this ends only the caller's own leases: one that
--- expired and was put back (requeue.lua gave its slot back then) has a new
--- id, and a late ack of the old one finds nothing and gives nothing back.
--- A capped host whose lease ends is ready again at once. Allowed under OOM:
--- it frees more than it writes.
+-- The cap counts downloads, as Scrapy's own per-domain slot does: a slot
+-- comes back when the download ends, not when the page's items are written
+-- (which waits for the next write tick), or a capped host would sit idle for
+-- that long each time (docs/BENCHMARKS.md, issue 12). A lease ended without a
+-- release (dropped before its download) gives its slot back then; one
+-- released earlier does not give it twice.
+--
+-- Lease ids are unique, so this touches only the caller's own leases: one
+-- that expired and was put back (requeue.lua gave its slot back then) has a
+-- new id, and a late release or ack of the old one finds nothing.
+--
+-- Fair hand-over: a capped host whose slot comes back is ready again at once,
+-- and the worker that gave the slot back would take it again on its next call,
+-- before any waiting worker looks (they poll every CAP_POLL ms, lease.lua), so
+-- one worker would keep the host to itself. When other workers found the host
+-- at its cap, the slot is theirs for HANDOVER ms: longer than their poll.
+-- Allowed under OOM: it frees more than it writes.
+local HANDOVER = 30
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+
+local function give_slot_back(id, info)
+  if not info or string.sub(id, 1, 1) == '{' then return end  -- previous release: no slot
+  local len, start = string.match(info, '^%S+ (%d+) ()')
+  if not len then return end
+  local host = string.sub(info, start, start + tonumber(len) - 1)
+  if redis.call('HINCRBY', KEYS[3], host, -1) <= 0 then redis.call('HDEL', KEYS[3], host) end
+  local waiting = redis.call('HGET', KEYS[4], host)
+  if not waiting then return end
+  redis.call('HDEL', KEYS[4], host)
+  redis.call('ZADD', KEYS[5], 'NX', now, host)
+  local by = string.match(id, '^(.*)/%d+$') or ''
+  for worker in string.gmatch(waiting, '%S+') do
+    if worker ~= by then
+      redis.call('HSET', KEYS[6], host, (now + HANDOVER) .. ' ' .. by)
+      return
+    end
+  end
+end
+
+local releases = tonumber(ARGV[2])
+for i = 3, 2 + releases do
+  local id = ARGV[i]
+  if redis.call('ZSCORE', KEYS[1], id) and redis.call('SADD', KEYS[7], id) == 1 then
+    give_slot_back(id, redis.call('HGET', KEYS[2], id))
+  end
+end
 local ended = 0
-for i = 2, #ARGV do
+for i = 3 + releases, #ARGV do
   local id = ARGV[i]
   if redis.call('ZREM', KEYS[1], id) == 1 then
     ended = ended + 1
     local info = redis.call('HGET', KEYS[2], id)
     redis.call('HDEL', KEYS[2], id)
-    local host = nil
-    if info and string.sub(id, 1, 1) ~= '{' then
-      local len, start = string.match(info, '^%S+ (%d+) ()')
-      if len then host = string.sub(info, start, start + tonumber(len) - 1) end
-    end
-    if host then
-      if redis.call('HINCRBY', KEYS[3], host, -1) <= 0 then redis.call('HDEL', KEYS[3], host) end
-      if redis.call('SREM', KEYS[4], host) == 1 then redis.call('ZADD', KEYS[5], 'NX', now, host) end
-    end
+    if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
   end
 end
 return ended

@@ -11,6 +11,7 @@
 -- KEYS[1]  leases: sorted set of lease ids, score = deadline (ms)
 -- KEYS[2]  lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]  requests:rejected: list of entries set aside
+-- KEYS[4]  released: set of lease ids whose cap slot was given back (ack.lua)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  the most leases to list
@@ -43,6 +44,7 @@ for _, id in ipairs(ids) do
   else
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
+    redis.call('SREM', KEYS[4], id)
     redis.call('LPUSH', KEYS[3], 'lease ' .. id .. ' without lease info: ' .. (info or '(none)'))
     rejected[#rejected + 1] = id
   end

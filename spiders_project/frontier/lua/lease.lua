@@ -9,10 +9,13 @@
 -- KEYS[4]    size: counter of queued requests
 -- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
 -- KEYS[6]    requests:rejected, for a host whose queue is not a sorted set
--- KEYS[7]    in flight: hash host -> requests of it leased (ack.lua, requeue.lua end them)
--- KEYS[8]    capped: set of hosts taken out of the ready-set at their cap
--- KEYS[8+i]  queue of the i-th candidate host
--- KEYS[8+C+i] its retries waiting for their time ("later"; C candidates)
+-- KEYS[7]    in flight: hash host -> its requests leased and not yet downloaded
+--            (ack.lua gives slots back when downloads end, requeue.lua too)
+-- KEYS[8]    cap waiters: hash host -> workers that found it at its cap; the
+--            host is out of the ready-set until a slot comes back
+-- KEYS[9]    cap handover: hash host -> "<until ms> <worker>" (ack.lua)
+-- KEYS[9+i]  queue of the i-th candidate host
+-- KEYS[9+C+i] its retries waiting for their time ("later"; C candidates)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -26,20 +29,23 @@
 -- ARGV[8]    C, the number of candidates
 -- ARGV[9..]  pairs (host, configured delay in ms) for candidate i = 1..C
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
---             ms until a host is ready (at most 20 while a host is at its cap) or -1}
+--             ms until a host is ready (at most CAP_POLL while a host is at its cap) or -1,
+--             {host that gave requests and is now at its cap, ...}}
 --
 -- A lease id names one lease of one worker: ack (ack.lua), renew and
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
 -- an expired lease is put back and leased again, it has a new id, and the old
 -- holder's late ack or renew finds nothing.
 --
--- A host at its cap (ARGV[5] requests leased by all workers together) gives
--- nothing and leaves the ready-set for the capped set, until ack.lua or
--- requeue.lua ends one of its leases (a dead worker's come back when its
--- leases expire). A worker's finished leases count until their acks land;
--- letting a worker reuse them earlier, or wake the moment its acks land, let
--- it keep a capped host to itself (docs/BENCHMARKS.md, issue 12), so instead
--- every idle worker looks again within CAP_POLL ms.
+-- A host at its cap (ARGV[5] requests leased and not yet downloaded, by all
+-- workers together) gives nothing and leaves the ready-set; the caller is
+-- noted as waiting for it. A slot comes back when a download ends (ack.lua),
+-- or with its lease (requeue.lua; a dead worker's when its leases expire).
+-- The caller is told which hosts it filled to their cap, so it sends the
+-- release of those leases at once rather than at its next write tick; a slot
+-- that others waited for is handed over to them first (ack.lua), and the
+-- worker that gave it back does not see the host until then. Waiting workers
+-- are not told: every idle worker looks again within CAP_POLL ms.
 --
 -- Retries whose time has come move from the host's later set into its queue,
 -- at their old place, before it gives requests; a host whose queue is empty
@@ -66,14 +72,30 @@ local cap = tonumber(ARGV[5])
 local owner = ARGV[6]
 local n = tonumber(ARGV[7])
 local leased = {}
+local full = {}
+
+-- ms until a host whose freed slot is handed over to other workers is the
+-- caller's to take too, or nil if the caller may take it now.
+local function handed_away(host)
+  local hand = redis.call('HGET', KEYS[9], host)
+  if not hand then return nil end
+  local till, by = string.match(hand, '^(%d+) (.*)$')
+  if till and tonumber(till) > now then
+    if by == owner then return tonumber(till) - now end
+    return nil
+  end
+  redis.call('HDEL', KEYS[9], host)
+  return nil
+end
+
 local ncand = tonumber(ARGV[8])
 for i = 1, ncand do
   if want <= 0 then break end
   local host = ARGV[7 + i * 2]
   local ready = redis.call('ZSCORE', KEYS[1], host)
-  if ready and tonumber(ready) <= now then
-    local queue = KEYS[8 + i]
-    local later = KEYS[8 + ncand + i]
+  if ready and tonumber(ready) <= now and not handed_away(host) then
+    local queue = KEYS[9 + i]
+    local later = KEYS[9 + ncand + i]
     local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, 1000)
     if #due > 0 then
       for _, entry in ipairs(due) do
@@ -92,7 +114,12 @@ for i = 1, ncand do
     if delay > 0 then take = math.min(take, 1) end
     if take <= 0 then
       redis.call('ZREM', KEYS[1], host)
-      redis.call('SADD', KEYS[8], host)
+      local waiting = redis.call('HGET', KEYS[8], host)
+      if not waiting then
+        redis.call('HSET', KEYS[8], host, owner)
+      elseif not string.find(' ' .. waiting .. ' ', ' ' .. owner .. ' ', 1, true) then
+        redis.call('HSET', KEYS[8], host, waiting .. ' ' .. owner)
+      end
     else
       local popped = redis.pcall('ZPOPMIN', queue, take)
       if type(popped) == 'table' and popped.err then
@@ -117,6 +144,8 @@ for i = 1, ncand do
       if got > 0 then
         redis.call('DECRBY', KEYS[4], got)
         redis.call('HINCRBY', KEYS[7], host, got)
+        redis.call('HDEL', KEYS[9], host)  -- handed over: done
+        if busy + got >= cap then full[#full + 1] = host end
       end
       if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
         redis.call('ZADD', KEYS[1], now + delay, host)
@@ -134,15 +163,31 @@ for i = 1, ncand do
     end
   end
 end
-local next_hosts = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local ready_hosts = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local next_hosts = ready_hosts
+local held = -1  -- ms until the first host handed away from the caller is its to take
+if redis.call('HLEN', KEYS[9]) > 0 then
+  next_hosts = {}
+  for _, host in ipairs(ready_hosts) do
+    local left = handed_away(host)
+    if not left then
+      next_hosts[#next_hosts + 1] = host
+    elseif held < 0 or left < held then
+      held = left
+    end
+  end
+end
 local wait = -1
 if #next_hosts == 0 then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #first > 0 then wait = tonumber(first[2]) - now end
-  -- A capped host is ready again as soon as one of its leases ends (ack.lua),
-  -- which no worker is told: every worker with nothing to do looks again within
-  -- CAP_POLL ms, so the freed slot goes to whoever asks first, not always to the
-  -- worker whose ack freed it.
-  if (wait < 0 or wait > CAP_POLL) and redis.call('SCARD', KEYS[8]) > 0 then wait = CAP_POLL end
+  if held >= 0 then
+    wait = held
+  else
+    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+    if #first > 0 then wait = tonumber(first[2]) - now end
+  end
+  -- A capped host is ready again as soon as one of its slots comes back
+  -- (ack.lua), which waiting workers are not told: every worker with nothing
+  -- to do looks again within CAP_POLL ms.
+  if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
-return {leased, next_hosts, wait}
+return {leased, next_hosts, wait, full}

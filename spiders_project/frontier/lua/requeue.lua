@@ -12,9 +12,11 @@
 -- KEYS[2]    lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[4]    size: counter of queued requests
--- KEYS[5]    in flight: hash host -> requests of it leased (each move gives one back)
--- KEYS[6]    capped: set of hosts out of the ready-set at their cap
--- KEYS[6+i]  queue of the host of the i-th lease
+-- KEYS[5]    in flight: hash host -> its requests leased and not yet downloaded
+--            (each move gives one back, unless its download ended: ack.lua)
+-- KEYS[6]    cap waiters: hash host -> workers that found it at its cap
+-- KEYS[7]    released: set of lease ids whose slot ack.lua gave back already
+-- KEYS[7+i]  queue of the host of the i-th lease
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    "mine" or "expired"
@@ -48,12 +50,13 @@ for i = 3, #ARGV do
     end
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
-    if host and host ~= '' and string.sub(id, 1, 1) ~= '{' then
+    local released = redis.call('SREM', KEYS[7], id) == 1
+    if host and host ~= '' and string.sub(id, 1, 1) ~= '{' and not released then
       if redis.call('HINCRBY', KEYS[5], host, -1) <= 0 then redis.call('HDEL', KEYS[5], host) end
-      redis.call('SREM', KEYS[6], host)
+      redis.call('HDEL', KEYS[6], host)
     end
     if request and request ~= '' then
-      moved = moved + redis.call('ZADD', KEYS[4 + i], 'NX', tonumber(score) or 0, request)
+      moved = moved + redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
       if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     end
   end
