@@ -164,6 +164,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("LINDEX", keys.items, 0),
         ("ZRANGE", keys.workers, 0, -1, "WITHSCORES"),
         ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
+        ("GET", keys.seen),
     ]
     if samples:
         reads.append(("ZRANGE", keys.stats_samples, 0, -1))
@@ -224,12 +225,13 @@ def read_cluster(
                 "unserializable": int(r[6]),
             },
             "rejected": rejected,
-            "dupefilter": int(r[11]),
+            # The seen-set's count, and the previous release's set until migrated.
+            "dupefilter": int(r[18] or 0) + int(r[11]),
             "totals": counters_of(_hash(r[12])),
             "db_writer": _numbers(_hash(r[13])),
             "lag": _lag(now, r[14], r[15]),
             "proxy_bans": {_text(m): score / 1000 for m, score in _scored(r[17])},
-            "samples": _samples(r[18]) if samples else [],
+            "samples": _samples(r[19]) if samples else [],
         }
         oldest = now - worker_retention
         listed[spider] = [(_text(m), score) for m, score in _scored(r[16]) if score >= oldest]

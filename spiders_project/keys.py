@@ -51,6 +51,18 @@ class RedisKeys:
         return self._key(f"requests:later:{host}")
 
     @property
+    def seen(self) -> str:
+        """Counter of fingerprints in the seen-set; its buckets (exact mode) are
+        ``<spider>:seen:<level>:<n>``, its Bloom blocks ``<spider>:seen:b:<n>``
+        (frontier/lua/seen.lua)."""
+        return self._key("seen")
+
+    @property
+    def seen_mode(self) -> str:
+        """The seen-set's mode, as its first worker recorded it (frontier/seen.py)."""
+        return self._key("seen:mode")
+
+    @property
     def in_flight(self) -> str:
         """Hash host -> its requests leased by any worker and not yet downloaded
         (the cluster-wide cap)."""
@@ -132,7 +144,11 @@ class RedisKeys:
 
     @property
     def dupefilter(self) -> str:
-        """Set of request fingerprints already scheduled by any worker."""
+        """The previous release's seen-set: 40-hex fingerprints (88 bytes each).
+
+        Still read while it exists; ``scrapy dupefilter migrate`` moves it
+        into :attr:`seen` and deletes it.
+        """
         return self._key("dupefilter")
 
     @property

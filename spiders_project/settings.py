@@ -44,6 +44,15 @@ DUPEFILTER_CLASS = "spiders_project.frontier.dupefilter.FingerprintDupeFilter"
 SCHEDULER_QUEUE_CLASS = "spiders_project.frontier.queue.JsonPriorityQueue"
 # JSON, never pickle: nothing read from Redis is ever unpickled.
 SCHEDULER_SERIALIZER = "spiders_project.frontier.serialize"
+# The shared seen-set (frontier/seen.py). "exact": about 10 bytes of Redis per
+# URL, a false "seen" for about n / 2^73 of new URLs (1e-13 at 10^9). "bloom": a Bloom filter
+# sized for DUPEFILTER_CAPACITY URLs, which wrongly skips DUPEFILTER_ERROR_RATE
+# of new URLs once full (more beyond) and takes its memory up front
+# (-ln(rate) / ln(2)^2 bits per URL of capacity: 42 MB for 10^7 at 1e-7).
+# Every worker of a spider must use the same mode (the first one records it).
+DUPEFILTER_MODE = _env("DUPEFILTER_MODE", "exact")
+DUPEFILTER_CAPACITY = _env("DUPEFILTER_CAPACITY", 10_000_000)
+DUPEFILTER_ERROR_RATE = _env("DUPEFILTER_ERROR_RATE", 1e-7)
 # Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
 # meta or cb_kwargs, as dotted paths, besides those found in the modules of
 # SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry

@@ -13,6 +13,7 @@ from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsRead
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.seen import SeenConfig, mode_problem
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
 from spiders_project.rendering.config import RenderConfig
@@ -28,6 +29,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     HostPoliteness.from_settings(settings)
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
+    SeenConfig.from_settings(settings)
     read = SettingsReader(settings)
     # Scrapy's own settings that deployments set from the environment.
     read.getint("DEPTH_LIMIT", minimum=0)
@@ -65,5 +67,10 @@ class Command(ScrapyCrawlCommand):
         if message is not None:
             print(f"ERROR: {message}", file=sys.stderr)
             self.exitcode = 1
+            return
+        mismatch = mode_problem(self.settings, args[0]) if args else None
+        if mismatch is not None:
+            print(f"ERROR: {mismatch}", file=sys.stderr)
+            self.exitcode = CONFIG_EXIT_STATUS
             return
         super().run(args, opts)

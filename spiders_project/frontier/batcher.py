@@ -57,6 +57,7 @@ class RedisBatcher:
         keys: RedisKeys,
         interval: float,
         clock: ScriptClock | None = None,
+        seen: str = "exact",
     ) -> None:
         self.calls = calls
         self.client = calls.client
@@ -64,6 +65,7 @@ class RedisBatcher:
         self.state = calls.state
         self.interval = interval
         self.clock = clock or ScriptClock()
+        self.seen = seen  # the seen-set's mode (seen.SeenConfig.spec)
         self.scripts = FrontierScripts()
         self._ops: list[tuple[str, Any]] = []
         self._wake = asyncio.Event()
@@ -201,7 +203,7 @@ class RedisBatcher:
         for kind, batch in groups:
             first = n_commands
             if kind == _ENQUEUE:
-                keys, args = enqueue_call(self.keys, batch, now=self.clock.arg())
+                keys, args = enqueue_call(self.keys, batch, seen=self.seen, now=self.clock.arg())
                 # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
                 # restarted, script cache empty) would fail this command alone
                 # while the rest of the transaction is applied.

@@ -29,9 +29,16 @@ def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
 
 
 def enqueue_call(
-    keys: RedisKeys, entries: Iterable[tuple[Any, ...]], *, now: int | str = ""
+    keys: RedisKeys,
+    entries: Iterable[tuple[Any, ...]],
+    *,
+    seen: str = "exact",
+    now: int | str = "",
 ) -> Call:
     """``lua/enqueue.lua`` for (host, fingerprint, priority, payload[, seed entry[, wait ms]]).
+
+    Fingerprints are tokens of ``seen.SeenConfig.token``; ``seen`` is the
+    seen-set's mode (``SeenConfig.spec``).
 
     A seed entry (the raw start_urls bytes) makes the request count only if
     this call claims that entry; host "" with a seed entry rejects the seed.
@@ -46,6 +53,7 @@ def enqueue_call(
         sextuples += (fingerprint, priority, payload, index, seed, wait)
     return (
         [
+            keys.seen,
             keys.dupefilter,
             keys.requests_seq,
             keys.hosts,
@@ -55,7 +63,7 @@ def enqueue_call(
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
         ],
-        [now, len(hosts), *hosts, *sextuples],
+        [now, seen, len(hosts), *hosts, *sextuples],
     )
 
 
@@ -156,3 +164,16 @@ def ack_call(
         ],
         [now, len(releases), *releases, *lease_ids],
     )
+
+
+def seen_add_call(keys: RedisKeys, seen: str, tokens: Sequence[str]) -> Call:
+    """``lua/seen_add.lua``: record ``tokens`` (``SeenConfig.token``) in mode ``seen``."""
+    return [keys.seen, keys.dupefilter], [seen, *tokens]
+
+
+def seen_migrate_call(keys: RedisKeys, seen: str, pairs: Sequence[tuple[str, bytes]]) -> Call:
+    """``lua/seen_migrate.lua``: move (token, old member) pairs out of the old set."""
+    args: list[Any] = [seen]
+    for token, member in pairs:
+        args += (token, member)
+    return [keys.seen, keys.dupefilter], args

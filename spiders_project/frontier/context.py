@@ -20,6 +20,7 @@ from spiders_project.frontier.batcher import RedisBatcher
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import async_client
@@ -47,6 +48,7 @@ class WorkerRedis:
         state: RedisState,
         flush_interval: float,
         crawler: Crawler | None = None,
+        seen: SeenConfig | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -58,7 +60,8 @@ class WorkerRedis:
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
         # Production never sets it: the scripts then read Redis' clock.
         self.clock = ScriptClock()
-        self.batcher = RedisBatcher(self.calls, keys, flush_interval, self.clock)
+        self.seen = seen or SeenConfig("exact", 1, 0.5)
+        self.batcher = RedisBatcher(self.calls, keys, flush_interval, self.clock, self.seen.spec)
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
@@ -78,6 +81,7 @@ class WorkerRedis:
                 state=RedisState.from_settings(settings, logger),
                 flush_interval=FrontierConfig.from_settings(settings).flush_interval,
                 crawler=crawler,
+                seen=SeenConfig.from_settings(settings),
             )
 
         return shared(crawler, cls, build)

@@ -1,4 +1,4 @@
-"""Fingerprints from Scrapy's own request fingerprinter, kept in a Redis set."""
+"""Fingerprints from Scrapy's own request fingerprinter, kept in the shared seen-set."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from scrapy.crawler import Crawler
 from scrapy.utils.request import RequestFingerprinterProtocol
 from scrapy_redis.dupefilter import RFPDupeFilter
 
+from spiders_project.frontier.calls import seen_add_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_connection import sync_client
 
@@ -21,6 +24,8 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
       ``crawler.request_fingerprinter``.
     - Its ``close()`` deletes the shared set: one worker stopping would make
       the whole cluster forget what it had seen. Crawl state here is persistent.
+    - Its set of 40-hex strings costs 88 bytes per URL; fingerprints go to the
+      compact seen-set instead (``seen.py``).
 
     Our scheduler checks fingerprints in Redis in batches (``lua/enqueue.lua``),
     after :class:`SentFingerprints`; ``request_seen`` stays for use with other
@@ -34,9 +39,12 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         debug: bool = False,
         *,
         fingerprinter: RequestFingerprinterProtocol | None = None,
+        seen: SeenConfig | None = None,
     ) -> None:
         super().__init__(server, key, debug)
         self.fingerprinter = fingerprinter
+        self.seen = seen or SeenConfig("exact", 1, 0.5)
+        self.keys = RedisKeys(key.rpartition(":")[0])
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FingerprintDupeFilter:
@@ -47,11 +55,21 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
             # DUPEFILTER_DEBUG is refused at start (scrapy_redis_compat): this
             # scheduler never calls request_seen, so it would log nothing.
             fingerprinter=crawler.request_fingerprinter,
+            seen=SeenConfig.from_settings(crawler.settings),
         )
 
     @classmethod
     def from_spider(cls, spider: Spider) -> FingerprintDupeFilter:
         return cls.from_crawler(spider.crawler)
+
+    def request_seen(self, request: Request) -> bool:
+        """Record the request's fingerprint; True if the cluster had seen it."""
+        keys, args = seen_add_call(
+            self.keys, self.seen.spec, [self.seen.token(self.fingerprint(request), legacy=True)]
+        )
+        script = FrontierScripts().seen_add
+        (new,) = self.server.eval(script.source, len(keys), *keys, *args)
+        return not new
 
     def request_fingerprint(self, request: Request) -> str:
         return self.fingerprint(request).hex()

@@ -45,6 +45,7 @@ from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
 from spiders_project.frontier.leases import Lease, LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.frontier.seen import mode_mismatch
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.frontier.values import ValueCodec
@@ -113,6 +114,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._next_lease_id = 0
         self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
         self._run_id: str | None = None
+        # Whether the previous release's set of hex fingerprints still exists
+        # (until `scrapy dupefilter migrate` empties it): links then carry
+        # their hex too, for enqueue.lua to look there.
+        self._legacy_seen = True
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
         crawler.signals.connect(self._download_ended, signal=signals.request_left_downloader)
@@ -164,6 +169,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             )
             or 0
         )
+        await self._check_seen_mode()
         with contextlib.suppress(RedisUnavailable):
             await self._check_run_id()  # the lease loop checks again
         logger.info(
@@ -240,8 +246,20 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 keys.leases,
                 keys.lease_info,
                 keys.dupefilter,
+                keys.seen,
             ),
         )
+        # The seen-set's buckets (or Bloom blocks) and its recorded mode.
+        pattern = keys.seen.replace("*", r"\*").replace("?", r"\?") + ":*"
+        cursor: int = 0
+        while True:
+            cursor, found = await calls.command(
+                "SCAN", cursor, "MATCH", pattern, "COUNT", 1000, writes=False
+            )
+            if found:
+                await calls.command("UNLINK", *found)
+            if not int(cursor):
+                break
         self.sent.clear()
 
     # --- Scrapy's scheduler interface -----------------------------------------------
@@ -283,7 +301,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             fingerprint = ""
         else:
             self.sent.add(raw)
-            fingerprint = ("!" if request.dont_filter else "") + raw.hex()
+            token = self.redis.seen.token(raw, legacy=self._legacy_seen)
+            fingerprint = ("!" if request.dont_filter else "") + token
         self.redis.batcher.enqueue(
             self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms
         )
@@ -324,6 +343,35 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             logger.info("Forgot %d fingerprints of the seen-cache (%s)", len(self.sent), why)
         self.sent.clear()
         self.stats.inc_value("frontier/seen_cache_cleared")
+
+    async def _check_seen_mode(self) -> None:
+        """Record the seen-set's mode, or refuse to start with another one.
+
+        Workers of one spider in different DUPEFILTER_MODEs (or Bloom sizes)
+        would each miss what the others recorded: every URL crawled again.
+        """
+        spec = self.redis.seen.spec
+        calls, client = self.redis.calls, self.redis.client
+        keys = self.keys
+        reply = await calls.call(
+            "seen mode",
+            lambda: client.set(keys.seen_mode, spec, nx=True, get=True),
+        )
+        problem = mode_mismatch(keys, spec, reply if isinstance(reply, bytes) else None)
+        if problem is not None:
+            raise NotConfigured(problem)
+        await self._check_legacy_seen()
+
+    async def _check_legacy_seen(self) -> None:
+        client = self.redis.client
+        self._legacy_seen = bool(
+            await self.redis.calls.call(
+                "EXISTS dupefilter",
+                lambda: client.exists(self.keys.dupefilter),
+                retry=False,
+                writes=False,
+            )
+        )
 
     async def _check_run_id(self) -> None:
         """Clear the seen-cache if Redis is not the server it was (restart, failover)."""
@@ -453,6 +501,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await self.leases.renew(ids)
                 moved = await self.leases.reclaim_expired()
                 await self._check_run_id()
+                if self._legacy_seen:
+                    await self._check_legacy_seen()
             except RedisUnavailable:
                 continue  # the call path logged it; try again next period
             if moved:

@@ -31,3 +31,5 @@ class FrontierScripts:
         self.expired = load_lua(LUA_DIR, "expired")
         self.reject_host = load_lua(LUA_DIR, "reject_host")
         self.ack = load_lua(LUA_DIR, "ack")
+        self.seen_add = load_lua(LUA_DIR, "seen_add")
+        self.seen_migrate = load_lua(LUA_DIR, "seen_migrate")

@@ -30,5 +30,22 @@ class LuaScript:
 
 @cache
 def load_lua(directory: Path, name: str) -> LuaScript:
-    """``<directory>/<name>.lua`` as a :class:`LuaScript` (read once per process)."""
-    return LuaScript(name, (directory / f"{name}.lua").read_text())
+    """``<directory>/<name>.lua`` as a :class:`LuaScript` (read once per process).
+
+    A line ``--!include <other>.lua`` is replaced by that file of the same
+    directory: Redis runs one script text, and code that several scripts
+    must run atomically with their own (the seen-set) is written once.
+    """
+    return LuaScript(name, _read(directory, f"{name}.lua"))
+
+
+def _read(directory: Path, filename: str) -> str:
+    lines = []
+    for line in (directory / filename).read_text().splitlines(keepends=True):
+        if line.startswith(INCLUDE):
+            line = _read(directory, line[len(INCLUDE) :].strip())
+        lines.append(line)
+    return "".join(lines)
+
+
+INCLUDE = "--!include "

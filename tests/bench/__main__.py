@@ -15,8 +15,10 @@ process of its own), then, one after the other on that site:
 3. stock scrapy-redis (its Scheduler, PriorityQueue, RFPDupeFilter, pickle,
    RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages;
-5. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
-6. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered twice,
+5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
+   previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``);
+6. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
+7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered twice,
    then ``--render-http-pages`` over plain HTTP with three download handlers.
 
 Redis and PostgreSQL come from ``tests/support/services.py``, the starters the
@@ -39,10 +41,11 @@ from tests.bench import report as rep
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
 from tests.bench.rendering import rendering_phase
+from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
 
-PHASES = ("plain", "worker", "stock", "two", "writer", "rendering")
+PHASES = ("plain", "worker", "stock", "two", "seen", "writer", "rendering")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(summary_line(result), flush=True)
             finally:
                 site.stop()
+        if "seen" not in skip:
+            print(f"== seen-set ({time.monotonic() - t0:.0f} s)", flush=True)
+            report.seen = seen_phase(redis)
         if "writer" not in skip:
             print(f"== db_writer ({time.monotonic() - t0:.0f} s)", flush=True)
             redis.reset()
@@ -146,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "crawls": {k: describe(v) for k, v in report.crawls.items()},
                 "writers": [w.__dict__ for w in report.writers],
+                "seen": [s.__dict__ for s in report.seen],
                 "seconds": report.seconds,
                 "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
             },

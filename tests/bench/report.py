@@ -21,6 +21,7 @@ import psutil
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
 from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
+from tests.bench.seen import SeenResult
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
@@ -44,6 +45,7 @@ class Report:
     pinned: bool = False
     crawls: dict[str, CrawlResult] = field(default_factory=dict)
     writers: list[WriterResult] = field(default_factory=list)
+    seen: list[SeenResult] = field(default_factory=list)
     rendering: RenderingResult | None = None
 
 
@@ -214,6 +216,27 @@ def memory(report: Report) -> list[str]:
     return lines
 
 
+def seen_set(report: Report) -> list[str]:
+    lines = [
+        "## The seen-set: Redis memory and CPU per seen URL",
+        "",
+        "A fresh redis-server records N fingerprints (SHA1s, as Scrapy's fingerprinter"
+        " gives) through the script workers run (`lua/seen_add.lua`), 5,000 per call; the"
+        " previous release's layout is scrapy-redis' SADD of 40-hex strings. *Bytes/URL*"
+        " is the growth of `used_memory` over N; *Redis CPU* its user+sys CPU over the"
+        " inserts. Bloom is sized for exactly N URLs at an error rate of 1e-7.",
+        "",
+        "| Layout | URLs | Bytes/URL | Redis CPU µs/URL | Keys |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {s.layout} | {s.urls:,} | {s.bytes_per_url:.1f} | {s.redis_cpu_us_per_url:.2f}"
+        f" | {s.keys:,} |"
+        for s in report.seen
+    ]
+    return lines
+
+
 def writers(report: Report) -> list[str]:
     lines = [
         "## db_writer",
@@ -328,6 +351,8 @@ def sections(report: Report) -> list[list[str]]:
     out = [targets(report)]
     if report.crawls:
         out += [throughput(report), memory(report)]
+    if report.seen:
+        out.append(seen_set(report))
     if report.writers:
         out.append(writers(report))
     if report.rendering is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -119,14 +121,24 @@ def test_when_every_proxy_is_banned_requests_wait_then_go_on(redis_url, r, tmp_p
         assert any(ban for *_, ban in site.via_log())
 
 
+def sticky_choice(group: str, proxies: list[str]) -> str:
+    """The proxy PROXY_MODE=host gives ``group`` (proxies/pool.py: rendezvous hashing)."""
+    key = group.encode()
+    return max(proxies, key=lambda p: zlib.crc32(key + b"|" + proxy_name(p).encode()))
+
+
 def test_sticky_proxies_per_host_and_a_failing_proxy_is_banned(redis_url, r, tmp_path, procs):
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with (
         TestProxy("p1") as p1,
         TestProxy("p2") as p2,
         WildSite(docs=12) as a,
         WildSite(docs=12) as b,
     ):
+        # A dead proxy (nothing listens there) that site a's host is given first.
+        while True:
+            dead = f"http://127.0.0.1:{free_port()}"
+            if sticky_choice(urlsplit(a.url).netloc, [dead, p1.url, p2.url]) == dead:
+                break
         w = worker(
             "w",
             redis_url,

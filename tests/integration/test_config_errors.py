@@ -21,6 +21,7 @@ ENTRY_POINTS = {
     "db_writer": [PYTHON, "-m", "spiders_project.db_writer"],
     "deadletters": [*SCRAPY, "deadletters", "list"],
     "crawlstatus": [*SCRAPY, "crawlstatus", "--once"],
+    "dupefilter": [*SCRAPY, "dupefilter", "migrate"],
     "monitor": [PYTHON, "-m", "monitor"],
 }
 
@@ -59,6 +60,10 @@ def assert_one_line_naming(done: subprocess.CompletedProcess[str], name: str) ->
         ("worker", "REDIS_URL", "nonsense"),
         ("worker", "ROBOTSTXT_OBEY", "maybe"),
         ("worker", "RENDER_CONCURRENCY", "0"),
+        ("worker", "DUPEFILTER_MODE", "fuzzy"),
+        ("worker", "DUPEFILTER_ERROR_RATE", "2"),
+        ("dupefilter", "DUPEFILTER_MODE", "fuzzy"),
+        ("dupefilter", "REDIS_URL", "nonsense"),
         ("db_writer", "DB_WRITER_BATCH_SIZE", "abc"),
         ("db_writer", "REDIS_URL", "nonsense"),
         ("db_writer", "LOG_LEVEL", "LOUD"),

@@ -5,6 +5,7 @@ argument; production passes "" for Redis' own clock), so no test sleeps to
 cross a deadline and every wait is exact.
 """
 
+import hashlib
 import logging
 
 import pytest
@@ -19,6 +20,7 @@ from spiders_project.frontier.calls import (
 )
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter
 from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys
 from spiders_project.politeness.turns import LUA_DIR as POLITENESS_LUA
 from spiders_project.redis_calls import RedisState, SyncRedisCalls, load_lua
@@ -58,7 +60,23 @@ def s(r):
     return Scripts(r)
 
 
+SEEN = SeenConfig("exact", 1, 0.5)
+
+
+def tok(name: str) -> str:
+    """The seen-set's token of a fingerprint named ``name`` ("!name": a seed's)."""
+    force, name = ("!", name[1:]) if name.startswith("!") else ("", name)
+    return force + SEEN.token(hashlib.sha1(name.encode()).digest()) if name else ""
+
+
+def recorded(r, name: str) -> bool:
+    """Whether the seen-set holds ``name`` (level 0: these tests hold few)."""
+    root, v = tok(name).split()
+    return bool(r.sismember(f"{K.seen}:0:{root}", v))
+
+
 def enqueue(s, entries):
+    entries = [(host, tok(fp), *rest) for host, fp, *rest in entries]
     keys, args = enqueue_call(K, entries, now=s.now)
     added, *rejected = s.enqueue(keys, args)
     assert rejected == []
@@ -104,7 +122,7 @@ def test_enqueue_dedups_in_one_call_and_counts(r, s):
         ],
     )
     assert added == 4
-    assert r.smembers(K.dupefilter) == {b"fp1", b"fp2"}
+    assert recorded(r, "fp1") and recorded(r, "fp2") and int(r.get(K.seen)) == 2
     assert enqueue(s, [("b", "fp2", 0, b"b3")]) == 0
     assert int(r.get(K.requests_size)) == 4
     assert r.zcard(K.host_queue("a")) == 3 and r.zcard(K.host_queue("b")) == 1
@@ -114,7 +132,7 @@ def test_enqueue_dedups_in_one_call_and_counts(r, s):
 def test_seed_fingerprint_is_recorded_but_never_filters(r, s):
     assert enqueue(s, [("h", "fpS", 0, b"seed")]) == 1
     assert enqueue(s, [("h", "!fpS", 0, b"seed-again")]) == 1
-    assert r.sismember(K.dupefilter, "fpS")
+    assert recorded(r, "fpS") and int(r.get(K.seen)) == 1
 
 
 def test_size_counts_members_really_added(r, s):
@@ -334,9 +352,12 @@ def test_dupefilter_uses_scrapys_request_fingerprinter(redis_url, r):
     assert df.request_fingerprint(request) == expected
     assert df.request_seen(request) is False
     assert df.request_seen(Request("http://example.com/a?a=1&b=2")) is True
-    assert r.smembers(RedisKeys("distributed").dupefilter) == {expected.encode()}
+    seen = RedisKeys("distributed").seen
+    assert int(r.get(seen)) == 1
+    root, v = SEEN.token(bytes.fromhex(expected)).split()
+    assert r.smembers(f"{seen}:0:{root}") == {v.encode()}
     df.close("finished")
-    assert r.exists(RedisKeys("distributed").dupefilter), "close() must not wipe shared state"
+    assert r.exists(seen), "close() must not wipe shared state"
 
 
 def test_a_host_queue_of_the_wrong_type_harms_only_itself(r, s):

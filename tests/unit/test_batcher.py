@@ -28,7 +28,7 @@ def test_ops_survive_oom_in_order(redis_url, r, caplog):
     async def main() -> None:
         batcher, state = await batcher_for(redis_url)
         batcher.item(b"i1")
-        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.enqueue("h", "1 123", 0, b'{"url":"http://h/1"}')
         batcher.item(b"i2")
         r.config_set("maxmemory-policy", "noeviction")
         r.config_set("maxmemory", 1)
@@ -58,7 +58,7 @@ def test_a_refused_command_keeps_its_ops_and_the_rest_goes(redis_url, r, caplog)
     async def main() -> None:
         batcher, _ = await batcher_for(redis_url)
         batcher.item(b"i1")
-        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.enqueue("h", "1 123", 0, b'{"url":"http://h/1"}')
         batcher.push(K.requests_rejected, b"bad")
         assert await batcher.flush() > 0
         assert len(batcher) == 1
@@ -95,7 +95,7 @@ def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
 
     async def main() -> None:
         batcher, _ = await batcher_for(redis_url)
-        batcher.enqueue("h", "fp1", 0, b'{"url":"http://h/1"}')
+        batcher.enqueue("h", "1 123", 0, b'{"url":"http://h/1"}')
         batcher.ack(b"w/1")
         r.config_set("maxmemory-policy", "noeviction")
         r.config_set("maxmemory", 1)

@@ -116,13 +116,14 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 3,  # dead
                 4,  # unserializable
                 *(1, 0, 0, 0),  # rejected lists
-                42,  # dupefilter
+                40,  # the previous release's dupefilter set
                 [b"pages", b"7"],  # totals, as a flat HGETALL
                 {b"items_written": b"6"},  # db_writer, as redis-py parses it
                 None,
                 None,
                 [b"h:1", b"999.5", b"h:2", b"1.0"],  # h:2 is older than the retention
                 [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
+                b"2",  # the seen-set's count
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]
@@ -147,7 +148,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], []]
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None]
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

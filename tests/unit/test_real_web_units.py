@@ -185,6 +185,7 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             None,
             [],
             banned,
+            None,  # the seen-set's count
         ]
 
     def families(now_banned_b: bool):

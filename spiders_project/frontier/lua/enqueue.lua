@@ -3,22 +3,25 @@
 -- leaves that list exactly when its request enters the frontier (or the
 -- rejected list): a worker killed at any moment neither loses nor doubles it.
 --
--- KEYS[1]    dupefilter: set of request fingerprints
--- KEYS[2]    seq: counter giving first-in first-out order within a priority
--- KEYS[3]    hosts: ready-set, host -> time (ms) it may next be fetched
--- KEYS[4]    size: counter of queued requests
--- KEYS[5]    start_urls: list of seeds as operators pushed them
--- KEYS[6]    start_urls:rejected: seeds that are not valid requests
--- KEYS[6+i]  queue of the i-th host of this batch (sorted set of JSON requests)
--- KEYS[6+H+i] retries of the i-th host waiting for their time (its "later" set)
+-- KEYS[1]    seen: the seen-set's counter, and the prefix of its buckets (seen.lua)
+-- KEYS[2]    dupefilter: the previous release's set of hex fingerprints (seen.lua)
+-- KEYS[3]    seq: counter giving first-in first-out order within a priority
+-- KEYS[4]    hosts: ready-set, host -> time (ms) it may next be fetched
+-- KEYS[5]    size: counter of queued requests
+-- KEYS[6]    start_urls: list of seeds as operators pushed them
+-- KEYS[7]    start_urls:rejected: seeds that are not valid requests
+-- KEYS[7+i]  queue of the i-th host of this batch (sorted set of JSON requests)
+-- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
--- ARGV[2]    H, the number of hosts in this batch
--- ARGV[2+i]  name of the i-th host (i = 1..H), as in its queue key
--- ARGV[H+3..] sextuples (fingerprint, priority, payload, host index i, seed, wait):
+-- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
+-- ARGV[3]    H, the number of hosts in this batch
+-- ARGV[3+i]  name of the i-th host (i = 1..H), as in its queue key
+-- ARGV[H+4..] sextuples (fingerprint, priority, payload, host index i, seed, wait):
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
+--              (<fp> a token of seen.lua)
 --              priority is an integer in [-4000, 4000]; higher pops first
 --              seed "" for a request; else the raw start_urls entry it came
 --              from: skipped unless this call removes that entry (another
@@ -44,11 +47,13 @@
 -- already in the ready-set keeps its time (NX), so politeness survives a
 -- queue that ran empty and refilled; a host new to it is ready at once, or
 -- when the first of this batch's waiting requests is due.
-local h = tonumber(ARGV[2])
-local first = h + 3
+--!include seen.lua
+local h = tonumber(ARGV[3])
+local first = h + 4
 local n = (#ARGV - first + 1) / 6
 if n == 0 then return {0} end
-local seq = redis.call('INCRBY', KEYS[2], n) - n
+local seq = redis.call('INCRBY', KEYS[3], n) - n
+seen_init(KEYS[1], KEYS[2], ARGV[2])
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -64,18 +69,18 @@ for j = 0, n - 1 do
   local seed = ARGV[base + 4]
   local add = true
   if seed ~= '' then
-    add = redis.call('LREM', KEYS[5], -1, seed) == 1
+    add = redis.call('LREM', KEYS[6], -1, seed) == 1
     if add and i == 0 then
-      redis.call('LPUSH', KEYS[6], seed)
+      redis.call('LPUSH', KEYS[7], seed)
       reply[#reply + 1] = seed
       add = false
     end
   end
   if add and fp ~= '' then
     if string.sub(fp, 1, 1) == '!' then
-      redis.call('SADD', KEYS[1], string.sub(fp, 2))
+      seen_add(string.sub(fp, 2))
     else
-      add = redis.call('SADD', KEYS[1], fp) == 1
+      add = seen_add(fp)
     end
   end
   if add then
@@ -84,16 +89,17 @@ for j = 0, n - 1 do
     local due = now + (tonumber(ARGV[base + 5]) or 0)
     if due > now then
       enqueued = enqueued + redis.call(
-        'ZADD', KEYS[6 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. ARGV[base + 2])
+        'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. ARGV[base + 2])
     else
-      enqueued = enqueued + redis.call('ZADD', KEYS[6 + i], 'NX', score, ARGV[base + 2])
+      enqueued = enqueued + redis.call('ZADD', KEYS[7 + i], 'NX', score, ARGV[base + 2])
     end
     if not touched[i] or due < touched[i] then touched[i] = due end
   end
 end
 for i, due in pairs(touched) do
-  redis.call('ZADD', KEYS[3], 'NX', due, ARGV[2 + i])
+  redis.call('ZADD', KEYS[4], 'NX', due, ARGV[3 + i])
 end
-if enqueued > 0 then redis.call('INCRBY', KEYS[4], enqueued) end
+seen_done()
+if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end
 reply[1] = enqueued
 return reply

@@ -1,0 +1,109 @@
+"""The compact seen-set (frontier/lua/seen.lua) against a real redis-server."""
+
+import hashlib
+
+from scrapy import Request
+
+from spiders_project.frontier.calls import seen_add_call, seen_migrate_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
+from spiders_project.keys import RedisKeys
+from spiders_project.spiders.distributed import DistributedSpider
+from tests.support.crawlers import project_crawler
+
+K = RedisKeys("t")
+EXACT = SeenConfig("exact", 1, 0.5)
+SCRIPTS = FrontierScripts()
+
+
+def add(r, config: SeenConfig, tokens: list[str]) -> list[int]:
+    """seen_add.lua for ``tokens``, in batches; 1 for each new one."""
+    out: list[int] = []
+    for i in range(0, len(tokens), 5000):
+        keys, args = seen_add_call(K, config.spec, tokens[i : i + 5000])
+        out += r.eval(SCRIPTS.seen_add.source, len(keys), *keys, *args)
+    return out
+
+
+def fingerprints(n: int, salt: str = "") -> list[bytes]:
+    return [hashlib.sha1(f"{salt}{i}".encode()).digest() for i in range(n)]
+
+
+def buckets(r) -> dict[bytes, int]:
+    return {k: r.scard(k) for k in r.scan_iter(f"{K.seen}:*:*", count=10_000)}
+
+
+def test_scrapys_fingerprints_are_deduplicated_exactly(redis_url, r):
+    crawler = project_crawler(DistributedSpider, {"REDIS_URL": redis_url})
+    urls = [f"http://example.com/p/{i}?a=1&b={i % 7}" for i in range(3000)]
+    raw = [crawler.request_fingerprinter.fingerprint(Request(u)) for u in urls]
+    tokens = [EXACT.token(f) for f in raw]
+    assert add(r, EXACT, tokens) == [1] * 3000
+    # The same requests, written otherwise: all seen.
+    again = [Request(f"http://example.com/p/{i}?b={i % 7}&a=1") for i in range(3000)]
+    assert add(r, EXACT, [EXACT.token(crawler.request_fingerprinter.fingerprint(q)) for q in again])
+    assert add(r, EXACT, tokens) == [0] * 3000
+    assert int(r.get(K.seen)) == 3000
+    # A POST of the same URL is another request.
+    post = crawler.request_fingerprinter.fingerprint(Request(urls[0], method="POST"))
+    assert add(r, EXACT, [EXACT.token(post)]) == [1]
+
+
+def test_buckets_split_as_the_set_grows_and_stay_compact_intsets(r):
+    """Past 256 x 512 fingerprints the level goes up: every bucket met is split,
+    nothing is lost or doubled, and every bucket stays an intset (8 bytes a member)."""
+    first = [EXACT.token(f) for f in fingerprints(300_000)]
+    assert sum(add(r, EXACT, first)) == 300_000
+    more = [EXACT.token(f) for f in fingerprints(300_000, "more")]
+    # Level 1 from 131,072 on, 2 from 262,144, 3 from 524,288: every bucket met was split.
+    assert sum(add(r, EXACT, more)) == 300_000
+    assert int(r.get(K.seen)) == 600_000
+    sizes = buckets(r)
+    levels = {k.split(b":")[-2] for k in sizes}
+    assert levels == {b"3"} and len(sizes) == 8 * 512
+    assert sum(sizes.values()) == 600_000, "every member kept once, across levels"
+    assert max(sizes.values()) < 512
+    sample = list(sizes)[:: max(1, len(sizes) // 50)]
+    assert {r.object("encoding", k) for k in sample} == {b"intset"}
+    # Everything is still found, whichever level it was stored at.
+    assert sum(add(r, EXACT, first)) == 0 and sum(add(r, EXACT, more)) == 0
+    memory = sum(r.memory_usage(k) for k in sizes)
+    assert memory / 600_000 < 12
+
+
+def test_bloom_mode_has_no_false_negatives_and_its_error_rate(r):
+    bloom = SeenConfig("bloom", 20_000, 1e-3)
+    blocks, bits, hashes = bloom.bloom_shape()
+    assert (blocks, hashes) == (1, 10) and bits == 287_552
+    stored = [bloom.token(f) for f in fingerprints(20_000)]
+    new = add(r, bloom, stored)
+    assert sum(new) >= 20_000 - 60  # a new one may collide: the error rate while filling
+    assert add(r, bloom, stored) == [0] * 20_000
+    # New ones, a few (each one added fills it further): about 1e-3 taken for seen.
+    fresh = add(r, bloom, [bloom.token(f) for f in fingerprints(5000, "fresh")])
+    assert fresh.count(0) <= 15, fresh.count(0)
+    assert r.strlen(f"{K.seen}:b:0") == (bits + 7) // 8
+
+
+def test_migration_moves_hex_fingerprints_without_losing_or_doubling(r):
+    raw = fingerprints(5000)
+    r.sadd(K.dupefilter, *(f.hex() for f in raw[:4000]))
+    # Workers of this release read the old set while it exists.
+    assert add(r, EXACT, [EXACT.token(f, legacy=True) for f in raw[:10]]) == [0] * 10
+    assert add(r, EXACT, [EXACT.token(f, legacy=True) for f in raw[4000:4010]]) == [1] * 10
+    members = [m for m in r.smembers(K.dupefilter)]
+    pairs = [(EXACT.token(bytes.fromhex(m.decode())), m) for m in members]
+    keys, args = seen_migrate_call(K, EXACT.spec, pairs)
+    assert r.eval(SCRIPTS.seen_migrate.source, len(keys), *keys, *args) == [4000, 4000]
+    assert not r.exists(K.dupefilter)
+    assert add(r, EXACT, [EXACT.token(f) for f in raw]) == [0] * 4010 + [1] * 990
+
+
+def test_a_token_of_another_release_is_refused_loudly(r):
+    keys, args = seen_add_call(K, EXACT.spec, ["not-a-token"])
+    try:
+        r.eval(SCRIPTS.seen_add.source, len(keys), *keys, *args)
+    except Exception as exc:  # noqa: BLE001 - redis' ResponseError
+        assert "not a seen-set token" in str(exc)
+    else:
+        raise AssertionError("accepted a malformed token")
