@@ -81,6 +81,13 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         fingerprint: bytes = self.fingerprinter.fingerprint(request)
         return fingerprint
 
+    def clear(self) -> None:
+        """Forget every fingerprint: the seen-set (counter, buckets or Bloom
+        blocks, mode) and the previous release's set."""
+        doomed = [self.keys.seen, self.keys.dupefilter]
+        doomed += self.server.scan_iter(match=f"{self.keys.seen}:*", count=1000)
+        self.server.delete(*doomed)
+
     def close(self, reason: str = "") -> None:
         """Keep the shared fingerprints; only ``clear()`` deletes them."""
 

@@ -358,6 +358,8 @@ def test_dupefilter_uses_scrapys_request_fingerprinter(redis_url, r):
     assert r.smembers(f"{seen}:0:{root}") == {v.encode()}
     df.close("finished")
     assert r.exists(seen), "close() must not wipe shared state"
+    df.clear()
+    assert r.keys("distributed:seen*") == [] and df.request_seen(request) is False
 
 
 def test_a_host_queue_of_the_wrong_type_harms_only_itself(r, s):
