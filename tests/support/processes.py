@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 # The keys of the spider ``worker()`` runs.
 K = RedisKeys("distributed")
+# Settings every test worker starts with, before the test's own (which win):
+# a retry's backoff of 0.2 s, not 2 (politeness/retries.py), so the flaky and
+# failing pages of test sites cost tenths of a second, not the seconds a real
+# site is given. Tests of the backoff itself set their own.
+TEST_WORKER_SETTINGS = ("RETRY_BACKOFF_BASE=0.2",)
 
 
 class Proc:
@@ -134,7 +139,7 @@ def worker(
 ) -> Proc:
     """``scrapy crawl <spider>`` with ``-s NAME=VALUE`` for each of ``settings``."""
     argv = [PYTHON, "-m", "scrapy", "crawl", spider]
-    for s in settings:
+    for s in (*TEST_WORKER_SETTINGS, *settings):
         argv += ["-s", s]
     return Proc(name, argv, {"REDIS_URL": redis_url, **(env or {})}, log_dir / f"{name}.log")
 
