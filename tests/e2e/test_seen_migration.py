@@ -18,6 +18,17 @@ from tests.support.site import TestSite
 pytestmark = pytest.mark.slow
 
 
+def dupefilter_migrate(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "scrapy", "dupefilter", "migrate", *args],
+        cwd=ROOT,
+        env={**os.environ, "REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_migration_while_a_worker_crawls_loses_and_doubles_nothing(redis_url, r, tmp_path, procs):
     with TestSite(pages=400, seed=3) as site:
         crawler = project_crawler(DistributedSpider, {"REDIS_URL": redis_url})
@@ -31,14 +42,7 @@ def test_migration_while_a_worker_crawls_loses_and_doubles_nothing(redis_url, r,
         w = worker("w", redis_url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3", "DOWNLOAD_DELAY=0.01")
         procs.append(w)
         wait_until(lambda: len(site.hits()) >= 20, 60, what="the crawl to start")
-        migrate = subprocess.run(
-            [PYTHON, "-m", "scrapy", "dupefilter", "migrate", "--batch", "200"],
-            cwd=ROOT,
-            env={**os.environ, "REDIS_URL": redis_url},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        migrate = dupefilter_migrate(redis_url, "--batch", "200")
         assert migrate.returncode == 0, migrate.stderr
         assert f"Moved {len(hexes) + len(padding)} fingerprints" in migrate.stdout
         assert w.alive, "the migration ended before the crawl: it proves nothing"
@@ -49,14 +53,7 @@ def test_migration_while_a_worker_crawls_loses_and_doubles_nothing(redis_url, r,
     assert {u: n for u, n in hits.items() if n > 1} == {}
     assert sum(1 for u in pages[1::2] if hits[u]) > 20
     # Run again: nothing left to do.
-    again = subprocess.run(
-        [PYTHON, "-m", "scrapy", "dupefilter", "migrate"],
-        cwd=ROOT,
-        env={**os.environ, "REDIS_URL": redis_url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = dupefilter_migrate(redis_url)
     assert again.returncode == 0 and "Moved 0 fingerprints" in again.stdout
 
 
