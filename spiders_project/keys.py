@@ -58,6 +58,13 @@ class RedisKeys:
         return self._key("seen")
 
     @property
+    def seen_parts(self) -> str:
+        """SCAN pattern of the seen-set's buckets, Bloom blocks and mode (``seen:*``),
+        for the two places that forget it (scheduler flush, dupefilter ``clear``)."""
+        special = str.maketrans({c: "\\" + c for c in "*?[]\\"})
+        return self.seen.translate(special) + ":*"
+
+    @property
     def seen_mode(self) -> str:
         """The seen-set's mode, as its first worker recorded it (frontier/seen.py)."""
         return self._key("seen:mode")

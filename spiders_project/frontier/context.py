@@ -20,7 +20,7 @@ from spiders_project.frontier.batcher import RedisBatcher
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import SeenConfig
+from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import async_client
@@ -60,7 +60,7 @@ class WorkerRedis:
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
         # Production never sets it: the scripts then read Redis' clock.
         self.clock = ScriptClock()
-        self.seen = seen or SeenConfig("exact", 1, 0.5)
+        self.seen = seen or EXACT
         self.batcher = RedisBatcher(self.calls, keys, flush_interval, self.clock, self.seen.spec)
 
     def round_trip(self) -> None:

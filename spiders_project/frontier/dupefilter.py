@@ -10,7 +10,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 
 from spiders_project.frontier.calls import seen_add_call
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import SeenConfig
+from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_connection import sync_client
 
@@ -43,8 +43,9 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
     ) -> None:
         super().__init__(server, key, debug)
         self.fingerprinter = fingerprinter
-        self.seen = seen or SeenConfig("exact", 1, 0.5)
+        self.seen = seen or EXACT
         self.keys = RedisKeys(key.rpartition(":")[0])
+        self.seen_add = FrontierScripts().seen_add
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FingerprintDupeFilter:
@@ -67,8 +68,7 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         keys, args = seen_add_call(
             self.keys, self.seen.spec, [self.seen.token(self.fingerprint(request), legacy=True)]
         )
-        script = FrontierScripts().seen_add
-        (new,) = self.server.eval(script.source, len(keys), *keys, *args)
+        (new,) = self.server.eval(self.seen_add.source, len(keys), *keys, *args)
         return not new
 
     def request_fingerprint(self, request: Request) -> str:
@@ -85,7 +85,7 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         """Forget every fingerprint: the seen-set (counter, buckets or Bloom
         blocks, mode) and the previous release's set."""
         doomed = [self.keys.seen, self.keys.dupefilter]
-        doomed += self.server.scan_iter(match=f"{self.keys.seen}:*", count=1000)
+        doomed += self.server.scan_iter(match=self.keys.seen_parts, count=1000)
         self.server.delete(*doomed)
 
     def close(self, reason: str = "") -> None:

@@ -14,9 +14,9 @@ does the Redis work in asyncio tasks:
 - A request stays leased until the engine is done with it (downloaded, its
   callback's items and links handed over, or failed); then its ack rides in
   the same transaction as those items and links. Its host's slot of the
-  cluster-wide cap comes back earlier, when its download ends. Renewal, the reclaim of a
-  dead worker's expired leases and hand-back act on lease ids (``leases.py``);
-  entries no worker can use are set aside (``bad_entries.py``).
+  cluster-wide cap comes back earlier, when its download ends. Renewal, the
+  reclaim of a dead worker's expired leases and hand-back act on lease ids
+  (``leases.py``); entries no worker can use are set aside (``bad_entries.py``).
 - Every Redis call goes through the worker's one call path; a background loop
   that ends for any reason but shutdown exits the worker (``spawn_loop``).
 """
@@ -250,11 +250,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             ),
         )
         # The seen-set's buckets (or Bloom blocks) and its recorded mode.
-        pattern = keys.seen.replace("*", r"\*").replace("?", r"\?") + ":*"
         cursor: int = 0
         while True:
             cursor, found = await calls.command(
-                "SCAN", cursor, "MATCH", pattern, "COUNT", 1000, writes=False
+                "SCAN", cursor, "MATCH", keys.seen_parts, "COUNT", 1000, writes=False
             )
             if found:
                 await calls.command("UNLINK", *found)

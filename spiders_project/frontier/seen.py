@@ -76,10 +76,6 @@ class SeenConfig:
         blocks = max(1, math.ceil(bits / BLOOM_BLOCK_BITS))
         return blocks, math.ceil(bits / blocks), hashes
 
-    def bloom_bytes(self) -> int:
-        blocks, bits, _ = self.bloom_shape()
-        return blocks * math.ceil(bits / 8)
-
     def token(self, fingerprint: bytes, legacy: bool = False) -> str:
         """What the seen-set stores of ``fingerprint`` (Scrapy's, 20 bytes).
 
@@ -97,6 +93,10 @@ class SeenConfig:
         if legacy:
             return f"{root} {v} {fingerprint.hex()}"
         return f"{root} {v}"
+
+
+# The default mode, for callers built without settings (tests, other schedulers).
+EXACT = SeenConfig("exact", 1, 0.5)
 
 
 def mode_mismatch(keys: RedisKeys, spec: str, recorded: bytes | None) -> str | None:

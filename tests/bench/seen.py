@@ -19,7 +19,7 @@ import redis
 
 from spiders_project.frontier.calls import seen_add_call
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import SeenConfig
+from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys
 from tests.support.services import RedisServer
 
@@ -49,7 +49,7 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
     cpu = _cpu(client)
     script = FrontierScripts().seen_add
     sha = client.script_load(script.source)
-    config = SeenConfig("bloom", n, 1e-7) if layout == "bloom" else SeenConfig("exact", 1, 0.5)
+    config = SeenConfig("bloom", n, 1e-7) if layout == "bloom" else EXACT
     batch: list[bytes] = []
     for fingerprint in fingerprints:
         batch.append(fingerprint)
