@@ -42,8 +42,16 @@ class RedisKeys:
         return self._key("requests:hosts")
 
     def host_queue(self, host: str) -> str:
-        """One host's queue: a sorted set of JSON requests, lowest score first."""
+        """One host's queue of requests that need an order: a sorted set of JSON
+        requests, lowest score first (priorities other than 0, seeds, requests
+        that are never filtered, put-back retries)."""
         return self._key(f"requests:host:{host}")
+
+    def host_list(self, host: str) -> str:
+        """One host's first-in first-out list of new priority-0 requests, the
+        usual followed link (about 3 bytes of Redis per entry besides its JSON,
+        against about 90 in a sorted set; lua/lease.lua says the order)."""
+        return self._key(f"requests:list:{host}")
 
     def host_later(self, host: str) -> str:
         """One host's retries waiting for their time: sorted set of

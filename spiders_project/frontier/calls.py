@@ -62,6 +62,7 @@ def enqueue_call(
             keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
+            *(keys.host_list(h) for h in hosts),
         ],
         [now, seen, len(hosts), *hosts, *sextuples],
     )
@@ -101,6 +102,7 @@ def lease_call(
             keys.cap_handover,
             *(keys.host_queue(h) for h, _ in candidates),
             *(keys.host_later(h) for h, _ in candidates),
+            *(keys.host_list(h) for h, _ in candidates),
         ],
         args,
     )
@@ -128,6 +130,7 @@ def requeue_call(
             keys.cap_waiters,
             keys.released,
             *(keys.host_queue(h) for _, h in leased),
+            *(keys.host_list(h) for _, h in leased),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
     )

@@ -93,7 +93,7 @@ def make_dead_letter(
     request = json.loads(payload)
     return DeadLetter(
         request=request,
-        url=request["url"],
+        url=serialize.url_of(payload),
         error=error,
         attempts=attempts,
         failed_at=failed_at.isoformat(timespec="milliseconds"),
@@ -101,29 +101,24 @@ def make_dead_letter(
     )
 
 
-def requeued_request(request: dict[str, Any], retry_priority_adjust: int) -> tuple[int, bytes]:
+def requeued_request(
+    request: dict[str, Any], retry_priority_adjust: int, values: ValueCodec = serialize.PLAIN
+) -> tuple[int, bytes]:
     """(queue priority, frontier JSON) of a dead request sent back for a fresh start.
 
     Its retry counter is removed, so it gets RETRY_TIMES retries again, and the
     priority RetryMiddleware took off on each retry is given back (otherwise
     every requeue would push it further down its host's queue).
     """
-    out = dict(request)
-    meta = dict(out.get("meta") or {})
+    d = serialize.loads(json.dumps(request), values)
+    meta = dict(d.get("meta") or {})
     retries = meta.pop("retry_times", 0)
     adjust = meta.get("priority_adjust", retry_priority_adjust)
-    priority = out.get("priority", 0)
+    priority = d.get("priority", 0)
     if isinstance(retries, int) and isinstance(adjust, int):
         priority -= retries * adjust
     priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, priority))
-    # Keep the shape serialize.dumps writes: default values are omitted.
-    out.pop("meta", None)
-    out.pop("priority", None)
-    if meta:
-        out["meta"] = meta
-    if priority:
-        out["priority"] = priority
-    return priority, json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
+    return priority, serialize.dumps({**d, "meta": meta, "priority": priority}, values)
 
 
 @dataclass
@@ -177,11 +172,13 @@ def requeue(
                 for raw in dict.fromkeys(reversed(raw_entries)):
                     try:
                         letter = DeadLetter.loads(raw, values)
-                        priority, payload = requeued_request(letter.request, retry_priority_adjust)
+                        priority, payload = requeued_request(
+                            letter.request, retry_priority_adjust, values
+                        )
                     except InvalidEntry as exc:
                         rejected.append((raw, str(exc)))
                         continue
-                    entries.append((group_of(letter.request["url"]), "", priority, payload))
+                    entries.append((group_of(letter.url), "", priority, payload))
                 pipe.multi()
                 if entries:
                     call_keys, call_args = enqueue_call(keys, entries)

@@ -236,6 +236,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             lambda: client.delete(
                 *(keys.host_queue(h) for h in names),
                 *(keys.host_later(h) for h in names),
+                *(keys.host_list(h) for h in names),
                 keys.in_flight,
                 keys.cap_waiters,
                 keys.cap_handover,

@@ -2,7 +2,8 @@
 
 Usable as scrapy-redis' ``SCHEDULER_SERIALIZER`` (a module with ``loads`` and
 ``dumps`` over the dict of ``Request.to_dict()``). ``dumps`` writes a compact
-JSON object that omits default values; ``loads`` accepts only that shape and
+JSON object with one-letter keys that omits default values (see ``dumps`` for
+what else it shortens); ``loads`` accepts only that shape and
 raises :class:`InvalidEntry` for anything else, so a hostile or corrupt entry
 is rejected instead of being turned into code: no pickle, no ``_class`` outside
 an allow-list, no callback name that is not a plain identifier (which names a
@@ -59,47 +60,110 @@ def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
+# The stored entry's keys (issue 13: a queued request of the benchmark's shape
+# in at most 120 bytes of Redis): one letter each, defaults left out.
+URL, CALLBACK, ERRBACK, METHOD, HEADERS, BODY, COOKIES = "u", "c", "e", "v", "h", "b", "k"
+META, CB_KWARGS, ENCODING, FLAGS, DONT_FILTER, PRIORITY, CLASS = "m", "a", "n", "f", "x", "p", "t"
+# Two values every followed link carries, lifted out of headers and meta:
+# the Referer (a path when it shares the request's origin) and meta["depth"].
+REFERER, DEPTH = "r", "d"
+# The previous release's keys, still read (its entries stay queued through an upgrade).
+_OLD_KEYS = {
+    "url": URL,
+    "cb": CALLBACK,
+    "eb": ERRBACK,
+    "method": METHOD,
+    "headers": HEADERS,
+    "body": BODY,
+    "cookies": COOKIES,
+    "meta": META,
+    "cb_kwargs": CB_KWARGS,
+    "encoding": ENCODING,
+    "flags": FLAGS,
+    "dont_filter": DONT_FILTER,
+    "priority": PRIORITY,
+    "_class": CLASS,
+}
+
+
+def _origin(url: str) -> str:
+    """``scheme://netloc`` of an absolute http(s) URL (the part before its path)."""
+    scheme, _, rest = url.partition("//")
+    return f"{scheme}//{rest.split('/', 1)[0]}"
+
+
+def url_of(payload: bytes | str) -> str:
+    """The URL of a stored entry (either release's shape); raises InvalidEntry."""
+    try:
+        obj = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidEntry(f"not JSON: {exc}") from None
+    url = obj.get(URL, obj.get("url")) if isinstance(obj, dict) else None
+    _expect(isinstance(url, str), "no url")
+    return str(url)
+
+
 def dumps(d: dict[str, Any], values: ValueCodec = PLAIN) -> bytes:
     """Encode the dict of ``Request.to_dict()`` as compact JSON bytes.
+
+    What is kept, and how: every field of the request, with one-letter keys
+    and defaults left out; a single ``Referer`` header as its path when it
+    has the request's origin (``"r":"/page/443"``), else whole; an integer
+    ``meta["depth"]`` as ``"d"``. :func:`loads` gives back the same dict.
 
     Raises :class:`Unserializable` for a value of meta or cb_kwargs that
     ``values`` cannot store, :class:`InvalidEntry` for anything else JSON
     cannot hold.
     """
-    out: dict[str, Any] = {"url": d["url"]}
+    url = d["url"]
+    out: dict[str, Any] = {URL: url}
     if d.get("callback"):
-        out["cb"] = d["callback"]
+        out[CALLBACK] = d["callback"]
     if d.get("errback"):
-        out["eb"] = d["errback"]
+        out[ERRBACK] = d["errback"]
     if d.get("method", "GET") != "GET":
-        out["method"] = d["method"]
+        out[METHOD] = d["method"]
     if d.get("headers"):
-        out["headers"] = {_latin1(k): [_latin1(v) for v in vs] for k, vs in d["headers"].items()}
+        headers = {_latin1(k): [_latin1(v) for v in vs] for k, vs in d["headers"].items()}
+        referer = headers.get("Referer")
+        if referer is not None and len(referer) == 1:
+            del headers["Referer"]
+            origin = _origin(url)
+            value = referer[0]
+            out[REFERER] = value[len(origin) :] if value.startswith(origin + "/") else value
+        if headers:
+            out[HEADERS] = headers
     if d.get("body"):
-        out["body"] = base64.b64encode(d["body"]).decode("ascii")
+        out[BODY] = base64.b64encode(d["body"]).decode("ascii")
     if d.get("cookies"):
-        out["cookies"] = d["cookies"]
+        out[COOKIES] = d["cookies"]
+    meta = d.get("meta")
+    if meta:
+        depth = meta.get("depth")
+        if type(depth) is int:
+            out[DEPTH] = depth
+            meta = {k: v for k, v in meta.items() if k != "depth"}
     try:
-        if d.get("meta"):
-            out["meta"] = values.encode_fields(d["meta"], "meta")
+        if meta:
+            out[META] = values.encode_fields(meta, "meta")
         if d.get("cb_kwargs"):
-            out["cb_kwargs"] = values.encode_fields(d["cb_kwargs"], "cb_kwargs")
+            out[CB_KWARGS] = values.encode_fields(d["cb_kwargs"], "cb_kwargs")
     except Unstorable as exc:
-        raise Unserializable(d["url"], exc) from None
+        raise Unserializable(url, exc) from None
     if d.get("encoding", "utf-8") != "utf-8":
-        out["encoding"] = d["encoding"]
+        out[ENCODING] = d["encoding"]
     if d.get("flags"):
-        out["flags"] = d["flags"]
+        out[FLAGS] = d["flags"]
     if d.get("dont_filter"):
-        out["dont_filter"] = True
+        out[DONT_FILTER] = True
     if d.get("priority"):
-        out["priority"] = d["priority"]
+        out[PRIORITY] = d["priority"]
     if d.get("_class") and d["_class"] != "scrapy.http.request.Request":
-        out["_class"] = d["_class"]
+        out[CLASS] = d["_class"]
     try:
         return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
     except TypeError as exc:
-        raise InvalidEntry(f"request {d['url']} cannot be stored as JSON: {exc}") from exc
+        raise InvalidEntry(f"request {url} cannot be stored as JSON: {exc}") from exc
 
 
 def _expect(cond: bool, what: str) -> None:
@@ -108,7 +172,8 @@ def _expect(cond: bool, what: str) -> None:
 
 
 def loads(data: bytes | str, values: ValueCodec = PLAIN) -> dict[str, Any]:
-    """Decode an entry written by :func:`dumps` into ``request_from_dict`` input."""
+    """Decode an entry written by :func:`dumps` (or by the previous release,
+    with long keys) into ``request_from_dict`` input."""
     tagged = TAG_MARK in data if isinstance(data, bytes) else TAG_MARK.decode() in data
     try:
         if tagged:
@@ -122,10 +187,12 @@ def loads(data: bytes | str, values: ValueCodec = PLAIN) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidEntry(f"not JSON: {exc}") from None
     _expect(isinstance(obj, dict), "not a JSON object")
-    url = obj.get("url")
+    if URL not in obj and "url" in obj:
+        obj = {_OLD_KEYS[k]: v for k, v in obj.items() if k in _OLD_KEYS}
+    url = obj.get(URL)
     _expect(isinstance(url, str) and url.startswith(("http://", "https://")), "no http(s) url")
     d: dict[str, Any] = {"url": url}
-    for key, name in (("cb", "callback"), ("eb", "errback")):
+    for key, name in ((CALLBACK, "callback"), (ERRBACK, "errback")):
         if key in obj:
             value = obj[key]
             _expect(
@@ -135,10 +202,10 @@ def loads(data: bytes | str, values: ValueCodec = PLAIN) -> dict[str, Any]:
                 f"bad {name}",
             )
             d[name] = value
-    method = obj.get("method", "GET")
+    method = obj.get(METHOD, "GET")
     _expect(isinstance(method, str) and bool(_HTTP_METHOD.match(method)), "bad method")
     d["method"] = method
-    headers = obj.get("headers", {})
+    headers = obj.get(HEADERS, {})
     _expect(
         isinstance(headers, dict)
         and all(
@@ -149,29 +216,39 @@ def loads(data: bytes | str, values: ValueCodec = PLAIN) -> dict[str, Any]:
     d["headers"] = {
         k.encode("latin-1"): [x.encode("latin-1") for x in v] for k, v in headers.items()
     }
-    if "body" in obj:
-        _expect(isinstance(obj["body"], str), "bad body")
+    if REFERER in obj:
+        referer = obj[REFERER]
+        _expect(isinstance(referer, str), "bad referer")
+        if referer.startswith("/"):
+            referer = _origin(url) + referer
+        d["headers"][b"Referer"] = [referer.encode("latin-1")]
+    if BODY in obj:
+        _expect(isinstance(obj[BODY], str), "bad body")
         try:
-            d["body"] = base64.b64decode(obj["body"], validate=True)
+            d["body"] = base64.b64decode(obj[BODY], validate=True)
         except ValueError:
             raise InvalidEntry("bad body") from None
-    for key, kind in (
-        ("cookies", (dict, list)),
-        ("meta", dict),
-        ("cb_kwargs", dict),
-        ("flags", list),
+    for key, name, kind in (
+        (COOKIES, "cookies", (dict, list)),
+        (META, "meta", dict),
+        (CB_KWARGS, "cb_kwargs", dict),
+        (FLAGS, "flags", list),
     ):
         if key in obj:
-            _expect(isinstance(obj[key], kind), f"bad {key}")
-            d[key] = obj[key]
-    encoding = obj.get("encoding", "utf-8")
+            _expect(isinstance(obj[key], kind), f"bad {name}")
+            d[name] = obj[key]
+    if DEPTH in obj:
+        depth = obj[DEPTH]
+        _expect(type(depth) is int, "bad depth")
+        d["meta"] = {**d.get("meta", {}), "depth": depth}
+    encoding = obj.get(ENCODING, "utf-8")
     _expect(isinstance(encoding, str), "bad encoding")
     d["encoding"] = encoding
-    d["dont_filter"] = obj.get("dont_filter") is True
-    priority = obj.get("priority", 0)
+    d["dont_filter"] = obj.get(DONT_FILTER) is True
+    priority = obj.get(PRIORITY, 0)
     _expect(isinstance(priority, int) and not isinstance(priority, bool), "bad priority")
     d["priority"] = priority
-    if "_class" in obj:
-        _expect(obj["_class"] in ALLOWED_CLASSES, "request class not allowed")
-        d["_class"] = obj["_class"]
+    if CLASS in obj:
+        _expect(obj[CLASS] in ALLOWED_CLASSES, "request class not allowed")
+        d["_class"] = obj[CLASS]
     return d

@@ -22,7 +22,10 @@ class DistributedSpider(RedisSpider):
 
     def make_request_from_seed(self, seed: Seed) -> Request:
         request = super().make_request_from_seed(seed)
-        request.meta.setdefault("scope", host_of(seed.url))
+        if seed.sitemap:
+            # The pages a sitemap lists keep its seed's host as their scope
+            # (sitemaps.carried), wherever the sitemaps themselves are.
+            request.meta.setdefault("scope", host_of(seed.url))
         # A seed's {"playwright": true} renders the seed and the pages followed
         # from it on its host: "render" is what the links carry (see rendering.rules).
         if request.meta.get("playwright") is True:
@@ -34,9 +37,13 @@ class DistributedSpider(RedisSpider):
             response.headers.get(b"Content-Type") or b""
         ):
             return
+        # The scope is the host of the first URL of the redirect chain, stored
+        # in meta only when it differs from the request's own host (a queued
+        # request carries no copy of its host: issue 13, lean entries).
         # host_key: requests queued by an older release carry the scope as it
         # was written then (IDN, ":80"); links are compared in host_of's form.
-        scope = host_key(response.meta.get("scope") or host_of(response.url))
+        first_url = (response.meta.get("redirect_urls") or [response.url])[0]
+        scope = host_key(response.meta.get("scope") or host_of(first_url))
         yield PageItem(
             url=canonicalize_url(response.url),
             status=response.status,
@@ -48,7 +55,7 @@ class DistributedSpider(RedisSpider):
             # "playwright" only says the request asked for it.
             rendered="playwright" in response.flags,
         )
-        follow_meta: dict[str, Any] = {"scope": scope}
+        follow_meta: dict[str, Any] = {}
         if response.meta.get("render") is True:
             follow_meta["render"] = True
         seen: set[str] = set()

@@ -26,6 +26,7 @@ from scrapy.http import Response
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
+from spiders_project.hosts import host_of
 from spiders_project.politeness.robots import ClusterRobotsTxt, origin_of
 from spiders_project.seeds import SCOPE_META
 
@@ -65,8 +66,13 @@ def sitemap_of(body: bytes) -> Sitemap | None:
     return sitemap if sitemap.type in ("urlset", "sitemapindex") else None
 
 
-def carried(meta: dict[str, Any], kind: str | None) -> dict[str, Any]:
+def carried(meta: dict[str, Any], kind: str | None, url: str) -> dict[str, Any]:
+    """The meta a request for ``url`` takes from its sitemap's (``kind``: what
+    it is, None for a listed page). A listed page's ``scope`` equal to its own
+    host is left out (the distributed spider's default), so its entry stays lean."""
     out = {key: meta[key] for key in CARRIED if key in meta}
+    if kind is None and "scope" in out and out["scope"] == host_of(url):
+        del out["scope"]
     if kind is not None:
         out[SITEMAP_META] = kind
     return out
@@ -90,17 +96,17 @@ async def sitemap_requests(spider: Any, response: Response) -> AsyncIterator[Req
             _bad(stats, response.url, "not a sitemap, and its robots.txt lists none")
             return
         for url in urls:
-            yield Request(url, callback=callback, meta=carried(response.meta, "sitemap"))
+            yield Request(url, callback=callback, meta=carried(response.meta, "sitemap", url))
         return
     locs = [entry["loc"] for entry in sitemap if entry.get("loc")]
     stats.inc_value("sitemaps/read")
     if sitemap.type == "sitemapindex":
         for loc in locs:
-            yield Request(loc, callback=callback, meta=carried(response.meta, "sitemap"))
+            yield Request(loc, callback=callback, meta=carried(response.meta, "sitemap", loc))
     else:
         stats.inc_value("sitemaps/pages", len(locs))
         for loc in locs:
-            yield Request(loc, meta=carried(response.meta, None))
+            yield Request(loc, meta=carried(response.meta, None, loc))
 
 
 async def robots_sitemaps(spider: Any, url: str) -> list[str]:

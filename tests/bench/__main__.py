@@ -16,7 +16,8 @@ process of its own), then, one after the other on that site:
    RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
-   previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``);
+   previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
+   and Redis bytes per queued request, before and after (``queue_entries.py``);
 6. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
 7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered twice,
    then ``--render-http-pages`` over plain HTTP with three download handlers.
@@ -40,12 +41,13 @@ from pathlib import Path
 from tests.bench import report as rep
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
+from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import rendering_phase
 from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
 
-PHASES = ("plain", "worker", "stock", "two", "seen", "writer", "rendering")
+PHASES = ("plain", "worker", "stock", "two", "seen", "queue", "writer", "rendering")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         if "seen" not in skip:
             print(f"== seen-set ({time.monotonic() - t0:.0f} s)", flush=True)
             report.seen = seen_phase(redis)
+        if "queue" not in skip:
+            print(f"== queued requests ({time.monotonic() - t0:.0f} s)", flush=True)
+            report.queue = queue_phase(redis)
         if "writer" not in skip:
             print(f"== db_writer ({time.monotonic() - t0:.0f} s)", flush=True)
             redis.reset()
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 "crawls": {k: describe(v) for k, v in report.crawls.items()},
                 "writers": [w.__dict__ for w in report.writers],
                 "seen": [s.__dict__ for s in report.seen],
+                "queue": [q.__dict__ for q in report.queue],
                 "seconds": report.seconds,
                 "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
             },

@@ -20,6 +20,7 @@ import psutil
 
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
+from tests.bench.queue_entries import QueueResult
 from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
 from tests.bench.seen import SeenResult
 
@@ -46,6 +47,7 @@ class Report:
     crawls: dict[str, CrawlResult] = field(default_factory=dict)
     writers: list[WriterResult] = field(default_factory=list)
     seen: list[SeenResult] = field(default_factory=list)
+    queue: list[QueueResult] = field(default_factory=list)
     rendering: RenderingResult | None = None
 
 
@@ -237,6 +239,28 @@ def seen_set(report: Report) -> list[str]:
     return lines
 
 
+def queued(report: Report) -> list[str]:
+    lines = [
+        "## The frontier's queues: Redis memory per queued request",
+        "",
+        "A fresh redis-server queues N requests of the benchmark crawl's shape (a followed"
+        " link: callback, parent as Referer, depth) on one host (`tests/bench/queue_entries.py`)."
+        " *Before* is the previous release's entry (long JSON keys, the Referer whole, `scope`"
+        " in meta) in the host's sorted set; *after* goes through `lua/enqueue.lua` as workers"
+        " send it. *Bytes/request* is `MEMORY USAGE` (SAMPLES 0) of the host's queue keys over"
+        " N; the seen-set is not counted (its own section).",
+        "",
+        "| Layout | Requests | Bytes/request | JSON bytes | Redis type (encoding) |",
+        "|---|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {q.layout} | {q.requests:,} | {q.bytes_per_request:.1f} | {q.entry_bytes}"
+        f" | {q.encoding} |"
+        for q in report.queue
+    ]
+    return lines
+
+
 def writers(report: Report) -> list[str]:
     lines = [
         "## db_writer",
@@ -353,6 +377,8 @@ def sections(report: Report) -> list[list[str]]:
         out += [throughput(report), memory(report)]
     if report.seen:
         out.append(seen_set(report))
+    if report.queue:
+        out.append(queued(report))
     if report.writers:
         out.append(writers(report))
     if report.rendering is not None:

@@ -173,6 +173,6 @@ def test_pages_that_never_finish_are_retried_then_dead_lettered(redis_url, r, tm
         assert dead[site.url + path[1:]]["attempts"] == 2
         assert hits[("127.0.0.1", path)] == 2
     # The requests kept in the dead list are JSON the frontier can take back.
-    assert all(d["request"]["meta"]["render"] is True for d in dead.values())
+    assert all(d["request"]["m"]["render"] is True for d in dead.values())
     # Nothing of the browser outlives the worker.
     assert seen and not [p for p in seen if p.is_running() and p.status() != "zombie"]

@@ -105,6 +105,11 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
     return leased[1::3], [h.decode() for h in leased[2::3]], [h.decode() for h in nxt], wait
 
 
+def queued(r, host: str) -> int:
+    """Requests in a host's queue: its sorted set and its list."""
+    return r.zcard(K.host_queue(host)) + r.llen(K.host_list(host))
+
+
 def drain(s, host, want=100):
     lease(s, 0, [])
     return lease(s, want, [(host, 0)])[0]
@@ -125,7 +130,7 @@ def test_enqueue_dedups_in_one_call_and_counts(r, s):
     assert recorded(r, "fp1") and recorded(r, "fp2") and int(r.get(K.seen)) == 2
     assert enqueue(s, [("b", "fp2", 0, b"b3")]) == 0
     assert int(r.get(K.requests_size)) == 4
-    assert r.zcard(K.host_queue("a")) == 3 and r.zcard(K.host_queue("b")) == 1
+    assert queued(r, "a") == 3 and queued(r, "b") == 1
     assert set(r.zrange(K.hosts, 0, -1)) == {b"a", b"b"}
 
 
@@ -140,10 +145,10 @@ def test_size_counts_members_really_added(r, s):
     adds one member: the counter must not drift above the queues' contents."""
     for _ in range(3):
         enqueue(s, [("h", "!fpS", 0, b"seed")])
-    assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("h"))
+    assert int(r.get(K.requests_size)) == 1 == queued(r, "h")
     keys, args = enqueue_call(K, [("h", "", 0, b"x"), ("h", "", 0, b"x")], now=s.now)
     assert s.enqueue(keys, args) == [1] and s.enqueue(keys, args) == [0]
-    assert int(r.get(K.requests_size)) == 2 == r.zcard(K.host_queue("h"))
+    assert int(r.get(K.requests_size)) == 2 == queued(r, "h")
 
 
 def test_priority_first_then_first_in_first_out_within_a_host(s):
@@ -250,7 +255,7 @@ def test_reclaim_rechecks_the_deadline_in_the_same_step(r, s):
     assert found == [lease_id, b"a"]
     assert s.renew([K.leases], [s.now, 60_000, lease_id]) == 1  # its worker was alive after all
     assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=True, now=s.now)) == 0
-    assert r.zcard(K.leases) == 1 and r.zcard(K.host_queue("a")) == 0
+    assert r.zcard(K.leases) == 1 and queued(r, "a") == 0
 
 
 def test_a_stalled_worker_touches_only_its_own_leases(r, s):
@@ -298,7 +303,7 @@ def test_hand_back_of_a_payload_already_queued_counts_once(r, s):
     (lease_id,) = s.last_ids
     enqueue(s, [("a", "", 0, b"A")])  # the same request queued again meanwhile
     assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=False, now=s.now)) == 0
-    assert int(r.get(K.requests_size)) == 1 == r.zcard(K.host_queue("a"))
+    assert int(r.get(K.requests_size)) == 1 == queued(r, "a")
     assert r.zcard(K.leases) == 0 and r.hlen(K.lease_info) == 0
 
 
@@ -373,6 +378,40 @@ def test_a_host_queue_of_the_wrong_type_harms_only_itself(r, s):
     assert entry.startswith(b"host bad: WRONGTYPE")
 
 
+def test_new_priority_0_links_go_to_the_hosts_list_and_the_rest_to_its_sorted_set(r, s):
+    enqueue(s, [("h", "f1", 0, b"link"), ("h", "!f2", 0, b"seed"), ("h", "", 0, b"again")])
+    enqueue(s, [("h", "f3", 2, b"high"), ("h", "f4", 0, b"retry", b"", 500)])
+    assert r.lrange(K.host_list("h"), 0, -1) == [b"link"]
+    assert r.zrange(K.host_queue("h"), 0, -1) == [b"high", b"seed", b"again"]
+    assert r.zcard(K.host_later("h")) == 1 and int(r.get(K.requests_size)) == 5
+    assert drain(s, "h") == [b"high", b"link", b"seed", b"again"]
+
+
+def test_a_leased_link_put_back_is_the_next_one_leased(r, s):
+    enqueue(s, [("a", f"f{i}", 0, f"L{i}".encode()) for i in range(3)])
+    lease(s, 0, [])
+    assert lease(s, 1, [("a", 0)], ms=50)[0] == [b"L0"]
+    (lease_id,) = s.last_ids
+    assert r.hget(K.lease_info, lease_id).startswith(b"L 1 a")
+    s.tick(50)
+    assert s.requeue(*requeue_call(K, [(lease_id, "a")], expired=True, now=s.now)) == 1
+    assert r.lrange(K.host_list("a"), 0, -1) == [b"L0", b"L1", b"L2"]
+    assert int(r.get(K.requests_size)) == 3
+    assert drain(s, "a") == [b"L0", b"L1", b"L2"]
+
+
+def test_a_host_list_of_the_wrong_type_loses_nothing_taken_before_it(r, s):
+    """The sorted set's higher priorities are popped before the list fails:
+    they are leased, not dropped, and the host is set aside."""
+    enqueue(s, [("bad", "f1", 3, b"P"), ("good", "f2", 0, b"G")])
+    r.set(K.host_list("bad"), "not a list")
+    members, _, _, _ = lease(s, 10, [("bad", 0), ("good", 0)])
+    assert members == [b"P", b"G"]
+    assert r.zscore(K.hosts, "bad") is None
+    (entry,) = r.lrange(K.requests_rejected, 0, -1)
+    assert entry.startswith(b"host bad: WRONGTYPE")
+
+
 # --- the cluster-wide cap of a host's requests in flight ------------------------------
 def test_a_host_at_its_cap_gives_nothing_until_a_lease_ends(r, s):
     enqueue(s, [("a", "", 0, bytes([65 + i])) for i in range(6)])
@@ -402,7 +441,7 @@ def test_a_host_at_its_cap_gives_nothing_until_a_lease_ends(r, s):
 def test_a_retry_waits_in_the_later_set_until_its_time(r, s):
     keys, args = enqueue_call(K, [("a", "", 0, b"R", b"", 5000)], now=s.now)
     assert s.enqueue(keys, args) == [1]
-    assert r.zcard(K.host_queue("a")) == 0 and r.zcard(K.host_later("a")) == 1
+    assert queued(r, "a") == 0 and r.zcard(K.host_later("a")) == 1
     assert int(r.get(K.requests_size)) == 1
     assert r.zscore(K.hosts, "a") == s.now + 5000
     # Not ready yet, even when asked for by name.

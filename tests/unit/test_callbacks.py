@@ -118,7 +118,7 @@ def test_a_crawl_spider_rule_request_round_trips():
         meta={"rule": 0, "link_text": "p1"},
     )
     _, payload = queue.encode(request)
-    assert b'"cb":"_callback"' in payload
+    assert b'"c":"_callback"' in payload
     copy = queue.decode(payload)
     assert copy.callback == spider._callback and copy.errback == spider._errback
     assert copy.meta == {"rule": 0, "link_text": "p1"}

@@ -105,7 +105,7 @@ def test_text_of_a_str_subclass_is_text():
 
 def test_plain_meta_is_written_as_plain_json():
     _, payload = _queue().encode(Request("http://e.com/", meta={"scope": "e.com", "depth": 1}))
-    assert payload == b'{"url":"http://e.com/","meta":{"scope":"e.com","depth":1}}'
+    assert payload == b'{"u":"http://e.com/","d":1,"m":{"scope":"e.com"}}'
 
 
 @pytest.mark.parametrize(

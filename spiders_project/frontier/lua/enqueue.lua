@@ -12,6 +12,7 @@
 -- KEYS[7]    start_urls:rejected: seeds that are not valid requests
 -- KEYS[7+i]  queue of the i-th host of this batch (sorted set of JSON requests)
 -- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
+-- KEYS[7+2H+i] list of the i-th host: its new priority-0 requests, first in first out
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
@@ -36,6 +37,14 @@
 --            moves (ZADD NX); then the seed entries this call moved to
 --            start_urls:rejected, which the caller reports (once in the
 --            cluster: a worker whose reject lost the race reports nothing).
+--
+-- Where a request goes: a new request with a fingerprint, priority 0 and no
+-- wait (the usual followed link) is RPUSHed to its host's list, where it costs
+-- about 3 bytes besides its JSON (a sorted set member costs about 90); its
+-- fingerprint already keeps it from being queued twice. Every other request
+-- goes to the host's sorted set by score, where ZADD NX keeps a payload queued
+-- once (seeds, never-filtered requests). lease.lua gives the sorted set's
+-- higher priorities first, then the list, then the rest of the sorted set.
 --
 -- No shebang: a flagged script costs Redis about 20% more CPU per crawled
 -- page here (docs/BENCHMARKS.md). Under OOM or on a replica this script fails
@@ -90,6 +99,9 @@ for j = 0, n - 1 do
     if due > now then
       enqueued = enqueued + redis.call(
         'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. ARGV[base + 2])
+    elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and tonumber(ARGV[base + 1]) == 0 then
+      redis.call('RPUSH', KEYS[7 + 2 * h + i], ARGV[base + 2])
+      enqueued = enqueued + 1
     else
       enqueued = enqueued + redis.call('ZADD', KEYS[7 + i], 'NX', score, ARGV[base + 2])
     end

@@ -5,7 +5,8 @@
 --
 -- KEYS[1]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[2]    leases: sorted set of lease ids, score = deadline (ms)
--- KEYS[3]    lease info: hash lease id -> "<queue score> <#host> <host><request>"
+-- KEYS[3]    lease info: hash lease id -> "<queue score> <#host> <host><request>",
+--            the score "L" for a request taken from the host's list
 -- KEYS[4]    size: counter of queued requests
 -- KEYS[5]    host delays: hash host -> delay (ms) the site asked for
 -- KEYS[6]    requests:rejected, for a host whose queue is not a sorted set
@@ -16,6 +17,7 @@
 -- KEYS[9]    cap handover: hash host -> "<until ms> <worker>" (ack.lua)
 -- KEYS[9+i]  queue of the i-th candidate host
 -- KEYS[9+C+i] its retries waiting for their time ("later"; C candidates)
+-- KEYS[9+2C+i] its list of new priority-0 requests (enqueue.lua)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -46,6 +48,11 @@
 -- that others waited for is handed over to them first (ack.lua), and the
 -- worker that gave it back does not see the host until then. Waiting workers
 -- are not told: every idle worker looks again within CAP_POLL ms.
+--
+-- A host gives, in this order: its sorted set's requests of priority above
+-- 0 (score < 0), its list (first in, first out), then the rest of its sorted
+-- set (priority 0 seeds and never-filtered requests, by age; then lower
+-- priorities, retries among them).
 --
 -- Retries whose time has come move from the host's later set into its queue,
 -- at their old place, before it gives requests; a host whose queue is empty
@@ -88,6 +95,28 @@ local function handed_away(host)
   return nil
 end
 
+-- Up to n requests of one host, in its order (see the header), as a flat
+-- {request, queue score, ...} list ("L" for the list's), and the error of a
+-- key of the wrong type, if any (with what was taken before it).
+local function take_from(queue, list, n)
+  local out = {}
+  local function pop(reply, from_list)
+    if type(reply) == 'table' and reply.err then return reply.err end
+    for _, v in ipairs(reply or {}) do
+      out[#out + 1] = v
+      if from_list then out[#out + 1] = 'L' end
+    end
+    n = n - #(reply or {}) / (from_list and 1 or 2)
+  end
+  local above = redis.pcall('ZCOUNT', queue, '-inf', '(0')
+  if type(above) == 'table' then return out, above.err end
+  local err
+  if above > 0 then err = pop(redis.pcall('ZPOPMIN', queue, math.min(above, n))) end
+  if not err and n > 0 then err = pop(redis.pcall('LPOP', list, n), true) end
+  if not err and n > 0 then err = pop(redis.pcall('ZPOPMIN', queue, n)) end
+  return out, err
+end
+
 local ncand = tonumber(ARGV[8])
 for i = 1, ncand do
   if want <= 0 then break end
@@ -121,14 +150,13 @@ for i = 1, ncand do
         redis.call('HSET', KEYS[8], host, waiting .. ' ' .. owner)
       end
     else
-      local popped = redis.pcall('ZPOPMIN', queue, take)
-      if type(popped) == 'table' and popped.err then
-        -- Not a sorted set (planted or corrupted): set the host aside, so it
-        -- harms only itself, and serve the others.
-        redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. popped.err)
+      local list = KEYS[9 + 2 * ncand + i]
+      local popped, err = take_from(queue, list, take)
+      if err then
+        -- Not a sorted set or not a list (planted or corrupted): set the host
+        -- aside, so it harms only itself, and serve the others.
+        redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. err)
         redis.call('ZREM', KEYS[1], host)
-        popped = {}
-        delay = 0
       end
       for j = 1, #popped, 2 do
         local id = owner .. '/' .. n
@@ -147,7 +175,9 @@ for i = 1, ncand do
         redis.call('HDEL', KEYS[9], host)  -- handed over: done
         if busy + got >= cap then full[#full + 1] = host end
       end
-      if got > 0 and (delay > 0 or redis.call('EXISTS', queue) == 1) then
+      if err then
+        -- Set aside above: out of the ready-set for good.
+      elseif got > 0 and (delay > 0 or redis.call('EXISTS', queue, list) > 0) then
         redis.call('ZADD', KEYS[1], now + delay, host)
       else
         local waiting = redis.call('ZRANGE', later, 0, 0, 'WITHSCORES')

@@ -16,7 +16,9 @@
 --            (each move gives one back, unless its download ended: ack.lua)
 -- KEYS[6]    cap waiters: hash host -> workers that found it at its cap
 -- KEYS[7]    released: set of lease ids whose slot ack.lua gave back already
--- KEYS[7+i]  queue of the host of the i-th lease
+-- KEYS[7+i]  queue of the host of the i-th lease (L leases)
+-- KEYS[7+L+i] list of that host: a request taken from it (score "L") goes
+--            back at its head, the next to be leased
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    "mine" or "expired"
@@ -29,6 +31,7 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local expired_only = ARGV[2] == 'expired'
+local leases = #ARGV - 2
 local moved = 0
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -56,7 +59,12 @@ for i = 3, #ARGV do
       redis.call('HDEL', KEYS[6], host)
     end
     if request and request ~= '' then
-      moved = moved + redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
+      if score == 'L' then
+        redis.call('LPUSH', KEYS[5 + leases + i], request)
+        moved = moved + 1
+      else
+        moved = moved + redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
+      end
       if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     end
   end

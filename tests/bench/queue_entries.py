@@ -1,0 +1,120 @@
+"""The queue phase of ``make bench``: Redis memory per queued request.
+
+For each size, a fresh Redis queues that many requests of the benchmark
+crawl's shape (a followed link of one host: its callback, its parent as
+Referer, its depth, and the ``distributed`` spider's meta) on one host:
+
+- *before*: the previous release's entry (long JSON keys, the Referer header
+  whole, ``scope`` in meta) in the host's sorted set, scored as its enqueue
+  script scored it;
+- *after*: the entry this release writes (``serialize.dumps`` of the request
+  the spider makes), through the enqueue script workers run (``lua/enqueue.lua``),
+  in batches of 5,000.
+
+Bytes per request is ``MEMORY USAGE ... SAMPLES 0`` (every element counted) of
+the host's queue keys over N: the queue alone, not the seen-set, which the
+seen phase measures. The JSON length of one entry is reported beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from scrapy import Request, Spider
+
+from spiders_project.frontier import serialize
+from spiders_project.frontier.calls import enqueue_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import EXACT
+from spiders_project.keys import RedisKeys
+from tests.support.services import RedisServer
+
+BATCH = 5000
+KEYS = RedisKeys("bench")
+HOST = "127.0.0.1:43117"
+ORIGIN = f"http://{HOST}"
+
+
+@dataclass
+class QueueResult:
+    layout: str
+    requests: int
+    bytes_per_request: float
+    entry_bytes: int
+    encoding: str
+
+
+class _Spider(Spider):
+    name = "bench"
+
+    def parse(self, response):  # pragma: no cover - never called
+        pass
+
+
+def _link(i: int) -> tuple[str, str]:
+    """(URL, parent URL) of the i-th link: ten links a page, as the benchmark site has."""
+    return f"{ORIGIN}/page/{i}", f"{ORIGIN}/page/{i // 10}"
+
+
+def _before(i: int) -> bytes:
+    url, parent = _link(i)
+    return (
+        f'{{"url":"{url}","cb":"parse","headers":{{"Referer":["{parent}"]}},'
+        f'"meta":{{"scope":"{HOST}","depth":3}}}}'
+    ).encode()
+
+
+def _after(spider: Spider, i: int) -> bytes:
+    url, parent = _link(i)
+    request = Request(url, callback=spider.parse, headers={"Referer": parent}, meta={"depth": 3})
+    return serialize.dumps(request.to_dict(spider=spider))
+
+
+def _measure(server: RedisServer, layout: str, n: int) -> QueueResult:
+    server.reset()
+    client = server.client
+    spider = _Spider()
+    if layout.startswith("before"):
+        for start in range(0, n, BATCH):
+            client.zadd(
+                KEYS.host_queue(HOST), {_before(i): i for i in range(start, min(n, start + BATCH))}
+            )
+        entry = len(_before(n - 1))
+    else:
+        sha = client.script_load(FrontierScripts().enqueue.source)
+        for start in range(0, n, BATCH):
+            batch = []
+            for i in range(start, min(n, start + BATCH)):
+                token = EXACT.token(hashlib.sha1(_link(i)[0].encode()).digest())
+                batch.append((HOST, token, 0, _after(spider, i)))
+            keys, args = enqueue_call(KEYS, batch)
+            client.evalsha(sha, len(keys), *keys, *args)
+        entry = len(_after(spider, n - 1))
+    used, encodings = 0, []
+    for key in (KEYS.host_queue(HOST), KEYS.host_list(HOST)):
+        if client.exists(key):
+            used += int(client.memory_usage(key, samples=0) or 0)
+            encodings.append(
+                f"{client.type(key).decode()} ({client.object('encoding', key).decode()})"
+            )
+    queued = int(client.zcard(KEYS.host_queue(HOST))) + int(client.llen(KEYS.host_list(HOST)))
+    assert queued == n, f"{layout}: {queued} queued of {n}"
+    return QueueResult(layout, n, used / n, entry, ", ".join(encodings))
+
+
+def queue_phase(
+    server: RedisServer, sizes: tuple[int, ...] = (100_000, 1_000_000)
+) -> list[QueueResult]:
+    results = []
+    for n in sizes:
+        for layout in ("before (sorted set, long JSON)", "after"):
+            result = _measure(server, layout, n)
+            print(
+                f"  {layout}, {n:,} requests: {result.bytes_per_request:.1f} bytes/request "
+                f"({result.entry_bytes} bytes of JSON; {result.encoding})",
+                flush=True,
+            )
+            results.append(result)
+    server.reset()
+    return results
