@@ -8,7 +8,9 @@ A JSON seed may also bound what is crawled from it, across all workers
 (``spiders_project.scope.seed_limits``): ``"max_pages"``, ``"max_depth"``,
 ``"allow"`` and ``"deny"`` (lists of regexes on URLs), and
 ``"strip_params": false`` keeps the tracking parameters ``URL_STRIP_PARAMS``
-would drop from its links. ``"sitemap": true`` crawls what the sitemap at the
+would drop from its links. ``"recrawl_after": <seconds>`` replaces
+``RECRAWL_AFTER`` for the seed's pages (the frontier's seen-set must keep
+times: RECRAWL_AFTER set). ``"sitemap": true`` crawls what the sitemap at the
 URL lists (``spiders_project.spiders.sitemaps``).
 """
 
@@ -107,6 +109,11 @@ def _scope(obj: dict[str, Any], text: str) -> dict[str, Any]:
                 except re.error as exc:
                     raise InvalidSeed(f"{name}: bad regex {pattern!r}: {exc}") from None
             scope[name] = patterns
+    if "recrawl_after" in obj:
+        value = obj["recrawl_after"]
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
+            raise InvalidSeed("recrawl_after must be a number of seconds >= 0")
+        scope["recrawl_after"] = value
     if "strip_params" in obj:
         if not isinstance(obj["strip_params"], bool):
             raise InvalidSeed("strip_params must be true or false")

@@ -53,6 +53,12 @@ SCHEDULER_SERIALIZER = "spiders_project.frontier.serialize"
 DUPEFILTER_MODE = _env("DUPEFILTER_MODE", "exact")
 DUPEFILTER_CAPACITY = _env("DUPEFILTER_CAPACITY", 10_000_000)
 DUPEFILTER_ERROR_RATE = _env("DUPEFILTER_ERROR_RATE", 1e-7)
+# Seconds after which a URL seen before is enqueued again when it is found
+# again or seeded again (its row in the database is updated); 0: never. Needs
+# DUPEFILTER_MODE=exact, which then keeps each URL's time (about 14 bytes a
+# URL) and must be on from the crawl's start. A seed's "recrawl_after" wins
+# for the pages of that seed.
+RECRAWL_AFTER = _env("RECRAWL_AFTER", 0.0)
 # Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
 # meta or cb_kwargs, as dotted paths, besides those found in the modules of
 # SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry

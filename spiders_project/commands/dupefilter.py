@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 
 import redis
 from scrapy.commands import ScrapyCommand
@@ -80,7 +81,9 @@ class Command(ScrapyCommand):
             if problem is not None:
                 self._fail(f"{problem}: run this with the workers' settings")
                 return
-            calls.command("SET", keys.seen_mode, seen.spec, "NX", retry=False)
+            calls.command(
+                "SET", keys.seen_mode, seen.recorded(int(time.time() * 1000)), "NX", retry=False
+            )
             cursor = 0
             while True:
                 cursor, members = calls.command(

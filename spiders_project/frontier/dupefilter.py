@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import redis
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -103,15 +106,24 @@ class SentFingerprints:
     at once. It is a pre-filter only: a fingerprint that aged out goes to
     Redis, which decides as before. Two generations of ``size / 2`` keep the
     memory bounded (about 100 bytes a fingerprint) with O(1) operations.
+
+    With RECRAWL_AFTER (``max_age`` seconds), a fingerprint must also leave
+    before the seen-set would take it again: the generations also turn every
+    ``max_age / 2``, so none is held longer than ``max_age``.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(
+        self,
+        size: int,
+        max_age: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.half = max(0, size) // 2
         self._new: set[bytes] = set()
         self._old: set[bytes] = set()
-
-    def __contains__(self, fingerprint: bytes) -> bool:
-        return fingerprint in self._new or fingerprint in self._old
+        self._turn = max_age / 2 if max_age else None
+        self._clock = clock
+        self._born = clock()
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)
@@ -121,9 +133,24 @@ class SentFingerprints:
         self._new.clear()
         self._old.clear()
 
+    def __contains__(self, fingerprint: bytes) -> bool:
+        if self._turn is not None:
+            age = self._clock() - self._born
+            if age >= 2 * self._turn:  # both generations are too old
+                self.clear()
+                self._born = self._clock()
+            elif age >= self._turn:
+                self._next()
+        return fingerprint in self._new or fingerprint in self._old
+
     def add(self, fingerprint: bytes) -> None:
         if not self.half:
             return
         self._new.add(fingerprint)
         if len(self._new) >= self.half:
-            self._old, self._new = self._new, set()
+            self._next()
+
+    def _next(self) -> None:
+        """A new generation; the oldest is forgotten."""
+        self._old, self._new = self._new, set()
+        self._born = self._clock()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from typing import Any
 
@@ -110,7 +111,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._want = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
-        self.sent = SentFingerprints(config.seen_cache)
+        self.sent = SentFingerprints(config.seen_cache, redis.seen.recrawl_after or None)
         self._next_lease_id = 0
         self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
         self._run_id: str | None = None
@@ -283,10 +284,24 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         forget_proxy(request)  # never store a proxy's credentials
         # A retry's backoff (politeness/retries.py): the frontier keeps it that long.
         wait_ms = int(request.meta.pop(RETRY_WAIT, 0) or 0)
+        seen = self.redis.seen
+        recrawl_after = scope.get("recrawl_after") if scope else None
+        if recrawl_after is not None and not seen.timed:
+            # A seed is refused (one line, kept in start_urls:rejected); the
+            # pages of one taken before RECRAWL_AFTER was unset just lose it.
+            if seed_entry:
+                why = "recrawl_after needs RECRAWL_AFTER set (the seen-set keeps no times)"
+                self.redis.batcher.reject_seed(seed_entry, why)
+                return False
+            recrawl_after = None
+        # The worker's pre-filter holds a fingerprint up to RECRAWL_AFTER (its
+        # generations turn every half of it), so a shorter seed's own is not
+        # held there at all.
+        prefilter = recrawl_after is None or recrawl_after >= seen.recrawl_after
         raw = None
         if not request.dont_filter or request.meta.get("seed"):
             raw = self.df.fingerprint(request)
-            if not request.dont_filter and not seed_entry and raw in self.sent:
+            if prefilter and not request.dont_filter and not seed_entry and raw in self.sent:
                 # Already sent to the shared dupefilter by this worker.
                 self.stats.inc_value("dupefilter/filtered")
                 return False
@@ -300,8 +315,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         if raw is None:
             fingerprint = ""
         else:
-            self.sent.add(raw)
-            token = self.redis.seen.token(raw, legacy=self._legacy_seen)
+            if prefilter:
+                self.sent.add(raw)
+            token = seen.token(raw, legacy=self._legacy_seen, recrawl_after=recrawl_after)
             fingerprint = ("!" if request.dont_filter else "") + token
         self.redis.batcher.enqueue(
             self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms
@@ -350,12 +366,15 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         Workers of one spider in different DUPEFILTER_MODEs (or Bloom sizes)
         would each miss what the others recorded: every URL crawled again.
         """
-        spec = self.redis.seen.spec
+        seen = self.redis.seen
+        spec = seen.spec
         calls, client = self.redis.calls, self.redis.client
         keys = self.keys
         reply = await calls.call(
             "seen mode",
-            lambda: client.set(keys.seen_mode, spec, nx=True, get=True),
+            lambda: client.set(
+                keys.seen_mode, seen.recorded(int(time.time() * 1000)), nx=True, get=True
+            ),
         )
         problem = mode_mismatch(keys, spec, reply if isinstance(reply, bytes) else None)
         if problem is not None:

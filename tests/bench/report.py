@@ -226,14 +226,17 @@ def seen_set(report: Report) -> list[str]:
         " gives) through the script workers run (`lua/seen_add.lua`), 5,000 per call; the"
         " previous release's layout is scrapy-redis' SADD of 40-hex strings. *Bytes/URL*"
         " is the growth of `used_memory` over N; *Redis CPU* its user+sys CPU over the"
-        " inserts. Bloom is sized for exactly N URLs at an error rate of 1e-7.",
+        " inserts; *In its keys* the sum of `MEMORY USAGE` (SAMPLES 0) of the set's own keys"
+        " over N, without the fixed costs `used_memory` also grows by (Lua, the key table)."
+        " Bloom is sized for exactly N URLs at an error rate of 1e-7; *timed* is `exact` with"
+        " the time of each URL's last enqueue (`RECRAWL_AFTER` set).",
         "",
-        "| Layout | URLs | Bytes/URL | Redis CPU µs/URL | Keys |",
-        "|---|---:|---:|---:|---:|",
+        "| Layout | URLs | Bytes/URL | In its keys | Redis CPU µs/URL | Keys |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {s.layout} | {s.urls:,} | {s.bytes_per_url:.1f} | {s.redis_cpu_us_per_url:.2f}"
-        f" | {s.keys:,} |"
+        f"| {s.layout} | {s.urls:,} | {s.bytes_per_url:.1f} | {s.key_bytes_per_url:.1f}"
+        f" | {s.redis_cpu_us_per_url:.2f} | {s.keys:,} |"
         for s in report.seen
     ]
     return lines

@@ -7,7 +7,8 @@ Scrapy's fingerprinter gives) in each layout, through the scripts workers run
 ``used_memory`` (read on a new connection, so the query buffer of the one
 that sent the batches does not count); CPU is Redis' user+sys CPU over the
 inserts, per URL. Bloom is sized for exactly that many URLs
-(``DUPEFILTER_CAPACITY``) at 1e-7, crawlee's default.
+(``DUPEFILTER_CAPACITY``) at 1e-7, crawlee's default; "timed" is exact mode
+with the time of each URL's last enqueue (``RECRAWL_AFTER`` set).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tests.support.services import RedisServer
 
 BATCH = 5000
 KEYS = RedisKeys("bench")
+# Exact mode with times, as RECRAWL_AFTER=86400 (a day) keeps them.
+CONFIGS = {"timed (RECRAWL_AFTER)": SeenConfig("exact", 1, 0.5, recrawl_after=86_400)}
 
 
 @dataclass
@@ -34,6 +37,7 @@ class SeenResult:
     bytes_per_url: float
     redis_cpu_us_per_url: float
     keys: int
+    key_bytes_per_url: float = 0.0  # MEMORY USAGE of the set's own keys, per URL
 
 
 def _cpu(client: redis.Redis) -> float:
@@ -49,7 +53,7 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
     cpu = _cpu(client)
     script = FrontierScripts().seen_add
     sha = client.script_load(script.source)
-    config = SeenConfig("bloom", n, 1e-7) if layout == "bloom" else EXACT
+    config = CONFIGS.get(layout, EXACT) if layout != "bloom" else SeenConfig("bloom", n, 1e-7)
     batch: list[bytes] = []
     for fingerprint in fingerprints:
         batch.append(fingerprint)
@@ -62,7 +66,8 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
     # Drop the connection that sent the large calls: its query buffer is not the set's.
     client.connection_pool.disconnect()
     used = int(client.info("memory")["used_memory"]) - before
-    return SeenResult(layout, n, used / n, cpu / n * 1e6, int(client.dbsize()))
+    own = sum(int(client.memory_usage(k, samples=0) or 0) for k in client.scan_iter(count=10_000))
+    return SeenResult(layout, n, used / n, cpu / n * 1e6, int(client.dbsize()), own / n)
 
 
 def _send(client: redis.Redis, layout: str, config: SeenConfig, sha: str, batch: list[bytes]):
@@ -78,10 +83,11 @@ def seen_phase(
 ) -> list[SeenResult]:
     results = []
     for n in sizes:
-        for layout in ("hex set (before)", "exact", "bloom"):
+        for layout in ("hex set (before)", "exact", "timed (RECRAWL_AFTER)", "bloom"):
             result = _measure(server, layout, n)
             print(
-                f"  {layout}, {n:,} URLs: {result.bytes_per_url:.1f} bytes/URL, "
+                f"  {layout}, {n:,} URLs: {result.bytes_per_url:.1f} bytes/URL "
+                f"({result.key_bytes_per_url:.1f} in its keys), "
                 f"{result.redis_cpu_us_per_url:.2f} Redis CPU us/URL",
                 flush=True,
             )

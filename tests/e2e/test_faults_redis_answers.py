@@ -67,7 +67,9 @@ def progress(r: redis.Redis, db_path: Path) -> int:
 
 def queued_in_host_queues(r: redis.Redis) -> int:
     """Requests really in the host queues (SCAN: fine in a test, never in the product)."""
-    return sum(r.zcard(key) for key in r.scan_iter(match=K.host_queue("*"), count=1000))
+    return sum(r.zcard(key) for key in r.scan_iter(match=K.host_queue("*"), count=1000)) + sum(
+        r.llen(key) for key in r.scan_iter(match=K.host_list("*"), count=1000)
+    )
 
 
 def exit_status(p: Proc, r: redis.Redis, timeout: float) -> int:

@@ -63,6 +63,6 @@ def test_a_worker_in_another_mode_refuses_to_start(redis_url, r, tmp_path, procs
     procs.append(w)
     assert w.wait(60) == 2  # a setting problem, said in one line before anything starts
     log = w.log()
-    assert "ERROR: DUPEFILTER_MODE (with DUPEFILTER_CAPACITY, DUPEFILTER_ERROR_RATE) gives " in log
+    assert "ERROR: DUPEFILTER_MODE (with DUPEFILTER_CAPACITY, DUPEFILTER_ERROR_RATE, " in log
     assert "but this spider's seen-set in Redis is 'exact'" in log and "Traceback" not in log
     assert r.get(K.seen_mode) == b"exact"

@@ -4,9 +4,9 @@ import hashlib
 
 from scrapy import Request
 
-from spiders_project.frontier.calls import seen_add_call, seen_migrate_call
+from spiders_project.frontier.calls import enqueue_call, seen_add_call, seen_migrate_call
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import SeenConfig
+from spiders_project.frontier.seen import SeenConfig, mode_mismatch
 from spiders_project.keys import RedisKeys
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
@@ -107,3 +107,60 @@ def test_a_token_of_another_release_is_refused_loudly(r):
         assert "not a seen-set token" in str(exc)
     else:
         raise AssertionError("accepted a malformed token")
+
+
+# --- RECRAWL_AFTER: the seen-set keeps times --------------------------------------------
+TIMED = SeenConfig("exact", 1, 0.5, recrawl_after=16)  # a unit of 1 s
+
+
+def enqueue_at(r, now: int, tokens: list[str], config: SeenConfig = TIMED) -> int:
+    """enqueue.lua at time ``now`` (ms) of one request per token; how many it queued."""
+    entries = [("h", t, 0, f"request {t}".encode()) for t in tokens]
+    keys, args = enqueue_call(K, entries, seen=config.spec, now=now)
+    return r.eval(SCRIPTS.enqueue.source, len(keys), *keys, *args)[0]
+
+
+def test_a_url_seen_longer_ago_than_recrawl_after_is_enqueued_again(r):
+    t0 = 1_800_000_000_000
+    fp, other = fingerprints(2)
+    assert TIMED.spec == "timed 1000"
+    assert enqueue_at(r, t0, [TIMED.token(fp)]) == 1
+    assert r.get(K.seen_mode) == f"timed 1000 {t0}".encode(), "the first call records the epoch"
+    assert enqueue_at(r, t0 + 15_000, [TIMED.token(fp)]) == 0, "seen 15 s ago"
+    assert enqueue_at(r, t0 + 16_000, [TIMED.token(fp)]) == 1, "seen 16 s ago: again"
+    assert enqueue_at(r, t0 + 17_000, [TIMED.token(fp)]) == 0, "its time is the last enqueue"
+    # A seed's own recrawl_after (2 s), and 0: never again.
+    assert enqueue_at(r, t0 + 18_000, [TIMED.token(fp, recrawl_after=2)]) == 1
+    assert enqueue_at(r, t0 + 19_000, [TIMED.token(fp, recrawl_after=2)]) == 0
+    assert enqueue_at(r, t0 + 99_000, [TIMED.token(fp, recrawl_after=0)]) == 0
+    assert enqueue_at(r, t0 + 99_000, [TIMED.token(other, recrawl_after=0)]) == 1, "new"
+    assert int(r.get(K.seen)) == 2, "the counter counts URLs, not enqueues"
+    # A worker with another RECRAWL_AFTER keeps the recorded unit and epoch.
+    longer = SeenConfig("exact", 1, 0.5, recrawl_after=160)
+    assert enqueue_at(r, t0 + 100_000, [longer.token(fp)], longer) == 0
+    assert enqueue_at(r, t0 + 259_000, [longer.token(fp)], longer) == 1
+    assert r.get(K.seen_mode) == f"timed 1000 {t0}".encode()
+
+
+def test_timed_buckets_split_and_stay_listpacks_under_16_bytes_a_url(r):
+    first = [TIMED.token(f) for f in fingerprints(150_000)]
+    more = [TIMED.token(f) for f in fingerprints(150_000, "more")]
+    assert sum(add(r, TIMED, first)) == 150_000
+    assert sum(add(r, TIMED, more)) == 150_000
+    # Everything is found again, whichever level it was stored at (splitting what is met).
+    assert sum(add(r, TIMED, first)) == 0 and sum(add(r, TIMED, more)) == 0
+    sizes = {k: r.hlen(k) for k in r.scan_iter(f"{K.seen}:t:*", count=10_000)}
+    # 64 x 512 a level: level 4 from 262,144 on.
+    assert {k.split(b":")[-2] for k in sizes} == {b"4"} and len(sizes) == 16 * 512
+    assert sum(sizes.values()) == 300_000 and max(sizes.values()) <= 128
+    sample = list(sizes)[:: max(1, len(sizes) // 50)]
+    assert {r.object("encoding", k) for k in sample} == {b"listpack"}
+    memory = sum(r.memory_usage(k) for k in sizes)
+    assert memory / 300_000 < 16, memory / 300_000
+
+
+def test_a_worker_without_recrawl_after_is_refused_on_a_timed_seen_set():
+    recorded = b"timed 1000 1800000000000"
+    assert mode_mismatch(K, EXACT.spec, recorded) is not None
+    assert mode_mismatch(K, TIMED.spec, b"exact") is not None
+    assert mode_mismatch(K, SeenConfig("exact", 1, 0.5, recrawl_after=99).spec, recorded) is None

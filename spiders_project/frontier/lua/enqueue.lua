@@ -62,12 +62,8 @@ local first = h + 4
 local n = (#ARGV - first + 1) / 6
 if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[3], n) - n
-seen_init(KEYS[1], KEYS[2], ARGV[2])
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now = seen_clock(ARGV[1])
+seen_init(KEYS[1], KEYS[2], ARGV[2], now)
 local enqueued = 0
 local reply = {0}
 local touched = {}

@@ -5,12 +5,15 @@
 --           buckets or Bloom blocks are "<prefix>:..." keys in the same slot
 --   legacy  the set of 40-hex fingerprints of the previous release, read
 --           until ``scrapy dupefilter migrate`` has emptied it
---   spec    "exact", or "bloom <blocks> <bits per block> <hashes>"
+--   spec    "exact", "timed <unit ms>", or "bloom <blocks> <bits per block> <hashes>"
+--   now     the caller's time, in ms since the epoch (timed mode only)
 --
 -- A fingerprint reaches Redis as a token the worker builds (frontier/seen.py):
 --   exact  "<root> <v>[ <hex>]": v, the first 8 bytes of Scrapy's fingerprint
 --          as a signed 64-bit integer in decimal; root, 9 other bits of it
 --          (0..511); the full hex only while the legacy set exists
+--   timed  "<root> <v> <after ms>": as exact, and how long ago the URL must
+--          have been enqueued last to be enqueued again (0: never again)
 --   bloom  "<hex>": the first 32 hex digits of the fingerprint
 --
 -- Exact mode. v is stored whole in a bucket, a small set of integers, so
@@ -28,15 +31,27 @@
 -- of v and in root: about n / 2^73 (1.1e-13 at 10^9 fingerprints). 512
 -- roots keep a small set compact too (10^5 fingerprints fill them to 195).
 --
+-- Timed mode (RECRAWL_AFTER set). The same buckets, named
+-- "<prefix>:t:<L>:<n>", are small hashes v -> the time v was last enqueued,
+-- in units since the crawl's epoch, so Redis keeps them as listpacks: v as a
+-- 64-bit integer (10 bytes with its header) and the time as a small one
+-- (2-4 bytes). They split at a quarter of the intsets' size, as Redis turns
+-- a hash of more than 128 fields (hash-max-listpack-entries) into a hash
+-- table. The unit and the epoch are the first worker's, recorded in
+-- "<prefix>:mode" as "timed <unit ms> <epoch ms>" (a unit of RECRAWL_AFTER / 16:
+-- a URL is enqueued again between its RECRAWL_AFTER and one unit later).
+--
 -- Bloom mode. k bits per fingerprint in one of <blocks> bitmaps of <bits>
 -- bits ("<prefix>:b:<block>"), set and read in one BITFIELD call: a new
 -- fingerprint is taken for seen with the configured error rate once the
 -- filter holds its capacity, more beyond it.
 local SEEN_ROOTS = 512
 local SEEN_SPLIT_AT = 256
+local SEEN_TIMED_SPLIT_AT = 64
 local SEEN_MAX_LEVEL = 15
 
 local seen_prefix, seen_legacy, seen_bloom, seen_level
+local seen_timed, seen_unit, seen_now
 local seen_blocks, seen_bits, seen_hashes
 local seen_added = 0
 local seen_has_legacy = nil
@@ -58,10 +73,20 @@ local function seen_low_bits(v, level)
 end
 
 local function seen_key(level, root, v)
-  return seen_prefix .. ':' .. level .. ':' .. seen_fmt(root + SEEN_ROOTS * seen_low_bits(v, level))
+  local n = seen_fmt(root + SEEN_ROOTS * seen_low_bits(v, level))
+  if seen_timed then return seen_prefix .. ':t:' .. level .. ':' .. n end
+  return seen_prefix .. ':' .. level .. ':' .. n
 end
 
-local function seen_init(prefix, legacy, spec)
+-- ``arg`` (a time in ms, as tests pass it), or Redis' own clock (TIME).
+local function seen_clock(arg)
+  local now = tonumber(arg)
+  if now then return now end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function seen_init(prefix, legacy, spec, now)
   seen_prefix, seen_legacy = prefix, legacy
   local blocks, bits, hashes = string.match(spec, '^bloom (%d+) (%d+) (%d+)$')
   if blocks then
@@ -70,8 +95,26 @@ local function seen_init(prefix, legacy, spec)
     return
   end
   seen_bloom = false
+  local split_at = SEEN_SPLIT_AT
+  local unit = string.match(spec, '^timed (%d+)$')
+  if unit then
+    seen_timed = true
+    split_at = SEEN_TIMED_SPLIT_AT
+    local mode_key = prefix .. ':mode'
+    local mode = redis.call('GET', mode_key)
+    if not mode then
+      mode = 'timed ' .. unit .. ' ' .. seen_fmt(now)
+      redis.call('SET', mode_key, mode)
+    end
+    local recorded, epoch = string.match(mode, '^timed (%d+) (%d+)$')
+    if not recorded then error('the seen-set is not in timed mode: ' .. mode) end
+    seen_unit = tonumber(recorded)
+    seen_now = math.floor((now - tonumber(epoch)) / seen_unit)
+  elseif spec ~= 'exact' then
+    error('not a seen-set mode: ' .. string.sub(spec, 1, 100))
+  end
   local count = tonumber(redis.call('GET', prefix) or '0')
-  local level, cap = 0, SEEN_SPLIT_AT * SEEN_ROOTS
+  local level, cap = 0, split_at * SEEN_ROOTS
   while level < SEEN_MAX_LEVEL and count >= cap do
     level = level + 1
     cap = cap * 2
@@ -86,19 +129,23 @@ local function seen_bucket(root, v)
   if seen_level == 0 or redis.call('EXISTS', key) == 1 then return key end
   for level = seen_level - 1, 0, -1 do
     local parent = seen_key(level, root, v)
-    local members = redis.call('SMEMBERS', parent)
+    -- A set's members, or a hash's fields and values (timed mode).
+    local members = redis.call(seen_timed and 'HGETALL' or 'SMEMBERS', parent)
     if #members > 0 then
       local children = {}
-      for _, member in ipairs(members) do
-        local child = seen_key(seen_level, root, member)
+      local step = seen_timed and 2 or 1
+      for i = 1, #members, step do
+        local child = seen_key(seen_level, root, members[i])
         local list = children[child]
         if not list then
           list = {}
           children[child] = list
         end
-        list[#list + 1] = member
+        for j = i, i + step - 1 do list[#list + 1] = members[j] end
       end
-      for child, list in pairs(children) do redis.call('SADD', child, unpack(list)) end
+      for child, list in pairs(children) do
+        redis.call(seen_timed and 'HSET' or 'SADD', child, unpack(list))
+      end
       redis.call('DEL', parent)
       return key
     end
@@ -137,6 +184,20 @@ local function seen_add(token)
       end
     end
     return false
+  end
+  if seen_timed then
+    local root, v, after = string.match(token, '^(%d+) (-?%d+) (%d+)$')
+    if not root then error('not a seen-set token: ' .. string.sub(token, 1, 100)) end
+    local key = seen_bucket(tonumber(root), v)
+    local last = redis.call('HGET', key, v)
+    if last then
+      local units = math.ceil(tonumber(after) / seen_unit)
+      if units == 0 or seen_now - tonumber(last) < units then return false end
+    else
+      seen_added = seen_added + 1
+    end
+    redis.call('HSET', key, v, seen_now)
+    return true
   end
   local root, v, hex = string.match(token, '^(%d+) (-?%d+) ?(%x*)$')
   if not root then error('not a seen-set token: ' .. string.sub(token, 1, 100)) end
