@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 from redis.connection import parse_url
 from scrapy.settings import BaseSettings
 
@@ -24,12 +26,17 @@ from spiders_project.config import SettingsReader
 
 @dataclass(frozen=True)
 class RedisConfig:
-    """How every process reaches Redis: ``REDIS_URL``, its timeout and reconnect backoff."""
+    """How every process reaches Redis: ``REDIS_URL`` (or Sentinel), its timeout,
+    reconnect backoff, and the replicas that confirm writes."""
 
     url: str
     socket_timeout: float
     backoff: float
     backoff_max: float
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_master: str = "mymaster"
+    wait_replicas: int = 0
+    wait_timeout: float = 1.0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisConfig:
@@ -45,12 +52,35 @@ class RedisConfig:
                 shown = "(not shown: it may hold a password)"
             read.fail("REDIS_URL", str(exc).replace(url, "<REDIS_URL>"), shown)
         backoff = read.getfloat("REDIS_RECONNECT_BACKOFF", above=0)
+        sentinels = []
+        for part in read.getstr("REDIS_SENTINELS").split(","):
+            if not part.strip():
+                continue
+            host, _, port = part.strip().rpartition(":")
+            read.check(
+                bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                "REDIS_SENTINELS",
+                f"{part.strip()!r} is not host:port",
+            )
+            sentinels.append((host.strip("[]"), int(port)))
         return cls(
             url=url,
             socket_timeout=read.getfloat("REDIS_SOCKET_TIMEOUT", above=0),
             backoff=backoff,
             backoff_max=read.getfloat("REDIS_RECONNECT_BACKOFF_MAX", minimum=backoff),
+            sentinels=tuple(sentinels),
+            sentinel_master=read.getstr("REDIS_SENTINEL_MASTER"),
+            wait_replicas=read.getint("REDIS_WAIT_REPLICAS", minimum=0),
+            wait_timeout=read.getfloat("REDIS_WAIT_TIMEOUT", above=0),
         )
+
+    @property
+    def where(self) -> str:
+        """Where Redis is, for log lines: the URL (password masked), or the sentinels."""
+        if self.sentinels:
+            listed = ",".join(f"{h}:{p}" for h, p in self.sentinels)
+            return f"master {self.sentinel_master!r} of sentinels {listed}"
+        return mask_url(self.url)
 
 
 def mask_url(url: str) -> str:
@@ -75,22 +105,49 @@ def _client_kwargs(config: RedisConfig) -> dict[str, Any]:
     }
 
 
+def _sentinel_kwargs(config: RedisConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(kwargs of the sentinels' connections, kwargs of the master's): the db,
+    user and password come from REDIS_URL, the timeouts from our settings."""
+    url = parse_url(config.url)
+    master = {**_client_kwargs(config)}
+    for name in ("db", "username", "password"):
+        if url.get(name) is not None:
+            master[name] = url[name]
+    timeout = config.socket_timeout
+    return {"socket_timeout": timeout, "socket_connect_timeout": timeout}, master
+
+
 def sync_client(settings: BaseSettings) -> redis.Redis:
     """A blocking client for processes that own their thread (db_writer, commands)."""
     config = RedisConfig.from_settings(settings)
+    if config.sentinels:
+        # redis-py's Sentinel pool asks the sentinels for the master on every new
+        # connection, and drops a connection whose server answers READONLY
+        # (a demoted master): our call path's retry then reaches the new one.
+        sentinel_kwargs, master = _sentinel_kwargs(config)
+        sentinel = redis.sentinel.Sentinel(list(config.sentinels), sentinel_kwargs=sentinel_kwargs)
+        client: redis.Redis = sentinel.master_for(config.sentinel_master, **master)
+        return client
     return redis.Redis.from_url(config.url, **_client_kwargs(config))
 
 
 def async_client(settings: BaseSettings) -> redis.asyncio.Redis:
     """A client for code running on the worker's asyncio reactor."""
     config = RedisConfig.from_settings(settings)
+    if config.sentinels:
+        sentinel_kwargs, master = _sentinel_kwargs(config)
+        sentinel = redis.asyncio.sentinel.Sentinel(
+            list(config.sentinels), sentinel_kwargs=sentinel_kwargs
+        )
+        aclient: redis.asyncio.Redis = sentinel.master_for(config.sentinel_master, **master)
+        return aclient
     return redis.asyncio.Redis.from_url(config.url, **_client_kwargs(config))
 
 
 def unreachable_message(settings: BaseSettings, exc: BaseException) -> str:
     """The single line printed when Redis cannot be reached at start."""
     return (
-        f"cannot connect to Redis at {mask_url(settings.get('REDIS_URL'))}: "
+        f"cannot connect to Redis at {RedisConfig.from_settings(settings).where}: "
         f"{type(exc).__name__}: {exc}"
     )
 

@@ -33,6 +33,17 @@ REDIS_URL = _env("REDIS_URL", "redis://localhost:6379/0")
 DB_URL = _env("DB_URL", "sqlite:///data/items.db")
 # Seconds to wait for Redis to answer before a call counts as failed.
 REDIS_SOCKET_TIMEOUT = _env("REDIS_SOCKET_TIMEOUT", 10.0)
+# Redis Sentinel: "host:port,host:port" of the sentinels, and the name of the
+# master they watch. Set, every process asks them for the master (and again
+# after a failover); REDIS_URL then gives only the db number and password.
+REDIS_SENTINELS = _env("REDIS_SENTINELS", "")
+REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
+# Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
+# by this many replicas, or by all connected ones if fewer, before a worker
+# counts them done; unconfirmed within REDIS_WAIT_TIMEOUT seconds, they are
+# sent again. 0: no WAIT. Costs one round trip a write tick (docs/BENCHMARKS.md).
+REDIS_WAIT_REPLICAS = _env("REDIS_WAIT_REPLICAS", 1)
+REDIS_WAIT_TIMEOUT = _env("REDIS_WAIT_TIMEOUT", 1.0)
 # Reconnect backoff: first wait and cap, in seconds (doubles each failure).
 REDIS_RECONNECT_BACKOFF = 0.2
 REDIS_RECONNECT_BACKOFF_MAX = 5.0

@@ -20,12 +20,20 @@ transaction that was applied but whose reply was lost is sent again, which
 at-least-once makes harmless: the dupefilter absorbs repeated links, the
 enqueue script counts only members it really added, the db_writer upserts
 repeated items, and acks of unique lease ids are idempotent.
+
+With replicas (``REDIS_WAIT_REPLICAS``), a tick that carried requests, items
+or acks counts as written only once ``WAIT`` says that many replicas have it
+(or all connected ones, if fewer: the transaction's ``INFO replication``
+tells, every ``REPLICAS_EVERY`` seconds). Otherwise its ops are sent again,
+by the same at-least-once rule: a failover to a replica that lacks them then
+loses nothing a worker counted done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard
@@ -46,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 # Op kinds; a tick sends one group of commands per kind.
 _ENQUEUE, _ITEM, _ACK, _PUSH, _COMMAND = "enqueue", "item", "ack", "push", "command"
+# The kinds whose writes replicas must confirm (WAIT) when asked to.
+_CONFIRMED = {_ENQUEUE, _ITEM, _ACK}
+# Seconds between two reads of the master's connected replicas.
+REPLICAS_EVERY = 5.0
 
 
 class RedisBatcher:
@@ -58,6 +70,8 @@ class RedisBatcher:
         interval: float,
         clock: ScriptClock | None = None,
         seen: str = "exact",
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
         self.calls = calls
         self.client = calls.client
@@ -95,6 +109,13 @@ class RedisBatcher:
         self.backlog: Subscribers[[int]] = Subscribers()
         # The command Redis refused last (a caller's error), logged once until it passes.
         self._refusal: str | None = None
+        # Replicas that must confirm writes (0: none), and what the master last
+        # said of its connected replicas (None: not asked yet).
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, round(wait_timeout * 1000))
+        self.replicas: int | None = None
+        self._replicas_read = 0.0
+        self._unconfirmed = False
 
     # --- appending (never waits) ---------------------------------------------
     def _add(self, op: tuple[str, Any]) -> None:
@@ -237,6 +258,11 @@ class RedisBatcher:
             spans.append((kind, first, n_commands, name))
         # Free ride: the item backlog, for backpressure.
         pipe.llen(self.keys.items)
+        read_replicas = bool(self.wait_replicas) and (
+            time.monotonic() - self._replicas_read >= REPLICAS_EVERY
+        )
+        if read_replicas:
+            pipe.info("replication")
         try:
             results = await self.calls.call(
                 "MULTI/EXEC", lambda: pipe.execute(raise_on_error=False), retry=False, writes=False
@@ -249,7 +275,17 @@ class RedisBatcher:
             return self.state.backoff_max
         finally:
             await pipe.reset()
+        if read_replicas:
+            info = results.pop()
+            if isinstance(info, dict):
+                self.replicas = int(info.get("connected_slaves", 0))
+                self._replicas_read = time.monotonic()
         failed_kinds, delay = self._failed_groups(spans, results)
+        confirmed = await self._confirmed({kind for kind, _ in groups} - failed_kinds)
+        if not confirmed:
+            # Applied on the master, not (yet) on its replicas: all again.
+            self._ops = ops + self._ops
+            return max(delay, self.state.backoff)
         kept = [op for op in ops if op[0] in failed_kinds]
         self._ops = kept + self._ops
         self._delivered += len(ops) - len(kept)
@@ -267,6 +303,39 @@ class RedisBatcher:
         if _ACK not in failed_kinds and any(kind == _ACK for kind, _ in groups):
             self.slots_freed()
         return delay
+
+    async def _confirmed(self, applied: set[str]) -> bool:
+        """Whether the replicas asked for have what this tick applied (WAIT).
+
+        True without a round trip when nothing applied needs it, when no
+        replica is asked for, or none is connected. A WAIT that fails (Redis
+        away) counts as not confirmed: the ops go again.
+        """
+        wanted = min(self.wait_replicas, self.replicas or 0)
+        if not wanted or not applied & _CONFIRMED:
+            return True
+        try:
+            acked = await self.calls.command(
+                "WAIT", wanted, self.wait_timeout_ms, retry=False, writes=False
+            )
+        except Exception:  # noqa: BLE001 - away or refused: logged by the call path
+            return False
+        ok = int(acked) >= wanted
+        if not ok:
+            self._replicas_read = 0.0  # a failover may have left fewer: ask again next tick
+        if ok == self._unconfirmed:  # a change of state: one line each way
+            if ok:
+                logger.info("Writes are confirmed by %d replica(s) again", wanted)
+            else:
+                logger.warning(
+                    "Writes not confirmed by %d replica(s) within %d ms (%d did): "
+                    "sending them again until they are",
+                    wanted,
+                    self.wait_timeout_ms,
+                    int(acked),
+                )
+            self._unconfirmed = not ok
+        return ok
 
     def _report_enqueued(self, ops: list[tuple[str, Any]], reply: Any) -> None:
         """Tell subscribers what the enqueue script's ``{enqueued, rejected seed...}`` says."""

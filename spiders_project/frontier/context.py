@@ -23,7 +23,7 @@ from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
-from spiders_project.redis_connection import async_client
+from spiders_project.redis_connection import RedisConfig, async_client
 from spiders_project.wiring import shared
 
 logger = logging.getLogger("spiders_project.redis")
@@ -49,6 +49,7 @@ class WorkerRedis:
         flush_interval: float,
         crawler: Crawler | None = None,
         seen: SeenConfig | None = None,
+        wait: tuple[int, float] = (0, 1.0),
     ) -> None:
         self.client = client
         self.keys = keys
@@ -61,7 +62,10 @@ class WorkerRedis:
         # Production never sets it: the scripts then read Redis' clock.
         self.clock = ScriptClock()
         self.seen = seen or EXACT
-        self.batcher = RedisBatcher(self.calls, keys, flush_interval, self.clock, self.seen.spec)
+        # (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT): replicas that confirm writes.
+        self.batcher = RedisBatcher(
+            self.calls, keys, flush_interval, self.clock, self.seen.spec, wait[0], wait[1]
+        )
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
@@ -74,6 +78,7 @@ class WorkerRedis:
 
         def build() -> WorkerRedis:
             settings = crawler.settings
+            redis_config = RedisConfig.from_settings(settings)
             assert crawler.spidercls is not None
             return cls(
                 client=async_client(settings),
@@ -82,6 +87,7 @@ class WorkerRedis:
                 flush_interval=FrontierConfig.from_settings(settings).flush_interval,
                 crawler=crawler,
                 seen=SeenConfig.from_settings(settings),
+                wait=(redis_config.wait_replicas, redis_config.wait_timeout),
             )
 
         return shared(crawler, cls, build)

@@ -53,7 +53,7 @@ class RedisState:
     def from_settings(cls, settings: BaseSettings, logger: logging.Logger) -> RedisState:
         """The state of ``REDIS_URL`` with the REDIS_RECONNECT_BACKOFF(_MAX) policy."""
         config = RedisConfig.from_settings(settings)
-        return cls(config.url, config.backoff, config.backoff_max, logger)
+        return cls(config.where, config.backoff, config.backoff_max, logger)
 
     @property
     def healthy(self) -> bool:

@@ -11,7 +11,8 @@ process of its own), then, one after the other on that site:
 1. plain Scrapy with the ``distributed`` spider's parse, its in-memory scheduler, no
    Redis (until ``--window`` pages);
 2. one ``scrapy crawl distributed`` worker, which crawls the whole site: its first
-   ``--window`` pages give throughput and cost, the end gives memory;
+   ``--window`` pages give throughput and cost, the end gives memory; then the same
+   worker with a replica of Redis confirming its writes (WAIT), until ``--window``;
 3. stock scrapy-redis (its Scheduler, PriorityQueue, RFPDupeFilter, pickle,
    RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages;
@@ -47,7 +48,7 @@ from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
 
-PHASES = ("plain", "worker", "stock", "two", "seen", "queue", "writer", "rendering")
+PHASES = ("plain", "worker", "wait", "stock", "two", "seen", "queue", "writer", "rendering")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls_wanted = [p for p in ("plain", "worker", "stock", "two") if p not in skip]
+    crawls_wanted = [p for p in ("plain", "worker", "wait", "stock", "two") if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
         if crawls_wanted:
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                         result = bench.worker_phase(args.window, 2 * args.pages)
                     elif phase == "stock":
                         result = bench.stock_phase(args.stock_window)
+                    elif phase == "wait":
+                        result = bench.wait_phase(args.window)
                     else:
                         result = bench.two_workers_phase(args.window)
                     report.crawls[phase] = result

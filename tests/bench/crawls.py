@@ -308,6 +308,35 @@ class Bench:
             timeout=900,
         )
 
+    def wait_phase(self, window: int) -> CrawlResult:
+        """One worker as in ``worker_phase``, with a replica of the Redis that
+        confirms every write tick (WAIT, REDIS_WAIT_REPLICAS=1): what it costs."""
+        replica = RedisServer(
+            "--replicaof", "127.0.0.1", str(self.redis.port), cpus=self.service_cpus
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while replica.client.info("replication").get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replica did not sync")
+                time.sleep(0.1)
+            return self.run(
+                "distributed, 1 worker, WAIT for 1 replica",
+                lambda: [
+                    self.worker(
+                        "worker-wait",
+                        "REDIS_WAIT_REPLICAS=1",
+                        "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+                        cpus=self.crawl_cpus,
+                    )
+                ],
+                window=window,
+                seed_key=OURS.start_urls,
+                redis_keys=OURS,
+            )
+        finally:
+            replica.stop()
+
     def two_workers_phase(self, window: int) -> CrawlResult:
         """Two workers; nothing pinned, so they and the site and Redis share both cores."""
         pin(self.site.proc.pid, None)

@@ -151,7 +151,7 @@ def throughput(report: Report) -> list[str]:
         "| One Redis saturates at | Site CPU | Other load |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for key in ("plain", "worker", "two", "stock"):
+    for key in ("plain", "worker", "wait", "two", "stock"):
         r = report.crawls.get(key)
         if r is None:
             continue

@@ -199,3 +199,96 @@ class PostgresServer:
                 self.executor.stop()
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
+
+
+class SentinelGroup:
+    """A master, its replicas and three ``redis-sentinel`` processes, all real.
+
+    The sentinels (``redis-server <conf> --sentinel``, quorum 2) watch the
+    master as ``name`` and fail over to a replica one second after it stops
+    answering. ``master`` and ``replicas`` are :class:`RedisServer`; a test
+    SIGKILLs the master and reads ``master_address()`` to see the promotion.
+    """
+
+    def __init__(self, replicas: int = 1, name: str = "mymaster") -> None:
+        self.name = name
+        self.master = RedisServer()
+        self.replicas = [
+            RedisServer("--replicaof", "127.0.0.1", str(self.master.port)) for _ in range(replicas)
+        ]
+        self.sentinels: list[TCPExecutor] = []
+        self.dir = Path(tempfile.mkdtemp(prefix="sentinels-"))
+        self.ports: list[int] = []
+        try:
+            for i in range(3):
+                port = free_port()
+                conf = self.dir / f"sentinel-{i}.conf"
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                    f"logfile {self.dir}/sentinel-{i}.log\n"
+                    f"sentinel monitor {name} 127.0.0.1 {self.master.port} 2\n"
+                    f"sentinel down-after-milliseconds {name} 1000\n"
+                    f"sentinel failover-timeout {name} 10000\n"
+                )
+                executor = TCPExecutor(
+                    ["redis-server", str(conf), "--sentinel"],
+                    host="127.0.0.1",
+                    port=port,
+                    timeout=30,
+                )
+                executor.start()
+                self.sentinels.append(executor)
+                self.ports.append(port)
+            self._wait_until_watched()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def setting(self) -> str:
+        """``REDIS_SENTINELS`` for these sentinels."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def master_address(self) -> tuple[str, int]:
+        """The master as the first sentinel answering names it."""
+        for port in self.ports:
+            try:
+                client = redis.Redis(port=port, socket_timeout=2, decode_responses=True)
+                host, master_port = client.sentinel_get_master_addr_by_name(self.name)
+                client.close()
+                return host, int(master_port)
+            except (redis.RedisError, OSError, TypeError):
+                continue
+        raise AssertionError("no sentinel answers")
+
+    def _wait_until_watched(self, timeout: float = 30) -> None:
+        """Until the replicas are in sync and every sentinel knows them and the others."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            synced = all(
+                r.client.info("replication").get("master_link_status") == "up"
+                for r in self.replicas
+            )
+            known = True
+            for port in self.ports:
+                client = redis.Redis(port=port, socket_timeout=2, decode_responses=True)
+                try:
+                    known &= len(client.sentinel_slaves(self.name)) == len(self.replicas)
+                    known &= len(client.sentinel_sentinels(self.name)) == len(self.ports) - 1
+                finally:
+                    client.close()
+            if synced and known:
+                return
+            time.sleep(0.2)
+        raise AssertionError("the sentinels did not see the replicas and each other in time")
+
+    def stop(self) -> None:
+        for executor in self.sentinels:
+            if executor.running():
+                executor.stop()
+        for server in [self.master, *self.replicas]:
+            try:
+                server.stop()
+            except Exception:  # noqa: BLE001 - a server a test killed
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
