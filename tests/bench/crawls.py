@@ -34,7 +34,7 @@ from tests.support.services import RedisServer, pin
 
 SAMPLE_INTERVAL = 0.2
 # Commands the benchmark itself sends (INFO, CONFIG RESETSTAT, ...), not the crawler.
-OWN_COMMANDS = {"info", "config|resetstat", "flushall", "ping", "memory|usage", "scard"}
+OWN_COMMANDS = {"info", "config|resetstat", "flushall", "ping", "memory|usage", "scard", "scan"}
 OURS = RedisKeys("distributed")
 STOCK = RedisKeys("stock")
 
@@ -259,9 +259,11 @@ class Bench:
             trips = sum(int(f.get("redis/round_trips", 0)) for f in final)
             result.round_trips_per_page = trips / max(1, result.items)
             client = self.redis.client
-            seen = client.scard(redis_keys.dupefilter)
+            # Ours: the seen-set's counter and buckets; stock: its set of hex strings.
+            seen = int(client.get(redis_keys.seen) or 0) or int(client.scard(redis_keys.dupefilter))
             if seen:
-                usage = client.memory_usage(redis_keys.dupefilter, samples=0) or 0
+                parts = [redis_keys.dupefilter, *client.scan_iter(match=redis_keys.seen_parts)]
+                usage = sum(int(client.memory_usage(k, samples=0) or 0) for k in parts)
                 result.dupefilter_bytes_per_fp = usage / seen
             if to_the_end:
                 end = self.redis.sample()

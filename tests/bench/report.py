@@ -207,8 +207,8 @@ def memory(report: Report) -> list[str]:
         f"| Redis memory per seen URL (used_memory growth without the item buffer, "
         f"/ {full['seen']:,.0f} fingerprints; frontier empty) | "
         f"{full['redis_bytes_per_seen']:.0f} bytes |",
-        f"| of which the dupefilter set, per fingerprint "
-        f"| {one.dupefilter_bytes_per_fp:.0f} bytes |",
+        f"| of which the seen-set's keys, per fingerprint "
+        f"| {_f(one.dupefilter_bytes_per_fp, '{:.1f} bytes')} |",
     ]
     if stock is not None and stock.dupefilter_bytes_per_fp:
         lines.append(
