@@ -5,12 +5,22 @@ counted done were on the replica before the master died)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 
 import pytest
 import redis
 
-from tests.support.processes import K, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    K,
+    db_writer,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.services import SentinelGroup
 from tests.support.site import TestSite
 
@@ -60,6 +70,17 @@ def test_a_master_killed_mid_crawl_loses_nothing_with_sentinel(sentinels, tmp_pa
         assert len(urls) == len(set(urls)), "a page stored twice"
         assert set(urls) == site.page_urls(), sorted(site.page_urls() - set(urls))[:10]
         assert new.zcard(K.leases) == 0 and int(new.get(K.requests_size) or 0) == 0
+        # The commands find the new master through the sentinels too.
+        status = subprocess.run(
+            [PYTHON, "-m", "scrapy", "crawlstatus", "--once"],
+            cwd=ROOT,
+            env={**os.environ, "REDIS_URL": url, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert status.returncode == 0, status.stderr
+        assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
         new.close()
     for p in (*workers, writer):
         assert "Traceback" not in p.log(), p.log()[-3000:]

@@ -19,12 +19,14 @@ from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.seen import SeenConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig
 from spiders_project.rendering.config import RenderConfig
 
 READERS: list[Callable[[BaseSettings], Any]] = [
     FrontierConfig.from_settings,
+    SeenConfig.from_settings,
     RedisConfig.from_settings,
     StatsPublishConfig.from_settings,
     BackpressureConfig.from_settings,
@@ -80,11 +82,37 @@ def test_values_arrive_typed_from_text_as_the_environment_gives_them():
         (BackpressureConfig.from_settings, {"ITEM_BUFFER_RESUME": "1.5"}, "ITEM_BUFFER_RESUME"),
         (RenderConfig.from_settings, {"RENDER_CONCURRENCY": "0"}, "RENDER_CONCURRENCY"),
         (FrontierConfig.from_settings, {"SEED_BATCH_SIZE": "-3"}, "SEED_BATCH_SIZE"),
+        (RedisConfig.from_settings, {"REDIS_SENTINELS": "h1:26379,h2"}, "REDIS_SENTINELS"),
+        (RedisConfig.from_settings, {"REDIS_SENTINELS": "h1:99999"}, "REDIS_SENTINELS"),
+        (RedisConfig.from_settings, {"REDIS_WAIT_REPLICAS": "-1"}, "REDIS_WAIT_REPLICAS"),
+        (RedisConfig.from_settings, {"REDIS_WAIT_TIMEOUT": "0"}, "REDIS_WAIT_TIMEOUT"),
+        (SeenConfig.from_settings, {"RECRAWL_AFTER": "-5"}, "RECRAWL_AFTER"),
+        (
+            SeenConfig.from_settings,
+            {"RECRAWL_AFTER": "60", "DUPEFILTER_MODE": "bloom"},
+            "RECRAWL_AFTER",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_with_the_setting_named(read, overrides, named):
     with pytest.raises(ConfigError, match=f"^{named}="):
         read(load_settings(overrides))
+
+
+def test_sentinels_and_recrawl_after_arrive_typed():
+    settings = load_settings(
+        {
+            "REDIS_SENTINELS": "10.0.0.1:26379, [::1]:26380",
+            "REDIS_WAIT_REPLICAS": "2",
+            "RECRAWL_AFTER": "86400",
+        }
+    )
+    redis_config = RedisConfig.from_settings(settings)
+    assert redis_config.sentinels == (("10.0.0.1", 26379), ("::1", 26380))
+    assert redis_config.wait_replicas == 2 and redis_config.sentinel_master == "mymaster"
+    assert "sentinels 10.0.0.1:26379,::1:26380" in redis_config.where
+    seen = SeenConfig.from_settings(settings)
+    assert seen.timed and seen.spec == "timed 5400000"
 
 
 def test_a_password_in_a_bad_redis_url_is_never_shown():

@@ -16,6 +16,11 @@ def test_json_with_meta_and_priority():
     assert seed == Seed("http://h:81/x", {"playwright": True}, 5)
 
 
+def test_a_seeds_own_recrawl_after_goes_with_its_limits():
+    seed = parse_seed(b'{"url": "http://h/", "recrawl_after": 3600}')
+    assert seed.scope["recrawl_after"] == 3600 and seed.scope["id"]
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
@@ -29,6 +34,9 @@ def test_json_with_meta_and_priority():
         (b'{"meta": {}}', "non-empty string"),
         (b'{"url": "http://h/", "meta": []}', "meta"),
         (b'{"url": "http://h/", "priority": "high"}', "priority"),
+        (b'{"url": "http://h/", "recrawl_after": "1d"}', "recrawl_after"),
+        (b'{"url": "http://h/", "recrawl_after": -1}', "recrawl_after"),
+        (b'{"url": "http://h/", "recrawl_after": true}', "recrawl_after"),
         (b"\xff\xfe", "UTF-8"),
         (b"", "non-empty"),
     ],
