@@ -143,20 +143,20 @@ def test_a_url_seen_longer_ago_than_recrawl_after_is_enqueued_again(r):
 
 
 def test_timed_buckets_split_and_stay_listpacks_under_16_bytes_a_url(r):
-    first = [TIMED.token(f) for f in fingerprints(150_000)]
-    more = [TIMED.token(f) for f in fingerprints(150_000, "more")]
-    assert sum(add(r, TIMED, first)) == 150_000
-    assert sum(add(r, TIMED, more)) == 150_000
+    first = [TIMED.token(f) for f in fingerprints(80_000)]
+    more = [TIMED.token(f) for f in fingerprints(80_000, "more")]
+    assert sum(add(r, TIMED, first)) == 80_000
+    assert sum(add(r, TIMED, more)) == 80_000
     # Everything is found again, whichever level it was stored at (splitting what is met).
     assert sum(add(r, TIMED, first)) == 0 and sum(add(r, TIMED, more)) == 0
     sizes = {k: r.hlen(k) for k in r.scan_iter(f"{K.seen}:t:*", count=10_000)}
-    # 64 x 512 a level: level 4 from 262,144 on.
-    assert {k.split(b":")[-2] for k in sizes} == {b"4"} and len(sizes) == 16 * 512
-    assert sum(sizes.values()) == 300_000 and max(sizes.values()) <= 128
+    # 64 x 512 a level: level 3 from 131,072 on.
+    assert {k.split(b":")[-2] for k in sizes} == {b"3"} and len(sizes) == 8 * 512
+    assert sum(sizes.values()) == 160_000 and max(sizes.values()) <= 128
     sample = list(sizes)[:: max(1, len(sizes) // 50)]
     assert {r.object("encoding", k) for k in sample} == {b"listpack"}
     memory = sum(r.memory_usage(k) for k in sizes)
-    assert memory / 300_000 < 16, memory / 300_000
+    assert memory / 160_000 < 16, memory / 160_000
 
 
 def test_a_worker_without_recrawl_after_is_refused_on_a_timed_seen_set():
