@@ -24,7 +24,16 @@ import pytest
 import redis
 
 from spiders_project.keys import RedisKeys
-from tests.support.processes import PYTHON, ROOT, Proc, db_writer, stat, wait_until, worker
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    Proc,
+    db_writer,
+    items_drained,
+    stat,
+    wait_until,
+    worker,
+)
 from tests.support.shop.site import ShopSite, expected_counts
 
 pytestmark = pytest.mark.slow
@@ -101,11 +110,7 @@ def crawl_shop(
         procs.append(workers[-1])
     for w in workers[1:] if kill else workers:
         assert w.wait(240) == 0, w.log()[-3000:]
-    wait_until(
-        lambda: r.llen(SHOP.items) == 0 and r.llen(SHOP.items_processing) == 0,
-        60,
-        what="the item buffer to drain",
-    )
+    wait_until(lambda: items_drained(r, SHOP), 60, what="the item buffer to drain")
     assert writer.stop(30) == 0, writer.log()[-3000:]
     return workers, db_path, at_kill
 

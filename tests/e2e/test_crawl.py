@@ -10,7 +10,15 @@ import pytest
 import redis
 from pytest_redis import factories
 
-from tests.support.processes import K, db_writer, stat, stored_urls, wait_until, worker
+from tests.support.processes import (
+    K,
+    db_writer,
+    items_drained,
+    stat,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -27,11 +35,7 @@ def test_two_workers_and_db_writer_store_every_page_once(redis_url, r, tmp_path,
         procs += [*workers, writer]
         for w in workers:
             assert w.wait(240) == 0, w.log()[-3000:]
-        wait_until(
-            lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0,
-            60,
-            what="the item buffer to drain",
-        )
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
 
         urls = stored_urls(db_path)

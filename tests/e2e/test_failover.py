@@ -17,6 +17,7 @@ from tests.support.processes import (
     ROOT,
     K,
     db_writer,
+    items_drained,
     stored_urls,
     wait_until,
     worker,
@@ -60,11 +61,7 @@ def test_a_master_killed_mid_crawl_loses_nothing_with_sentinel(sentinels, tmp_pa
         assert procs_alive == [], "a process died with the master"
         for w in workers:
             assert w.wait(240) == 0, w.log()[-3000:]
-        wait_until(
-            lambda: new.llen(K.items) == 0 and new.llen(K.items_processing) == 0,
-            60,
-            what="the item buffer to drain",
-        )
+        wait_until(lambda: items_drained(new), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
         urls = stored_urls(db_path)
         assert len(urls) == len(set(urls)), "a page stored twice"

@@ -14,14 +14,18 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from tests.support.processes import K, db_writer, stat, stored_urls, wait_until, worker
+from tests.support.processes import (
+    K,
+    db_writer,
+    items_drained,
+    stat,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
-
-
-def drained(r) -> bool:
-    return r.llen(K.items) == 0 and r.llen(K.items_processing) == 0
 
 
 def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
@@ -56,7 +60,7 @@ def test_sigkill_of_a_worker_loses_nothing(redis_url, r, tmp_path, procs):
         victim.signal(signal.SIGKILL)
         assert victim.wait(10) == -signal.SIGKILL
         assert survivor.wait(300) == 0, survivor.log()[-3000:]
-        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
         urls = stored_urls(db_path)
         assert sorted(urls) == sorted(site.page_urls())
@@ -95,7 +99,7 @@ def test_redis_restart_mid_crawl(aof_redis, tmp_path, procs):
         executor.start()
         for w in workers:
             assert w.wait(300) == 0, w.log()[-3000:]
-        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
         assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     for p in [*workers, writer]:
@@ -199,7 +203,7 @@ def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         procs.append(writer)
         assert w.wait(120) == 0, w.log()[-3000:]
-        wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
         assert writer.stop(30) == 0
         assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     assert "resuming fetching" in w.log()

@@ -25,7 +25,16 @@ import redis
 from port_for import get_port
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
-from tests.support.processes import K, Proc, db_writer, stat, stored_urls, wait_until, worker
+from tests.support.processes import (
+    K,
+    Proc,
+    db_writer,
+    items_drained,
+    stat,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -54,10 +63,6 @@ def own_redis(start_redis) -> Iterator[tuple[str, redis.Redis]]:
     client = redis.Redis.from_url(url)
     yield url, client
     client.close()
-
-
-def drained(r: redis.Redis) -> bool:
-    return r.llen(K.items) == 0 and r.llen(K.items_processing) == 0
 
 
 def progress(r: redis.Redis, db_path: Path) -> int:
@@ -159,7 +164,7 @@ def crawl_through_refused_writes(
         assert started < pages
         for w in workers:
             assert exit_status(w, r, 90) == 0, w.log()[-3000:]
-        wait_until(lambda: drained(r), 30, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 30, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
         urls = stored_urls(db_path)
         assert sorted(urls) == sorted(site.page_urls())
@@ -205,7 +210,7 @@ def test_db_writer_starts_under_oom(own_redis, tmp_path, procs):
         procs.append(writer)
         wait_until(
             lambda: (
-                (drained(r) and len(stored_urls(db_path)) == len(buffered))
+                (items_drained(r) and len(stored_urls(db_path)) == len(buffered))
                 or writer.poll() is not None
             ),
             60,
@@ -274,7 +279,7 @@ def test_bad_entries_harm_only_themselves(own_redis, tmp_path, procs):
         procs += [*workers, writer]
         for w in workers:
             assert exit_status(w, r, 90) == 0, w.log()[-3000:]
-        wait_until(lambda: drained(r), 30, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 30, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
         assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     rejected = r.lrange(K.requests_rejected, 0, -1)
@@ -305,7 +310,7 @@ def test_seed_pushed_three_times(own_redis, tmp_path, procs):
             # requests:size drifting above what is queued would keep them up forever.
             left = max(deadline - time.monotonic(), 1)
             assert exit_status(w, r, left) == 0, w.log()[-3000:]
-        wait_until(lambda: drained(r), 30, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 30, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
         assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     assert int(r.get(K.requests_size) or 0) == queued_in_host_queues(r) == 0
@@ -349,7 +354,7 @@ def test_frozen_worker_does_not_steal_leases(own_redis, tmp_path, procs):
         assert b.wait(10) == -signal.SIGKILL
         for w in (a, c):
             assert exit_status(w, r, 100) == 0, (w.name, w.log()[-3000:])
-        wait_until(lambda: drained(r), 30, what="the item buffer to drain")
+        wait_until(lambda: items_drained(r), 30, what="the item buffer to drain")
         assert writer.stop(30) == 0, writer.log()[-3000:]
         urls = stored_urls(db_path)
         assert sorted(set(urls)) == sorted(site.page_urls())

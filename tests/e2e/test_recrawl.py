@@ -29,7 +29,7 @@ def rows(db_path) -> dict[str, tuple[int, str]]:
             return {}
 
 
-def drained(r) -> bool:
+def frontier_empty(r) -> bool:
     return int(r.get(K.requests_size) or 0) == 0 and r.zcard(K.leases) == 0
 
 
@@ -50,7 +50,7 @@ def test_pages_seen_longer_ago_than_recrawl_after_are_crawled_again_and_updated(
         seeds = [a, json.dumps({"url": b, "recrawl_after": 3600})]
         r.lpush(K.start_urls, *seeds)
         wait_until(lambda: set(rows(db_path)) == site.page_urls(), 90, what="the first round")
-        wait_until(lambda: drained(r), 30, what="the frontier to drain")
+        wait_until(lambda: frontier_empty(r), 30, what="the frontier to drain")
         first = rows(db_path)
         hits_first = Counter(site.hits())
         assert all(hits_first[u] == 1 for u in site.page_urls()), "each page once"
@@ -61,7 +61,7 @@ def test_pages_seen_longer_ago_than_recrawl_after_are_crawled_again_and_updated(
         wait_until(
             lambda: all(site.hits()[u] == 2 for u in pages_a), 90, what="site a crawled again"
         )
-        wait_until(lambda: drained(r), 30, what="the frontier to drain")
+        wait_until(lambda: frontier_empty(r), 30, what="the frontier to drain")
         time.sleep(1)  # what else would come, has come
         hits = Counter(site.hits())
         wait_until(

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from tests.support.processes import K, db_writer, stat, wait_until, worker
+from tests.support.processes import K, db_writer, items_drained, stat, wait_until, worker
 from tests.support.site import TRACKER_HOST, JsSite
 
 pytestmark = pytest.mark.slow
@@ -28,10 +28,6 @@ def stored(db_path) -> dict[str, dict]:
             }
         except sqlite3.OperationalError:  # the db_writer has not created it yet
             return {}
-
-
-def drained(r) -> bool:
-    return r.llen(K.items) == 0 and r.llen(K.items_processing) == 0
 
 
 def browser_processes(pid: int) -> list[psutil.Process]:
@@ -58,7 +54,7 @@ def driver_process(pid: int) -> list[psutil.Process]:
 def finish(r, writer, workers) -> None:
     for w in workers:
         assert w.wait(180) == 0, w.log()[-3000:]
-    wait_until(lambda: drained(r), 60, what="the item buffer to drain")
+    wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
     assert writer.stop(30) == 0, writer.log()[-3000:]
 
 

@@ -172,6 +172,11 @@ def db_writer(
     )
 
 
+def items_drained(r: redis.Redis, keys: RedisKeys = K) -> bool:
+    """Whether the db_writer has taken and committed every buffered item."""
+    return r.llen(keys.items) == 0 and r.llen(keys.items_processing) == 0
+
+
 def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
