@@ -93,7 +93,7 @@ def make_dead_letter(
     request = json.loads(payload)
     return DeadLetter(
         request=request,
-        url=serialize.url_of(payload),
+        url=serialize.url_of(request),
         error=error,
         attempts=attempts,
         failed_at=failed_at.isoformat(timespec="milliseconds"),

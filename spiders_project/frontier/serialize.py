@@ -92,13 +92,9 @@ def _origin(url: str) -> str:
     return f"{scheme}//{rest.split('/', 1)[0]}"
 
 
-def url_of(payload: bytes | str) -> str:
-    """The URL of a stored entry (either release's shape); raises InvalidEntry."""
-    try:
-        obj = json.loads(payload)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidEntry(f"not JSON: {exc}") from None
-    url = obj.get(URL, obj.get("url")) if isinstance(obj, dict) else None
+def url_of(entry: dict[str, Any]) -> str:
+    """The URL of a stored entry, decoded (either release's shape); raises InvalidEntry."""
+    url = entry.get(URL, entry.get("url"))
     _expect(isinstance(url, str), "no url")
     return str(url)
 

@@ -27,7 +27,7 @@ from tests.support.services import RedisServer
 BATCH = 5000
 KEYS = RedisKeys("bench")
 # Exact mode with times, as RECRAWL_AFTER=86400 (a day) keeps them.
-CONFIGS = {"timed (RECRAWL_AFTER)": SeenConfig("exact", 1, 0.5, recrawl_after=86_400)}
+TIMED = SeenConfig("exact", 1, 0.5, recrawl_after=86_400)
 
 
 @dataclass
@@ -53,7 +53,9 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
     cpu = _cpu(client)
     script = FrontierScripts().seen_add
     sha = client.script_load(script.source)
-    config = CONFIGS.get(layout, EXACT) if layout != "bloom" else SeenConfig("bloom", n, 1e-7)
+    config = {"bloom": SeenConfig("bloom", n, 1e-7), "timed (RECRAWL_AFTER)": TIMED}.get(
+        layout, EXACT
+    )
     batch: list[bytes] = []
     for fingerprint in fingerprints:
         batch.append(fingerprint)

@@ -6,13 +6,12 @@ from scrapy import Request
 
 from spiders_project.frontier.calls import enqueue_call, seen_add_call, seen_migrate_call
 from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import SeenConfig, mode_mismatch
+from spiders_project.frontier.seen import EXACT, SeenConfig, mode_mismatch
 from spiders_project.keys import RedisKeys
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 
 K = RedisKeys("t")
-EXACT = SeenConfig("exact", 1, 0.5)
 SCRIPTS = FrontierScripts()
 
 

@@ -1,3 +1,4 @@
+import json
 import pickle
 
 import pytest
@@ -166,4 +167,4 @@ def test_entries_of_the_previous_release_are_still_read():
     assert copy.callback == spider.parse and copy.errback == spider.failed
     assert copy.meta == {"scope": "e.com", "depth": 2} and copy.dont_filter
     assert copy.headers.getlist("Referer") == [b"http://e.com/"] and copy.flags == ["f"]
-    assert serialize.url_of(old) == "http://e.com/p"
+    assert serialize.url_of(json.loads(old)) == "http://e.com/p"
