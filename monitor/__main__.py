@@ -37,7 +37,7 @@ from spiders_project.config import (
     parse_overrides,
 )
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import sync_client
+from spiders_project.redis_connection import RedisConfig, sync_client
 
 logger = logging.getLogger("monitor")
 
@@ -84,7 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
     client = sync_client(settings)
     collector = CrawlerCollector(
-        SyncRedisCalls(client, state), config.spiders, worker_retention=config.worker_retention
+        SyncRedisCalls(client, state),
+        config.spiders,
+        worker_retention=config.worker_retention,
+        cluster=RedisConfig.from_settings(settings).cluster,
     )
     registry = CollectorRegistry()
     registry.register(collector)

@@ -67,17 +67,21 @@ class CrawlerCollector(Collector):
         spiders: Sequence[str],
         *,
         worker_retention: float,
+        cluster: bool = False,
     ) -> None:
         self.calls = calls
         self.spiders = tuple(spiders)
         self.worker_retention = worker_retention
+        self.cluster = cluster  # keys of a Redis Cluster (REDIS_CLUSTER)
 
     def read(self) -> ClusterView | None:
         """The cluster's state, or None when this scrape cannot read it (see the class)."""
         try:
             # Reads are never retried within a scrape: "Redis down" now, not later.
             send = functools.partial(self.calls.pipelined, retry=False)
-            return read_cluster(send, self.spiders, worker_retention=self.worker_retention)
+            return read_cluster(
+                send, self.spiders, worker_retention=self.worker_retention, cluster=self.cluster
+            )
         except RedisUnavailable:
             return None  # the state logged the change
         except redis.RedisError:

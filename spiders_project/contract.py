@@ -186,6 +186,7 @@ def read_cluster(
     *,
     worker_retention: float,
     samples: bool = False,
+    cluster: bool = False,
 ) -> ClusterView:
     """Read the state of ``spiders`` in two round trips through ``send``.
 
@@ -194,11 +195,12 @@ def read_cluster(
     depend on how many stats there are, and nothing is written. Workers whose
     last publish is older than ``worker_retention`` seconds are left out (the
     next publish of any worker drops their entry). A spider named twice is
-    read once. Errors are ``send``'s.
+    read once. Errors are ``send``'s. ``cluster``: the keys of a Redis Cluster
+    (``REDIS_CLUSTER``); its memory is the node's that answered.
     """
     spiders = list(dict.fromkeys(spiders))
     reads: list[Command] = [("TIME",), ("INFO", "memory")]
-    per_spider = [_spider_reads(RedisKeys(spider), samples) for spider in spiders]
+    per_spider = [_spider_reads(RedisKeys(spider, cluster=cluster), samples) for spider in spiders]
     for spider_reads in per_spider:
         reads += spider_reads
     replies = send("read_cluster", reads)
@@ -235,7 +237,7 @@ def read_cluster(
         }
         oldest = now - worker_retention
         listed[spider] = [(_text(m), score) for m, score in _scored(r[16]) if score >= oldest]
-    workers = _read_workers(send, listed)
+    workers = _read_workers(send, listed, cluster)
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -248,13 +250,13 @@ def read_cluster(
 
 
 def _read_workers(
-    send: Send, listed: dict[str, list[tuple[str, float]]]
+    send: Send, listed: dict[str, list[tuple[str, float]]], cluster: bool
 ) -> dict[str, list[WorkerView]]:
     """Second round trip: the hash and heartbeat of every listed worker."""
     found: dict[str, list[WorkerView]] = {spider: [] for spider in listed}
     reads: list[Command] = []
     for spider, workers in listed.items():
-        k = RedisKeys(spider)
+        k = RedisKeys(spider, cluster=cluster)
         for worker, _ in workers:
             reads += [("HGETALL", k.worker_stats(worker)), ("EXISTS", k.worker_heartbeat(worker))]
     if not reads:

@@ -1,7 +1,11 @@
 """Every Redis key the project reads or writes, built in one place.
 
 All keys of a spider share the prefix ``<spider>:`` so one Redis can serve
-several spiders, and an operator can find everything with one pattern.
+several spiders, and an operator can find everything with one pattern. On a
+Redis Cluster (``REDIS_CLUSTER``) the prefix is the hash tag ``{<spider>}:``:
+every key of a spider then lives in one slot, so each of its scripts and
+transactions touches one slot, as the cluster requires, and different
+spiders spread over the masters.
 """
 
 from __future__ import annotations
@@ -19,17 +23,34 @@ class RedisKeys:
     spider: str
     # A spider's own seed list (its ``redis_key``, as in scrapy-redis); "" for the default.
     seeds: str = ""
+    # Keys for a Redis Cluster: prefixed with the hash tag "{<spider>}:".
+    cluster: bool = False
+
+    @property
+    def prefix(self) -> str:
+        """What every key of the spider starts with: ``<spider>:``, or ``{<spider>}:``
+        on a Redis Cluster."""
+        return f"{{{self.spider}}}:" if self.cluster else f"{self.spider}:"
 
     def _key(self, suffix: str) -> str:
-        return f"{self.spider}:{suffix}"
+        return self.prefix + suffix
 
     @property
     def start_urls(self) -> str:
         """List of seeds, pushed by operators with LPUSH, read from the right.
 
-        ``<spider>:start_urls`` unless the spider class names another in ``redis_key``.
+        ``<spider>:start_urls`` unless the spider class names another in
+        ``redis_key``; on a Redis Cluster ``{<spider>}:start_urls``, and a
+        ``redis_key`` gets the tag too (``<spider>:...`` becomes ``{<spider>}:...``,
+        another name is prefixed with it), since the enqueue script claims
+        seeds in the same step as it queues them.
         """
-        return self.seeds or self._key("start_urls")
+        if not self.seeds:
+            return self._key("start_urls")
+        if not self.cluster or "{" in self.seeds:
+            return self.seeds
+        own = f"{self.spider}:"
+        return self.prefix + (self.seeds[len(own) :] if self.seeds.startswith(own) else self.seeds)
 
     @property
     def start_urls_rejected(self) -> str:

@@ -11,17 +11,20 @@ call path of each process (``spiders_project.redis_calls``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
 import redis.asyncio.sentinel
+import redis.cluster
 import redis.sentinel
 from redis.connection import parse_url
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_cluster import pinned_async_client
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class RedisConfig:
     sentinel_master: str = "mymaster"
     wait_replicas: int = 0
     wait_timeout: float = 1.0
+    cluster: bool = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisConfig:
@@ -63,6 +67,17 @@ class RedisConfig:
                 f"{part.strip()!r} is not host:port",
             )
             sentinels.append((host.strip("[]"), int(port)))
+        cluster = read.getbool("REDIS_CLUSTER")
+        read.check(
+            not (cluster and sentinels),
+            "REDIS_CLUSTER",
+            "a Redis Cluster fails over by itself: set REDIS_CLUSTER or REDIS_SENTINELS, not both",
+        )
+        read.check(
+            not cluster or int(parse_url(url).get("db", 0)) == 0,
+            "REDIS_CLUSTER",
+            "a Redis Cluster has only db 0: REDIS_URL must not name another",
+        )
         return cls(
             url=url,
             socket_timeout=read.getfloat("REDIS_SOCKET_TIMEOUT", above=0),
@@ -72,6 +87,7 @@ class RedisConfig:
             sentinel_master=read.getstr("REDIS_SENTINEL_MASTER"),
             wait_replicas=read.getint("REDIS_WAIT_REPLICAS", minimum=0),
             wait_timeout=read.getfloat("REDIS_WAIT_TIMEOUT", above=0),
+            cluster=cluster,
         )
 
     @property
@@ -80,7 +96,14 @@ class RedisConfig:
         if self.sentinels:
             listed = ",".join(f"{h}:{p}" for h, p in self.sentinels)
             return f"master {self.sentinel_master!r} of sentinels {listed}"
+        if self.cluster:
+            return f"Redis Cluster of {mask_url(self.url)}"
         return mask_url(self.url)
+
+
+def spider_keys(settings: BaseSettings, spider: str, seeds: str = "") -> RedisKeys:
+    """The keys of ``spider`` in the Redis the settings name (hash-tagged on a cluster)."""
+    return RedisKeys(spider, seeds, RedisConfig.from_settings(settings).cluster)
 
 
 def mask_url(url: str) -> str:
@@ -128,12 +151,25 @@ def sync_client(settings: BaseSettings) -> redis.Redis:
         sentinel = redis.sentinel.Sentinel(list(config.sentinels), sentinel_kwargs=sentinel_kwargs)
         client: redis.Redis = sentinel.master_for(config.sentinel_master, **master)
         return client
+    if config.cluster:
+        # redis-py's cluster client routes each command by its key's slot
+        # (and asks the cluster again after a failover); it is not a
+        # redis.Redis, but has the commands, pipelines and scripts we call.
+        cluster = redis.cluster.RedisCluster.from_url(config.url, **_client_kwargs(config))
+        return cast(redis.Redis, cluster)
     return redis.Redis.from_url(config.url, **_client_kwargs(config))
 
 
-def async_client(settings: BaseSettings) -> redis.asyncio.Redis:
-    """A client for code running on the worker's asyncio reactor."""
+def async_client(settings: BaseSettings, slot_key: str) -> redis.asyncio.Redis:
+    """A client for code running on the worker's asyncio reactor.
+
+    ``slot_key``: a key of the slot of every key the caller uses (its
+    spider's ``RedisKeys.prefix``); on a Redis Cluster the client goes to the
+    master of that slot (redis_cluster.py).
+    """
     config = RedisConfig.from_settings(settings)
+    if config.cluster:
+        return pinned_async_client(config.url, slot_key, _client_kwargs(config))
     if config.sentinels:
         sentinel_kwargs, master = _sentinel_kwargs(config)
         sentinel = redis.asyncio.sentinel.Sentinel(
@@ -154,7 +190,11 @@ def unreachable_message(settings: BaseSettings, exc: BaseException) -> str:
 
 def ping_or_message(settings: BaseSettings) -> str | None:
     """None if Redis answers PING, else the line that says why not."""
-    client = sync_client(settings)
+    try:
+        # A cluster client asks the cluster for its slots as it is built.
+        client = sync_client(settings)
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        return unreachable_message(settings, exc)
     try:
         client.ping()
     except (redis.RedisError, OSError) as exc:

@@ -38,6 +38,11 @@ REDIS_SOCKET_TIMEOUT = _env("REDIS_SOCKET_TIMEOUT", 10.0)
 # after a failover); REDIS_URL then gives only the db number and password.
 REDIS_SENTINELS = _env("REDIS_SENTINELS", "")
 REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
+# Redis Cluster: true when REDIS_URL is a node of a cluster (any node: the
+# others are asked of it). Every key then carries its spider's hash tag,
+# "{<spider>}:..." (the seed list too: "{distributed}:start_urls"), so each
+# script and transaction touches one slot (docs/SCALING.md).
+REDIS_CLUSTER = _env("REDIS_CLUSTER", "false")
 # Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
 # by this many replicas, or by all connected ones if fewer, before a worker
 # counts them done; unconfirmed within REDIS_WAIT_TIMEOUT seconds, they are

@@ -37,7 +37,7 @@ from spiders_project.redis_calls import (
     error_text,
     one_shot_calls,
 )
-from spiders_project.redis_connection import mask_url, unreachable_message
+from spiders_project.redis_connection import mask_url, spider_keys, unreachable_message
 
 ACTIONS = ("list", "requeue", "purge")
 DEFAULT_SPIDER = "distributed"
@@ -96,8 +96,8 @@ class Command(ScrapyCommand):
         """One action, each Redis call sent once: any failure is one line and exit status 1."""
         assert self.settings is not None
         action = args[0]
-        keys = RedisKeys(opts.spider)
         with exit_on_config_error("scrapy deadletters"):
+            keys = spider_keys(self.settings, opts.spider)
             calls = redis_calls(self.settings)
         try:
             if action == "list":

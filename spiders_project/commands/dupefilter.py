@@ -30,9 +30,8 @@ from spiders_project.config import exit_on_config_error
 from spiders_project.frontier.calls import seen_migrate_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig, mode_mismatch
-from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisUnavailable, one_shot_calls
-from spiders_project.redis_connection import unreachable_message
+from spiders_project.redis_connection import spider_keys, unreachable_message
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +68,8 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        keys = RedisKeys(opts.spider)
         with exit_on_config_error("scrapy dupefilter"):
+            keys = spider_keys(self.settings, opts.spider)
             seen = SeenConfig.from_settings(self.settings)
             calls = one_shot_calls(self.settings, logger)
         script = FrontierScripts().seen_migrate

@@ -39,7 +39,13 @@ from spiders_project.db_writer.stores import StoreUnavailable, open_store
 from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
 from spiders_project.keys import SPIDERS, RedisKeys
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import RedisConfig, mask_url, ping_or_message, sync_client
+from spiders_project.redis_connection import (
+    RedisConfig,
+    mask_url,
+    ping_or_message,
+    spider_keys,
+    sync_client,
+)
 
 logger = logging.getLogger("spiders_project.db_writer")
 
@@ -106,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = StopFlag()
     calls = SyncRedisCalls(sync_client(settings), state, sleep=stop.sleep)
     pool = WriterPool(
-        lambda spider: _writer(spider, db_url, calls, config, stop, args.exit_when_empty)
+        lambda spider: _writer(
+            spider_keys(settings, spider), db_url, calls, config, stop, args.exit_when_empty
+        )
     )
     try:
         open_store(db_url, "").close()  # the database answers, and its tables are ready
@@ -148,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _writer(
-    spider: str,
+    keys: RedisKeys,
     db_url: DbUrl,
     calls: SyncRedisCalls,
     config: WriterConfig,
@@ -156,8 +164,8 @@ def _writer(
     exit_when_empty: bool,
 ) -> ItemWriter:
     """The writer of one spider, with its own database connection."""
-    store = open_store(db_url, spider)
-    queue = ItemQueue(calls, RedisKeys(spider), config.lock_ttl)
+    store = open_store(db_url, keys.spider)
+    queue = ItemQueue(calls, keys, config.lock_ttl)
     return ItemWriter(
         queue,
         store,

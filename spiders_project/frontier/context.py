@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 
 import redis.asyncio
 from scrapy.crawler import Crawler
@@ -21,9 +22,9 @@ from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
-from spiders_project.keys import RedisKeys, seeds_key_of
+from spiders_project.keys import SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
-from spiders_project.redis_connection import RedisConfig, async_client
+from spiders_project.redis_connection import RedisConfig, async_client, spider_keys
 from spiders_project.wiring import shared
 
 logger = logging.getLogger("spiders_project.redis")
@@ -50,8 +51,11 @@ class WorkerRedis:
         crawler: Crawler | None = None,
         seen: SeenConfig | None = None,
         wait: tuple[int, float] = (0, 1.0),
+        client_for: Callable[[str], redis.asyncio.Redis] | None = None,
     ) -> None:
         self.client = client
+        # A client for the slot of another key (Redis Cluster), given that key.
+        self._client_for = client_for
         self.keys = keys
         self.state = state
         self._crawler = crawler
@@ -67,6 +71,24 @@ class WorkerRedis:
             self.calls, keys, flush_interval, self.clock, self.seen.spec, wait[0], wait[1]
         )
 
+    async def register_spider(self) -> None:
+        """Add the spider to the set ``db_writer --all-spiders`` reads (keys.SPIDERS).
+
+        On a Redis Cluster that set lives in another slot than the spider's
+        keys, so another master than this worker's client talks to: one
+        call, retried until Redis takes it, on a client of its own.
+        """
+        if not self.keys.cluster or self._client_for is None:
+            self.batcher.command("SADD", SPIDERS, self.keys.spider)
+            return
+        client = self._client_for(SPIDERS)
+        try:
+            await RedisCalls(client, self.state, self.round_trip).command(
+                "SADD", SPIDERS, self.keys.spider
+            )
+        finally:
+            await client.aclose()
+
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
         if self._crawler is not None:
@@ -80,14 +102,18 @@ class WorkerRedis:
             settings = crawler.settings
             redis_config = RedisConfig.from_settings(settings)
             assert crawler.spidercls is not None
+            keys = spider_keys(
+                settings, crawler.spidercls.name, seeds_key_of(crawler.spidercls) or ""
+            )
             return cls(
-                client=async_client(settings),
-                keys=RedisKeys(crawler.spidercls.name, seeds_key_of(crawler.spidercls) or ""),
+                client=async_client(settings, keys.prefix),
+                keys=keys,
                 state=RedisState.from_settings(settings, logger),
                 flush_interval=FrontierConfig.from_settings(settings).flush_interval,
                 crawler=crawler,
                 seen=SeenConfig.from_settings(settings),
                 wait=(redis_config.wait_replicas, redis_config.wait_timeout),
+                client_for=lambda key: async_client(settings, key),
             )
 
         return shared(crawler, cls, build)

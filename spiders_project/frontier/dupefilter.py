@@ -15,7 +15,7 @@ from spiders_project.frontier.calls import seen_add_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import sync_client
+from spiders_project.redis_connection import spider_keys, sync_client
 
 
 class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redis ships no types
@@ -43,19 +43,22 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         *,
         fingerprinter: RequestFingerprinterProtocol | None = None,
         seen: SeenConfig | None = None,
+        keys: RedisKeys | None = None,
     ) -> None:
         super().__init__(server, key, debug)
         self.fingerprinter = fingerprinter
         self.seen = seen or EXACT
-        self.keys = RedisKeys(key.rpartition(":")[0])
+        self.keys = keys or RedisKeys(key.rpartition(":")[0])
         self.seen_add = FrontierScripts().seen_add
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FingerprintDupeFilter:
         assert crawler.spidercls is not None
+        keys = spider_keys(crawler.settings, crawler.spidercls.name)
         return cls(
             sync_client(crawler.settings),
-            key=RedisKeys(crawler.spidercls.name).dupefilter,
+            key=keys.dupefilter,
+            keys=keys,
             # DUPEFILTER_DEBUG is refused at start (scrapy_redis_compat): this
             # scheduler never calls request_seen, so it would log nothing.
             fingerprinter=crawler.request_fingerprinter,

@@ -35,7 +35,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import sync_client
+from spiders_project.redis_connection import spider_keys, sync_client
 
 # Bloom blocks: bitmaps of at most 2^27 bits (16 MB), so no key is huge
 # (a 512 MB string stalls Redis when saved, copied or migrated).
@@ -158,7 +158,7 @@ def mode_problem(settings: BaseSettings, spider: str) -> str | None:
     """``mode_mismatch`` for ``scrapy crawl <spider>``, before anything starts."""
     client = sync_client(settings)
     try:
-        keys = RedisKeys(spider)
+        keys = spider_keys(settings, spider)
         recorded = client.get(keys.seen_mode)
         return mode_mismatch(keys, SeenConfig.from_settings(settings).spec, recorded)  # type: ignore[arg-type]
     finally:

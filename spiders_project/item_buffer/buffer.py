@@ -44,7 +44,6 @@ from spiders_project.item_buffer.identity import (
     item_type_of,
     page_fingerprint,
 )
-from spiders_project.keys import SPIDERS
 
 logger = logging.getLogger(__name__)
 
@@ -109,9 +108,9 @@ class ItemBuffer:
         crawler.signals.connect(buffer.item_scraped, signal=signals.item_scraped)
         return buffer
 
-    def spider_opened(self) -> None:
+    async def spider_opened(self) -> None:
         # The db_writer's --all-spiders finds the spiders with items here.
-        self.redis.batcher.command("SADD", SPIDERS, self.redis.keys.spider)
+        await self.redis.register_spider()
 
     def item_scraped(self, item: Any, response: Any) -> None:
         item_type = item_type_of(item)

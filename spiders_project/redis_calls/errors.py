@@ -12,22 +12,39 @@ import re
 
 import redis
 from redis.exceptions import (
+    AskError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     MasterDownError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
 )
 
 # Error reply codes after which Redis takes the same write later by itself.
 # UNBLOCKED ends a blocking call when a master turns replica: the call is
-# refused for the same passing reason as READONLY.
+# refused for the same passing reason as READONLY. A Redis Cluster answers
+# CLUSTERDOWN while a slot has no master (before a replica is promoted) and
+# TRYAGAIN while a slot is being moved.
 REFUSED_WRITE_CODES = frozenset(
-    {"OOM", "READONLY", "MISCONF", "LOADING", "BUSY", "MASTERDOWN", "UNBLOCKED"}
+    {
+        "OOM",
+        "READONLY",
+        "MISCONF",
+        "LOADING",
+        "BUSY",
+        "MASTERDOWN",
+        "UNBLOCKED",
+        "CLUSTERDOWN",
+        "TRYAGAIN",
+    }
 )
 
 # Error replies that refuse reads too: a read that succeeds proves they passed.
-REFUSES_READS_TOO = frozenset({"LOADING", "BUSY", "MASTERDOWN"})
+REFUSES_READS_TOO = frozenset({"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
 
 # redis-py rewrites the error of a command inside a pipeline to say which one.
 _PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
@@ -38,6 +55,8 @@ _MAPPED_CODES: tuple[tuple[type[BaseException], str], ...] = (
     (ReadOnlyError, "READONLY"),
     (BusyLoadingError, "LOADING"),
     (MasterDownError, "MASTERDOWN"),
+    (ClusterDownError, "CLUSTERDOWN"),
+    (TryAgainError, "TRYAGAIN"),
 )
 
 # Exceptions that mean the call did not reach Redis, or its answer did not come back.
@@ -47,6 +66,11 @@ _CONNECTION_EXCEPTIONS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
     OSError,
+    # Redis Cluster: a slot that moved (redis-py's cluster client follows it
+    # itself, a few times), a cluster no node of which answers, a slot map
+    # being rebuilt. Retried: the client asks the cluster again.
+    AskError,
+    RedisClusterException,
 )
 
 
@@ -84,8 +108,11 @@ def classify(exc: BaseException) -> ErrorKind:
     if isinstance(exc, NoScriptError):
         return ErrorKind.NOSCRIPT
     # Mapped classes first: BusyLoadingError (LOADING) is a ConnectionError subclass.
-    if isinstance(exc, ReadOnlyError | OutOfMemoryError | BusyLoadingError | MasterDownError):
+    refusals = ReadOnlyError | OutOfMemoryError | BusyLoadingError | ClusterDownError
+    if isinstance(exc, refusals | TryAgainError):
         return ErrorKind.REFUSED_WRITES
+    if isinstance(exc, AskError):  # MOVED too (a subclass)
+        return ErrorKind.CONNECTION
     if isinstance(exc, redis.ResponseError):
         code = error_code(exc)
         if code in REFUSED_WRITE_CODES:
@@ -96,7 +123,7 @@ def classify(exc: BaseException) -> ErrorKind:
             cause = exc.__cause__ or exc.__context__
             return classify(cause) if cause is not None else ErrorKind.REFUSED_WRITES
         return ErrorKind.CALLER
-    if isinstance(exc, _CONNECTION_EXCEPTIONS):
+    if isinstance(exc, _CONNECTION_EXCEPTIONS + (ClusterError,)):
         return ErrorKind.CONNECTION
     return ErrorKind.CALLER
 

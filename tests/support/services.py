@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
@@ -21,8 +22,10 @@ from typing import Any
 
 import psutil
 import redis
+import redis.cluster
 from mirakuru import TCPExecutor
 from port_for import get_port
+from redis.crc import key_slot
 
 
 def free_port() -> int:
@@ -292,3 +295,79 @@ class SentinelGroup:
             except Exception:  # noqa: BLE001 - a server a test killed
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisClusterGroup:
+    """A real Redis Cluster: ``masters`` redis-servers with ``--cluster-enabled yes``,
+    each with ``replicas`` replicas, joined by ``redis-cli --cluster create``.
+
+    Every node is a :class:`RedisServer` (free port, own directory); ``url``
+    names the first master, as ``REDIS_URL`` would; ``client`` is redis-py's
+    cluster client. A replica takes over a master one second after it stops
+    answering (``cluster-node-timeout 1000``).
+    """
+
+    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+        options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        options += ["--cluster-node-timeout", "1000"]
+        self.nodes: list[RedisServer] = []
+        try:
+            for _ in range(masters * (1 + replicas)):
+                self.nodes.append(RedisServer(*options))
+            subprocess.run(
+                ["redis-cli", "--cluster", "create"]
+                + [f"127.0.0.1:{node.port}" for node in self.nodes]
+                + ["--cluster-replicas", str(replicas), "--cluster-yes"],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            self.url = self.nodes[0].url
+            self._wait_until_ok()
+            self.client = redis.cluster.RedisCluster.from_url(self.url)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_ok(self, timeout: float = 30) -> None:
+        """Until every node says the cluster is ok and knows its replicas."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [node.client.cluster("info") for node in self.nodes]
+            synced = all(
+                node.client.info("replication").get("master_link_status", "up") == "up"
+                for node in self.nodes
+            )
+            if synced and all(info.get("cluster_state") == "ok" for info in infos):
+                return
+            time.sleep(0.2)
+        raise AssertionError("the cluster did not come up in time")
+
+    def masters(self) -> list[RedisServer]:
+        """The nodes that are masters now (a replica promoted after a failover counts)."""
+        found = []
+        for node in self.nodes:
+            try:
+                if node.client.info("replication").get("role") == "master":
+                    found.append(node)
+            except (redis.RedisError, OSError):
+                continue
+        return found
+
+    def master_of(self, key: str) -> RedisServer:
+        """The master that owns ``key``'s slot now."""
+        slot = key_slot(key.encode())
+        for node in self.masters():
+            for start, end, master, *_ in node.client.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end and int(master[1]) == node.port:
+                    return node
+        raise AssertionError(f"no master owns slot {slot}")
+
+    def stop(self) -> None:
+        if hasattr(self, "client"):
+            self.client.close()
+        for node in self.nodes:
+            try:
+                node.stop()
+            except Exception:  # noqa: BLE001 - a node a test killed
+                pass
