@@ -37,7 +37,8 @@ from spiders_project.config import (
     parse_overrides,
 )
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import RedisConfig, sync_client
+from spiders_project.redis_connection import sync_client
+from spiders_project.shards import shard_keys_reader
 
 logger = logging.getLogger("monitor")
 
@@ -83,11 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # must answer (with crawler_redis_up 0) before Prometheus gives up on it.
     settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
     client = sync_client(settings)
+    calls = SyncRedisCalls(client, state)
     collector = CrawlerCollector(
-        SyncRedisCalls(client, state),
+        calls,
         config.spiders,
         worker_retention=config.worker_retention,
-        cluster=RedisConfig.from_settings(settings).cluster,
+        keys_of=shard_keys_reader(settings, calls),
     )
     registry = CollectorRegistry()
     registry.register(collector)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -34,6 +34,7 @@ from spiders_project.contract import (
     SpiderView,
     read_cluster,
 )
+from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger("monitor")
@@ -67,12 +68,12 @@ class CrawlerCollector(Collector):
         spiders: Sequence[str],
         *,
         worker_retention: float,
-        cluster: bool = False,
+        keys_of: Callable[[str], RedisKeys] = RedisKeys,
     ) -> None:
         self.calls = calls
         self.spiders = tuple(spiders)
         self.worker_retention = worker_retention
-        self.cluster = cluster  # keys of a Redis Cluster (REDIS_CLUSTER)
+        self.keys_of = keys_of  # a spider's keys (Redis Cluster: with its shards)
 
     def read(self) -> ClusterView | None:
         """The cluster's state, or None when this scrape cannot read it (see the class)."""
@@ -80,7 +81,7 @@ class CrawlerCollector(Collector):
             # Reads are never retried within a scrape: "Redis down" now, not later.
             send = functools.partial(self.calls.pipelined, retry=False)
             return read_cluster(
-                send, self.spiders, worker_retention=self.worker_retention, cluster=self.cluster
+                send, self.spiders, worker_retention=self.worker_retention, keys_of=self.keys_of
             )
         except RedisUnavailable:
             return None  # the state logged the change

@@ -88,18 +88,30 @@ class Work:
 
 def work_reads(keys: RedisKeys) -> list[Command]:
     """The commands whose replies :func:`work_of` reads (one round trip)."""
+    first = keys.all_shards[0]
     return [
         ("LLEN", keys.start_urls),
-        ("GET", keys.requests_size),
-        ("ZCARD", keys.leases),
+        ("GET", first.requests_size),
+        ("ZCARD", first.leases),
         ("LLEN", keys.items),
         ("LLEN", keys.items_processing),
+        *_other_shards_work(keys),
     ]
+
+
+def _other_shards_work(keys: RedisKeys) -> list[Command]:
+    """The queued and leased requests of every shard but the first (a sharded frontier)."""
+    reads: list[Command] = []
+    for shard in keys.all_shards[1:]:
+        reads += [("GET", shard.requests_size), ("ZCARD", shard.leases)]
+    return reads
 
 
 def work_of(replies: Sequence[Any]) -> Work:
     """The replies to :func:`work_reads`; a missing counter (None) is 0."""
-    return Work(*(int(reply or 0) for reply in replies[:5]))
+    seeds, queued, leased, items, processing = (int(reply or 0) for reply in replies[:5])
+    others = [int(reply or 0) for reply in replies[5:]]
+    return Work(seeds, queued + sum(others[::2]), leased + sum(others[1::2]), items, processing)
 
 
 # --- A snapshot of the cluster ------------------------------------------------
@@ -153,7 +165,9 @@ class ClusterView:
 
 
 def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
-    reads = work_reads(keys)
+    """The reads of one spider: fixed positions first (read_cluster's indexes),
+    then those of the frontier shards but the first, when it is sharded."""
+    reads = work_reads(keys)[:5]
     reads += [("LLEN", keys.dead), ("LLEN", keys.requests_unserializable)]
     reads += [("LLEN", key) for key in _rejected_keys(keys)]
     reads += [
@@ -164,17 +178,23 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("LINDEX", keys.items, 0),
         ("ZRANGE", keys.workers, 0, -1, "WITHSCORES"),
         ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
-        ("GET", keys.seen),
+        ("GET", keys.all_shards[0].seen),
+        ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
     ]
-    if samples:
-        reads.append(("ZRANGE", keys.stats_samples, 0, -1))
+    reads += _other_shards_work(keys)
+    for shard in keys.all_shards[1:]:
+        reads += [("LLEN", shard.requests_rejected), ("GET", shard.seen)]
     return reads
+
+
+# Where the reads of the shards after the first start in _spider_reads' list.
+_FIXED_READS = 20
 
 
 def _rejected_keys(keys: RedisKeys) -> list[str]:
     return [
         keys.start_urls_rejected,
-        keys.requests_rejected,
+        keys.all_shards[0].requests_rejected,
         keys.items_rejected,
         keys.dead_rejected,
     ]
@@ -186,7 +206,7 @@ def read_cluster(
     *,
     worker_retention: float,
     samples: bool = False,
-    cluster: bool = False,
+    keys_of: Callable[[str], RedisKeys] = RedisKeys,
 ) -> ClusterView:
     """Read the state of ``spiders`` in two round trips through ``send``.
 
@@ -195,12 +215,14 @@ def read_cluster(
     depend on how many stats there are, and nothing is written. Workers whose
     last publish is older than ``worker_retention`` seconds are left out (the
     next publish of any worker drops their entry). A spider named twice is
-    read once. Errors are ``send``'s. ``cluster``: the keys of a Redis Cluster
-    (``REDIS_CLUSTER``); its memory is the node's that answered.
+    read once. Errors are ``send``'s. ``keys_of`` gives a spider's keys (on a
+    Redis Cluster: hash-tagged, with its frontier shards; the memory is then
+    the node's that answered).
     """
     spiders = list(dict.fromkeys(spiders))
     reads: list[Command] = [("TIME",), ("INFO", "memory")]
-    per_spider = [_spider_reads(RedisKeys(spider, cluster=cluster), samples) for spider in spiders]
+    spider_keys = {spider: keys_of(spider) for spider in spiders}
+    per_spider = [_spider_reads(spider_keys[spider], samples) for spider in spiders]
     for spider_reads in per_spider:
         reads += spider_reads
     replies = send("read_cluster", reads)
@@ -212,8 +234,12 @@ def read_cluster(
     for spider, spider_reads in zip(spiders, per_spider, strict=True):
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
-        work = work_of(r[0:5])
+        shards = r[_FIXED_READS:]
+        n_other = 2 * (spider_keys[spider].shards - 1) if spider_keys[spider].sharded else 0
+        work = work_of(r[0:5] + shards[:n_other])
         rejected = dict(zip(REJECTED, (int(n) for n in r[7:11]), strict=True))
+        rejected["requests"] += sum(int(n or 0) for n in shards[n_other::2])
+        seen_others = sum(int(n or 0) for n in shards[n_other + 1 :: 2])
         partial[spider] = {
             "work": work,
             "queues": {
@@ -228,7 +254,7 @@ def read_cluster(
             },
             "rejected": rejected,
             # The seen-set's count, and the previous release's set until migrated.
-            "dupefilter": int(r[18] or 0) + int(r[11]),
+            "dupefilter": int(r[18] or 0) + seen_others + int(r[11]),
             "totals": counters_of(_hash(r[12])),
             "db_writer": _numbers(_hash(r[13])),
             "lag": _lag(now, r[14], r[15]),
@@ -237,7 +263,7 @@ def read_cluster(
         }
         oldest = now - worker_retention
         listed[spider] = [(_text(m), score) for m, score in _scored(r[16]) if score >= oldest]
-    workers = _read_workers(send, listed, cluster)
+    workers = _read_workers(send, listed, spider_keys)
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -250,13 +276,13 @@ def read_cluster(
 
 
 def _read_workers(
-    send: Send, listed: dict[str, list[tuple[str, float]]], cluster: bool
+    send: Send, listed: dict[str, list[tuple[str, float]]], spider_keys: dict[str, RedisKeys]
 ) -> dict[str, list[WorkerView]]:
     """Second round trip: the hash and heartbeat of every listed worker."""
     found: dict[str, list[WorkerView]] = {spider: [] for spider in listed}
     reads: list[Command] = []
     for spider, workers in listed.items():
-        k = RedisKeys(spider, cluster=cluster)
+        k = spider_keys[spider]
         for worker, _ in workers:
             reads += [("HGETALL", k.worker_stats(worker)), ("EXISTS", k.worker_heartbeat(worker))]
     if not reads:

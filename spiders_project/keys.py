@@ -10,7 +10,10 @@ spiders spread over the masters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import binascii
+import zlib
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 # Set of the spiders whose workers buffered items (``db_writer --all-spiders``).
 SPIDERS = "spiders"
@@ -25,6 +28,58 @@ class RedisKeys:
     seeds: str = ""
     # Keys for a Redis Cluster: prefixed with the hash tag "{<spider>}:".
     cluster: bool = False
+    # The frontier's shards (FRONTIER_SHARDS, Redis Cluster only) and which
+    # of them these keys name; -1: the spider's own slot (see frontier_prefix).
+    shards: int = 1
+    shard: int = -1
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the frontier is split over several slots (shards.py)."""
+        return self.cluster and self.shards > 1
+
+    def of_shard(self, index: int) -> RedisKeys:
+        """The keys whose frontier keys are shard ``index``'s."""
+        return self if index == self.shard else replace(self, shard=index)
+
+    def shard_of(self, host: str) -> int:
+        """The shard of ``host``'s queue: a stable hash, the same on every worker."""
+        if not self.sharded:
+            return 0
+        return zlib.crc32(host.encode("utf-8", "surrogateescape")) % self.shards
+
+    def for_host(self, host: str) -> RedisKeys:
+        """The keys whose frontier keys are those of ``host``'s shard."""
+        return self.of_shard(self.shard_of(host)) if self.sharded else self
+
+    @property
+    def all_shards(self) -> list[RedisKeys]:
+        """The keys of every shard (just these keys when not sharded)."""
+        if not self.sharded:
+            return [self]
+        return [self.of_shard(i) for i in range(self.shards)]
+
+    @property
+    def frontier_prefix(self) -> str:
+        """What the frontier's keys start with (queues, ready-set, leases, seen-set).
+
+        The spider's prefix, unless the frontier is sharded: then
+        ``{<tag>}:``, the tag of this shard (:func:`shard_tag`), so a host's
+        queue, its ready-set entry, its leases and its fingerprints share one
+        slot, and each script touches one slot.
+        """
+        if not self.sharded or self.shard < 0:
+            return self.prefix
+        return f"{{{shard_tag(self.spider, self.shard, self.shards)}}}:"
+
+    def _frontier_key(self, suffix: str) -> str:
+        return self.frontier_prefix + suffix
+
+    @property
+    def frontier_shards(self) -> str:
+        """The number of frontier shards, as the spider's first worker recorded it
+        (every worker must split the frontier the same way)."""
+        return self._key("frontier:shards")
 
     @property
     def prefix(self) -> str:
@@ -60,31 +115,31 @@ class RedisKeys:
     @property
     def hosts(self) -> str:
         """Ready-set of the frontier: host -> time (ms) it may next be fetched."""
-        return self._key("requests:hosts")
+        return self._frontier_key("requests:hosts")
 
     def host_queue(self, host: str) -> str:
         """One host's queue of requests that need an order: a sorted set of JSON
         requests, lowest score first (priorities other than 0, seeds, requests
         that are never filtered, put-back retries)."""
-        return self._key(f"requests:host:{host}")
+        return self._frontier_key(f"requests:host:{host}")
 
     def host_list(self, host: str) -> str:
         """One host's first-in first-out list of new priority-0 requests, the
         usual followed link (about 3 bytes of Redis per entry besides its JSON,
         against about 90 in a sorted set; lua/lease.lua says the order)."""
-        return self._key(f"requests:list:{host}")
+        return self._frontier_key(f"requests:list:{host}")
 
     def host_later(self, host: str) -> str:
         """One host's retries waiting for their time: sorted set of
         "<queue score> <JSON request>" by the time (ms) they may be fetched."""
-        return self._key(f"requests:later:{host}")
+        return self._frontier_key(f"requests:later:{host}")
 
     @property
     def seen(self) -> str:
         """Counter of fingerprints in the seen-set; its buckets (exact mode) are
         ``<spider>:seen:<level>:<n>``, its Bloom blocks ``<spider>:seen:b:<n>``
         (frontier/lua/seen.lua)."""
-        return self._key("seen")
+        return self._frontier_key("seen")
 
     @property
     def seen_parts(self) -> str:
@@ -96,50 +151,50 @@ class RedisKeys:
     @property
     def seen_mode(self) -> str:
         """The seen-set's mode, as its first worker recorded it (frontier/seen.py)."""
-        return self._key("seen:mode")
+        return self._frontier_key("seen:mode")
 
     @property
     def in_flight(self) -> str:
         """Hash host -> its requests leased by any worker and not yet downloaded
         (the cluster-wide cap)."""
-        return self._key("requests:in_flight")
+        return self._frontier_key("requests:in_flight")
 
     @property
     def released(self) -> str:
         """Set of lease ids whose download ended (their cap slot given back)
         but whose page is not yet processed (the lease stays)."""
-        return self._key("requests:released")
+        return self._frontier_key("requests:released")
 
     @property
     def cap_waiters(self) -> str:
         """Hash host -> the workers (space-separated) that found it at its cap;
         the host is out of the ready-set until one of its slots is given back."""
-        return self._key("requests:cap_waiters")
+        return self._frontier_key("requests:cap_waiters")
 
     @property
     def cap_handover(self) -> str:
         """Hash host -> "<until ms> <worker>": a freed slot that worker gave back
         goes first to the workers that waited for it (lua/ack.lua)."""
-        return self._key("requests:cap_handover")
+        return self._frontier_key("requests:cap_handover")
 
     @property
     def requests_size(self) -> str:
         """Counter of requests queued in all host queues, retries waiting included (not leased)."""
-        return self._key("requests:size")
+        return self._frontier_key("requests:size")
 
     @property
     def requests_seq(self) -> str:
         """Counter giving first-in first-out order within one priority."""
-        return self._key("requests:seq")
+        return self._frontier_key("requests:seq")
 
     @property
     def host_delays(self) -> str:
         """Hash host -> delay (ms) the site asked for (robots.txt Crawl-delay)."""
-        return self._key("requests:host_delays")
+        return self._frontier_key("requests:host_delays")
 
     def host_turn(self, host: str) -> str:
         """Time (ms) the cluster last sent the host a request (dispatch gate); expires after."""
-        return self._key(f"requests:turn:{host}")
+        return self._frontier_key(f"requests:turn:{host}")
 
     def robots(self, origin: str) -> str:
         """An origin's ("http://host[:port]") robots.txt, fetched once for the cluster; expires."""
@@ -161,17 +216,17 @@ class RedisKeys:
     @property
     def leases(self) -> str:
         """Lease ids ("<host:pid:run>/<n>") of requests popped and not done, by deadline (ms)."""
-        return self._key("requests:leases")
+        return self._frontier_key("requests:leases")
 
     @property
     def lease_info(self) -> str:
         """Hash lease id -> "<queue score> <#host> <host><request>", to put it back in place."""
-        return self._key("requests:lease_info")
+        return self._frontier_key("requests:lease_info")
 
     @property
     def requests_rejected(self) -> str:
         """Frontier entries that were not requests we wrote."""
-        return self._key("requests:rejected")
+        return self._frontier_key("requests:rejected")
 
     @property
     def requests_unserializable(self) -> str:
@@ -185,7 +240,7 @@ class RedisKeys:
         Still read while it exists; ``scrapy dupefilter migrate`` moves it
         into :attr:`seen` and deletes it.
         """
-        return self._key("dupefilter")
+        return self._frontier_key("dupefilter")
 
     @property
     def items(self) -> str:
@@ -252,3 +307,37 @@ def seeds_key_of(spidercls: type) -> str | None:
     if not key:
         return None
     return str(key) % {"name": getattr(spidercls, "name", "")}
+
+
+# Slots of a Redis Cluster (CRC16 of the key's hash tag, modulo 16384).
+SLOTS = 16384
+
+
+def key_slot(key: str) -> int:
+    """The cluster slot of ``key``, as Redis computes it (CRC16-XMODEM of its tag)."""
+    data = key.encode()
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1 : end]
+    return binascii.crc_hqx(data, 0) % SLOTS
+
+
+@lru_cache(maxsize=1024)
+def shard_tag(spider: str, index: int, shards: int) -> str:
+    """The hash tag of shard ``index`` of ``shards``: the first of ``<spider>/<index>``,
+    ``<spider>/<index>.1``, ... whose slot is in the index-th of ``shards`` equal
+    ranges of the slots.
+
+    ``redis-cli --cluster create`` gives N masters N equal ranges, so N shards
+    land on N different masters; plain ``<spider>/<index>`` tags would land
+    where their hashes fall, two of three on one master one time in three.
+    """
+    low, high = SLOTS * index // shards, SLOTS * (index + 1) // shards
+    attempt = 0
+    while True:
+        tag = f"{spider}/{index}" + (f".{attempt}" if attempt else "")
+        if low <= key_slot(f"{{{tag}}}") < high:
+            return tag
+        attempt += 1

@@ -23,7 +23,6 @@ from redis.connection import parse_url
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.keys import RedisKeys
 from spiders_project.redis_cluster import pinned_async_client
 
 
@@ -99,11 +98,6 @@ class RedisConfig:
         if self.cluster:
             return f"Redis Cluster of {mask_url(self.url)}"
         return mask_url(self.url)
-
-
-def spider_keys(settings: BaseSettings, spider: str, seeds: str = "") -> RedisKeys:
-    """The keys of ``spider`` in the Redis the settings name (hash-tagged on a cluster)."""
-    return RedisKeys(spider, seeds, RedisConfig.from_settings(settings).cluster)
 
 
 def mask_url(url: str) -> str:

@@ -43,6 +43,10 @@ REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
 # "{<spider>}:..." (the seed list too: "{distributed}:start_urls"), so each
 # script and transaction touches one slot (docs/SCALING.md).
 REDIS_CLUSTER = _env("REDIS_CLUSTER", "false")
+# Redis Cluster: the frontier split into this many shards by host, each in a
+# slot of its own ("auto": one per master, counted when the spider's first
+# worker starts; recorded in {<spider>}:frontier:shards). Always 1 on a single Redis.
+FRONTIER_SHARDS = _env("FRONTIER_SHARDS", "auto")
 # Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
 # by this many replicas, or by all connected ones if fewer, before a worker
 # counts them done; unconfirmed within REDIS_WAIT_TIMEOUT seconds, they are

@@ -18,6 +18,7 @@ from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.scrapy_redis_compat import setting_problems
+from spiders_project.shards import wanted_shards
 
 
 def check_worker_settings(settings: BaseSettings) -> None:
@@ -30,6 +31,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
     SeenConfig.from_settings(settings)
+    wanted_shards(settings)
     read = SettingsReader(settings)
     # Scrapy's own settings that deployments set from the environment.
     read.getint("DEPTH_LIMIT", minimum=0)
@@ -68,7 +70,11 @@ class Command(ScrapyCrawlCommand):
             print(f"ERROR: {message}", file=sys.stderr)
             self.exitcode = 1
             return
-        mismatch = mode_problem(self.settings, args[0]) if args else None
+        try:
+            # Also records the frontier's shard count, or refuses another (shards.py).
+            mismatch = mode_problem(self.settings, args[0]) if args else None
+        except ConfigError as exc:
+            mismatch = str(exc)
         if mismatch is not None:
             print(f"ERROR: {mismatch}", file=sys.stderr)
             self.exitcode = CONFIG_EXIT_STATUS

@@ -40,7 +40,8 @@ from spiders_project.contract import (
 )
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
-from spiders_project.redis_connection import RedisConfig, mask_url
+from spiders_project.redis_connection import mask_url
+from spiders_project.shards import shard_keys_reader
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0
@@ -112,7 +113,7 @@ class Command(ScrapyCommand):
             read.check(bool(spiders), "MONITOR_SPIDERS", "names no spider (or give --spider)")
             retention = StatsPublishConfig.from_settings(self.settings).worker_retention
             calls = redis_calls(self.settings)
-            cluster = RedisConfig.from_settings(self.settings).cluster
+            keys_of = shard_keys_reader(self.settings, calls)
         url = mask_url(self.settings.get("REDIS_URL"))
         client = calls.client
         live = not opts.once
@@ -122,7 +123,7 @@ class Command(ScrapyCommand):
                 try:
                     send = functools.partial(calls.pipelined, retry=False)
                     view = read_cluster(
-                        send, spiders, worker_retention=retention, samples=True, cluster=cluster
+                        send, spiders, worker_retention=retention, samples=True, keys_of=keys_of
                     )
                 except (RedisUnavailable, redis.RedisError) as exc:
                     # Unreachable, loading or busy (its cause), or an error

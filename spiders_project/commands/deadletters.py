@@ -37,7 +37,8 @@ from spiders_project.redis_calls import (
     error_text,
     one_shot_calls,
 )
-from spiders_project.redis_connection import mask_url, spider_keys, unreachable_message
+from spiders_project.redis_connection import mask_url, unreachable_message
+from spiders_project.shards import spider_keys
 
 ACTIONS = ("list", "requeue", "purge")
 DEFAULT_SPIDER = "distributed"

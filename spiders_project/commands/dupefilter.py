@@ -31,7 +31,8 @@ from spiders_project.frontier.calls import seen_migrate_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig, mode_mismatch
 from spiders_project.redis_calls import RedisUnavailable, one_shot_calls
-from spiders_project.redis_connection import spider_keys, unreachable_message
+from spiders_project.redis_connection import unreachable_message
+from spiders_project.shards import spider_keys
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,16 @@ class Command(ScrapyCommand):
             calls = one_shot_calls(self.settings, logger)
         script = FrontierScripts().seen_migrate
         moved = new = 0
+        if keys.sharded:
+            # Each shard keeps the fingerprints of its hosts' URLs; a hex
+            # fingerprint of the old set says nothing of its URL's host.
+            self._fail(
+                f"this spider's frontier is sharded ({keys.shards} shards, FRONTIER_SHARDS): "
+                "its seen-set is split by host, and the old set's fingerprints carry no host; "
+                "migrate on a single Redis, before moving to a cluster (docs/SCALING.md)"
+            )
+            calls.client.close()
+            return
         try:
             recorded = calls.command("GET", keys.seen_mode, retry=False, writes=False)
             problem = mode_mismatch(keys, seen.spec, recorded)

@@ -43,9 +43,9 @@ from spiders_project.redis_connection import (
     RedisConfig,
     mask_url,
     ping_or_message,
-    spider_keys,
     sync_client,
 )
+from spiders_project.shards import spider_keys
 
 logger = logging.getLogger("spiders_project.db_writer")
 

@@ -21,6 +21,7 @@ from scrapy.statscollectors import StatsCollector
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.serialize import InvalidEntry, Unserializable
+from spiders_project.keys import RedisKeys
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +49,16 @@ class BadEntries:
         try:
             return queue.decode(member)
         except Exception as exc:  # noqa: BLE001 - any bad entry, see the docstring
+            rejected = self.redis.keys_of_lease(lease_id).requests_rejected
             logger.warning(
                 "Rejected a frontier entry (%s: %s), kept in %s: %.200r",
                 type(exc).__name__,
                 exc,
-                self.keys.requests_rejected,
+                rejected,
                 member,
             )
             self.stats.inc_value("frontier/rejected")
-            self.redis.batcher.push(self.keys.requests_rejected, member)
+            self.redis.batcher.push(rejected, member)
             self.redis.batcher.ack(lease_id)
             return None
 
@@ -95,13 +97,15 @@ class BadEntries:
         text = json.dumps(entry, default=_shown, skipkeys=True, ensure_ascii=False)
         self.redis.batcher.push(self.keys.requests_unserializable, text.encode())
 
-    def host_names(self, names: list[bytes]) -> list[str]:
+    def host_names(self, names: list[bytes], keys: RedisKeys | None = None) -> list[str]:
         """Ready hosts as text; a name that is not UTF-8 (not ours) is set aside.
 
         Host names are written by ``host_of``, always valid UTF-8; anything
         else in the ready-set was planted or corrupted. It leaves the
-        ready-set for requests:rejected, and the other hosts are served.
+        ready-set (of the shard ``keys`` names) for requests:rejected, and the
+        other hosts are served.
         """
+        keys = keys or self.keys
         hosts = []
         for name in names:
             try:
@@ -114,13 +118,13 @@ class BadEntries:
                 self._bad_hosts.add(name)
                 logger.warning(
                     "Rejected a host name in %s that is not UTF-8, kept in %s: %.200r",
-                    self.keys.hosts,
-                    self.keys.requests_rejected,
+                    keys.hosts,
+                    keys.requests_rejected,
                     name,
                 )
                 self.stats.inc_value("frontier/rejected")
-                keys = [self.keys.hosts, self.keys.requests_rejected]
-                self.redis.batcher.script(self.redis.scripts.reject_host, keys, [name])
+                script_keys = [keys.hosts, keys.requests_rejected]
+                self.redis.batcher.script(self.redis.scripts.reject_host, script_keys, [name])
         return hosts
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard
@@ -45,6 +46,7 @@ from spiders_project.redis_calls import (
     ErrorKind,
     LuaScript,
     RedisCalls,
+    RedisState,
     RedisUnavailable,
     classify,
 )
@@ -72,8 +74,11 @@ class RedisBatcher:
         seen: str = "exact",
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        calls_for: Callable[[RedisKeys], RedisCalls] | None = None,
     ) -> None:
         self.calls = calls
+        # The call path of a frontier shard's slot (sharded frontier only).
+        self.calls_for = calls_for or (lambda keys: calls)
         self.client = calls.client
         self.keys = keys
         self.state = calls.state
@@ -113,8 +118,8 @@ class RedisBatcher:
         # said of its connected replicas (None: not asked yet).
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, round(wait_timeout * 1000))
-        self.replicas: int | None = None
-        self._replicas_read = 0.0
+        # By slot (frontier prefix): (connected replicas as last read, when).
+        self._replicas: dict[str, tuple[int | None, float]] = {}
         self._unconfirmed = False
 
     # --- appending (never waits) ---------------------------------------------
@@ -211,38 +216,139 @@ class RedisBatcher:
         if not self._ops:
             return 0.0
         ops, self._ops = self._ops, []
+        if self.keys.sharded:
+            return await self._flush_sharded(ops)
+        kept, delay = await self._transaction(self.keys, self.calls, ops)
+        self._delivered_all(ops, kept)
+        return delay
+
+    def _delivered_all(self, ops: list[tuple[str, Any]], kept: list[tuple[str, Any]]) -> None:
+        """Put ``kept`` back in front; count the rest of ``ops`` as delivered."""
+        self._ops = kept + self._ops
+        self._delivered += len(ops) - len(kept)
+        flushed, self._flushed = self._flushed, asyncio.Event()
+        flushed.set()
+
+    async def _flush_sharded(self, ops: list[tuple[str, Any]]) -> float:
+        """One tick over a sharded frontier (shards.py): one MULTI/EXEC per slot.
+
+        Redis Cluster has no transaction across slots, so the tick has two
+        steps: first every write but the acks (each shard's new requests,
+        the items, rejects, dead letters), one transaction per slot sent
+        together; then, only once all of those are in, the acks, and the
+        claims of the seeds whose requests went in. A page's ack therefore
+        still never lands before its items and links; a worker killed between
+        the steps leaves its leases to expire and be fetched again, which
+        the upserting db_writer and the seen-set absorb. A seed is claimed
+        (removed from start_urls) after its request is queued, not in the same
+        script: killed between the two, the seed is read and queued again.
+        """
+        first = [op for op in ops if op[0] != _ACK]
+        second = [op for op in ops if op[0] == _ACK]
+        kept, delay, claims = await self._send_groups(first)
+        self._appended += len(claims)
+        second += claims
+        if kept:
+            self._delivered_all(ops + claims, kept + second)
+            return delay
+        kept, delay2, _ = await self._send_groups(second)
+        self._delivered_all(ops + claims, kept)
+        return max(delay, delay2)
+
+    async def _send_groups(
+        self, ops: list[tuple[str, Any]]
+    ) -> tuple[list[tuple[str, Any]], float, list[tuple[str, Any]]]:
+        """``ops`` in one transaction per slot, all at once: (ops kept, backoff,
+        seed claims due now that their requests are queued)."""
+        groups: dict[str, tuple[RedisKeys, list[tuple[str, Any]]]] = {}
+        # A seed's request goes to its host's shard without its entry (that
+        # script cannot reach start_urls), and is claimed after: see above.
+        seeds: dict[int, tuple[str, Any]] = {}  # id of the op sent -> the op as given
+        for op in ops:
+            keys = self._keys_of(op)
+            if op[0] == _ENQUEUE and op[1][0] and op[1][4]:
+                host, fingerprint, priority, payload, _, wait_ms = op[1]
+                sent = (_ENQUEUE, (host, fingerprint, priority, payload, b"", wait_ms))
+                seeds[id(sent)] = op
+                op = sent
+            groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(op)
+        if not groups:
+            return [], 0.0, []
+        replies = await asyncio.gather(
+            *(
+                self._transaction(keys, self.calls_for(keys), group)
+                for keys, group in groups.values()
+            )
+        )
+        kept = [op for group_kept, _ in replies for op in group_kept]
+        delay = max(delay for _, delay in replies)
+        kept_ids = {id(op) for op in kept}
+        claims = [
+            (_COMMAND, ("LREM", self.keys.start_urls, 1, given[1][4]))
+            for sent_id, given in seeds.items()
+            if sent_id not in kept_ids
+        ]
+        # A kept seed's request goes again as given, entry and all.
+        return [seeds.get(id(op), op) for op in kept], delay, claims
+
+    def _keys_of(self, op: tuple[str, Any]) -> RedisKeys:
+        """The keys of the slot ``op`` writes to (sharded frontier only)."""
+        kind, arg = op
+        if kind == _ENQUEUE:
+            return self.keys.for_host(arg[0]) if arg[0] else self.keys
+        if kind == _ACK:
+            return self.keys.of_shard(lease_shard(arg[0]))
+        if kind == _PUSH:
+            return self._by_prefix(arg[0])
+        if kind == _COMMAND:
+            # EVAL source numkeys key...; any other command names its key first.
+            return self._by_prefix(str(arg[3] if arg[0] == "EVAL" else arg[1]))
+        return self.keys
+
+    def _by_prefix(self, key: str) -> RedisKeys:
+        for keys in self.keys.all_shards:
+            if key.startswith(keys.frontier_prefix):
+                return keys
+        return self.keys
+
+    async def _transaction(
+        self, keys: RedisKeys, calls: RedisCalls, ops: list[tuple[str, Any]]
+    ) -> tuple[list[tuple[str, Any]], float]:
+        """``ops`` in one MULTI/EXEC on ``calls``: (the ops Redis did not take, backoff)."""
         groups = _group(ops)
-        pipe = self.client.pipeline(transaction=True)
+        home = keys.frontier_prefix == self.keys.prefix
+        client = calls.client
+        pipe = client.pipeline(transaction=True)
         spans: list[tuple[str, int, int, str]] = []  # (kind, first, end, command name)
         n_commands = 0
         if any(kind == _ENQUEUE for kind, _ in groups) and not any(
             kind in (_ITEM, _PUSH) for kind, _ in groups
         ):
             # RPUSH and LPUSH already make Redis refuse the transaction whole under OOM.
-            pipe.execute_command(*refuse_guard(self.keys))
+            pipe.execute_command(*refuse_guard(keys))
             n_commands += 1
         for kind, batch in groups:
             first = n_commands
             if kind == _ENQUEUE:
-                keys, args = enqueue_call(self.keys, batch, seen=self.seen, now=self.clock.arg())
+                enqueue_keys, args = enqueue_call(keys, batch, seen=self.seen, now=self.clock.arg())
                 # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
                 # restarted, script cache empty) would fail this command alone
                 # while the rest of the transaction is applied.
-                pipe.eval(self.scripts.enqueue.source, len(keys), *keys, *args)
+                pipe.eval(self.scripts.enqueue.source, len(enqueue_keys), *enqueue_keys, *args)
                 n_commands += 1
                 name = "script enqueue"
             elif kind == _ITEM:
-                pipe.rpush(self.keys.items, *batch)
+                pipe.rpush(keys.items, *batch)
                 n_commands += 1
                 name = "RPUSH items"
             elif kind == _ACK:
-                keys, args = ack_call(
-                    self.keys,
+                ack_keys, args = ack_call(
+                    keys,
                     [lease_id for lease_id, release in batch if not release],
                     releases=[lease_id for lease_id, release in batch if release],
                     now=self.clock.arg(),
                 )
-                pipe.eval(self.scripts.ack.source, len(keys), *keys, *args)
+                pipe.eval(self.scripts.ack.source, len(ack_keys), *ack_keys, *args)
                 n_commands += 1
                 name = "script ack"
             elif kind == _PUSH:
@@ -256,42 +362,35 @@ class RedisBatcher:
                     n_commands += 1
                 name = str(batch[0][0])
             spans.append((kind, first, n_commands, name))
-        # Free ride: the item backlog, for backpressure.
-        pipe.llen(self.keys.items)
-        read_replicas = bool(self.wait_replicas) and (
-            time.monotonic() - self._replicas_read >= REPLICAS_EVERY
-        )
+        if home:
+            # Free ride: the item backlog, for backpressure.
+            pipe.llen(self.keys.items)
+        replicas, read_at = self._replicas.get(keys.frontier_prefix, (None, 0.0))
+        read_replicas = bool(self.wait_replicas) and (time.monotonic() - read_at >= REPLICAS_EVERY)
         if read_replicas:
             pipe.info("replication")
         try:
-            results = await self.calls.call(
+            results = await calls.call(
                 "MULTI/EXEC", lambda: pipe.execute(raise_on_error=False), retry=False, writes=False
             )
         except RedisUnavailable as exc:
-            self._ops = ops + self._ops
-            return exc.delay
+            return ops, exc.delay
         except Exception:  # noqa: BLE001 - a caller's error, logged by the call path
-            self._ops = ops + self._ops
-            return self.state.backoff_max
+            return ops, calls.state.backoff_max
         finally:
             await pipe.reset()
         if read_replicas:
             info = results.pop()
             if isinstance(info, dict):
-                self.replicas = int(info.get("connected_slaves", 0))
-                self._replicas_read = time.monotonic()
-        failed_kinds, delay = self._failed_groups(spans, results)
-        confirmed = await self._confirmed({kind for kind, _ in groups} - failed_kinds)
-        if not confirmed:
+                replicas = int(info.get("connected_slaves", 0))
+                self._replicas[keys.frontier_prefix] = (replicas, time.monotonic())
+        failed_kinds, delay = self._failed_groups(spans, results, calls.state)
+        applied = {kind for kind, _ in groups} - failed_kinds
+        if not await self._confirmed(calls, keys.frontier_prefix, replicas, applied):
             # Applied on the master, not (yet) on its replicas: all again.
-            self._ops = ops + self._ops
-            return max(delay, self.state.backoff)
+            return ops, max(delay, calls.state.backoff)
         kept = [op for op in ops if op[0] in failed_kinds]
-        self._ops = kept + self._ops
-        self._delivered += len(ops) - len(kept)
-        flushed, self._flushed = self._flushed, asyncio.Event()
-        flushed.set()
-        if isinstance(results[-1], int):
+        if home and isinstance(results[-1], int):
             self.items_backlog = results[-1]
             self.backlog(self.items_backlog)
         if _ITEM not in failed_kinds:
@@ -302,27 +401,35 @@ class RedisBatcher:
                     self._report_enqueued(ops, results[first])
         if _ACK not in failed_kinds and any(kind == _ACK for kind, _ in groups):
             self.slots_freed()
-        return delay
+        return kept, delay
 
-    async def _confirmed(self, applied: set[str]) -> bool:
+    @property
+    def replicas(self) -> int | None:
+        """Connected replicas of the master of this spider's slot, as last read (None: not yet)."""
+        return self._replicas.get(self.keys.prefix, (None, 0.0))[0]
+
+    async def _confirmed(
+        self, calls: RedisCalls, slot: str, replicas: int | None, applied: set[str]
+    ) -> bool:
         """Whether the replicas asked for have what this tick applied (WAIT).
 
         True without a round trip when nothing applied needs it, when no
         replica is asked for, or none is connected. A WAIT that fails (Redis
         away) counts as not confirmed: the ops go again.
         """
-        wanted = min(self.wait_replicas, self.replicas or 0)
+        wanted = min(self.wait_replicas, replicas or 0)
         if not wanted or not applied & _CONFIRMED:
             return True
         try:
-            acked = await self.calls.command(
+            acked = await calls.command(
                 "WAIT", wanted, self.wait_timeout_ms, retry=False, writes=False
             )
         except Exception:  # noqa: BLE001 - away or refused: logged by the call path
             return False
         ok = int(acked) >= wanted
         if not ok:
-            self._replicas_read = 0.0  # a failover may have left fewer: ask again next tick
+            # A failover may have left fewer: ask again next tick.
+            self._replicas[slot] = (replicas, 0.0)
         if ok == self._unconfirmed:  # a change of state: one line each way
             if ok:
                 logger.info("Writes are confirmed by %d replica(s) again", wanted)
@@ -352,7 +459,7 @@ class RedisBatcher:
                 self.seeds_rejected(seed, reason)
 
     def _failed_groups(
-        self, spans: list[tuple[str, int, int, str]], results: list[Any]
+        self, spans: list[tuple[str, int, int, str]], results: list[Any], state: RedisState
     ) -> tuple[set[str], float]:
         """The op kinds whose commands Redis refused inside EXEC, and the wait before resending.
 
@@ -369,12 +476,12 @@ class RedisBatcher:
             failed.add(kind)
             exc = errors[0]
             if classify(exc) in (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION):
-                delay = max(delay, self.state.failed(exc))
+                delay = max(delay, state.failed(exc))
                 continue
             refusal = f"{name}: {type(exc).__name__}: {exc}"
             if refusal != self._refusal:
                 logger.error("Redis refused %s; keeping those writes and retrying", refusal)
-            delay = max(delay, self.state.backoff_max)
+            delay = max(delay, state.backoff_max)
         if self._refusal is not None and refusal is None:
             logger.info("Redis took the writes it had refused (%s)", self._refusal)
         self._refusal = refusal
@@ -382,9 +489,9 @@ class RedisBatcher:
             # Acks alone (ack.lua) are taken even out of memory: only a
             # tick that wrote something proves Redis accepts writes again.
             if any(kind != _ACK for kind, _, _, _ in spans):
-                self.state.writes_ok()
+                state.writes_ok()
             else:
-                self.state.ok()
+                state.ok()
         return failed, delay
 
     async def wait_flushed(self) -> None:
@@ -409,6 +516,15 @@ class RedisBatcher:
         if self._ops:
             logger.error("%d writes could not reach Redis before shutdown", len(self._ops))
         return not self._ops
+
+
+def lease_shard(lease_id: bytes | str) -> int:
+    """The shard a lease id was given by: lua/lease.lua names ids
+    ``<owner>/<n>``, and a sharded frontier's owner ends in ``@<shard>``."""
+    text = lease_id.decode() if isinstance(lease_id, bytes) else lease_id
+    owner = text.rpartition("/")[0]
+    _, at, shard = owner.rpartition("@")
+    return int(shard) if at and shard.isdigit() else 0
 
 
 def _group(ops: list[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:

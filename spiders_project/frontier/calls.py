@@ -51,6 +51,11 @@ def enqueue_call(
         seed = rest[0] if rest else b""
         wait = rest[1] if len(rest) > 1 else 0
         sextuples += (fingerprint, priority, payload, index, seed, wait)
+    # A shard of a sharded frontier is in another slot than start_urls: its
+    # callers pass no seed entries (batcher._flush_sharded claims them
+    # after), and the script, which touches KEYS[6] and KEYS[7] only for
+    # those, is given a key of its own slot instead, as a cluster requires.
+    in_shard = keys.sharded and keys.shard >= 0
     return (
         [
             keys.seen,
@@ -58,8 +63,8 @@ def enqueue_call(
             keys.requests_seq,
             keys.hosts,
             keys.requests_size,
-            keys.start_urls,
-            keys.start_urls_rejected,
+            keys.requests_seq if in_shard else keys.start_urls,
+            keys.requests_seq if in_shard else keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),

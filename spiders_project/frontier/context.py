@@ -8,26 +8,30 @@ tick and every call goes through one :class:`~spiders_project.redis_calls.RedisC
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import redis.asyncio
 from scrapy.crawler import Crawler
 
-from spiders_project.frontier.batcher import RedisBatcher
+from spiders_project.frontier.batcher import RedisBatcher, lease_shard
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
-from spiders_project.redis_connection import RedisConfig, async_client, spider_keys
+from spiders_project.redis_connection import RedisConfig, async_client
+from spiders_project.shards import spider_keys
 from spiders_project.wiring import shared
 
 logger = logging.getLogger("spiders_project.redis")
+T = TypeVar("T")
 
 
 def worker_id() -> str:
@@ -60,6 +64,8 @@ class WorkerRedis:
         self.state = state
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
+        # The call paths of the frontier shards' slots (Redis Cluster), by prefix.
+        self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
         self.scripts = FrontierScripts()
         self.worker = worker_id()
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
@@ -68,8 +74,106 @@ class WorkerRedis:
         self.seen = seen or EXACT
         # (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT): replicas that confirm writes.
         self.batcher = RedisBatcher(
-            self.calls, keys, flush_interval, self.clock, self.seen.spec, wait[0], wait[1]
+            self.calls,
+            keys,
+            flush_interval,
+            self.clock,
+            self.seen.spec,
+            wait[0],
+            wait[1],
+            calls_for=self.calls_for,
         )
+
+    def calls_for(self, keys: RedisKeys) -> RedisCalls:
+        """The call path to the master of ``keys``' frontier slot (shards.py).
+
+        This worker's own calls unless the frontier is sharded over a Redis
+        Cluster; then one client per shard, all sharing one connection
+        state, backoff and round-trip count.
+        """
+        prefix = keys.frontier_prefix
+        calls = self._shard_calls.get(prefix)
+        if calls is None:
+            assert self._client_for is not None, "a sharded frontier needs client_for"
+            calls = RedisCalls(self._client_for(prefix), self._shard_state(prefix), self.round_trip)
+            self._shard_calls[prefix] = calls
+        return calls
+
+    def _shard_state(self, prefix: str) -> RedisState:
+        """The connection state of a shard's master: its own, since one master
+        of a cluster may be away while the others answer (one state for all
+        would log "lost" and "reconnected" at every call of each). Its
+        reconnect callbacks are this worker's (the same list)."""
+        home = self.state
+        state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
+        state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
+        state.on_reconnect = home.on_reconnect
+        return state
+
+    def keys_of_lease(self, lease_id: bytes | str) -> RedisKeys:
+        """The keys of the shard that gave ``lease_id``."""
+        if not self.keys.sharded:
+            return self.keys
+        return self.keys.of_shard(lease_shard(lease_id))
+
+    def lease_owner_of(self, keys: RedisKeys) -> str:
+        """The owner named in lease ids of ``keys``' shard: ``@<shard>`` is added
+        when the frontier is sharded, so an ack finds its shard (batcher.lease_shard)."""
+        return f"{self.lease_owner}@{keys.shard}" if keys.sharded else self.lease_owner
+
+    @property
+    def shard_calls(self) -> list[tuple[RedisKeys, RedisCalls]]:
+        """Every shard's keys with its call path (one pair when not sharded)."""
+        return [(keys, self.calls_for(keys)) for keys in self.keys.all_shards]
+
+    async def per_shard(self, call: Callable[[RedisKeys, RedisCalls], Awaitable[T]]) -> list[T]:
+        """``call(keys, calls)`` for every shard at once, replies in shard order."""
+        return list(await asyncio.gather(*(call(keys, calls) for keys, calls in self.shard_calls)))
+
+    async def pipelined(
+        self, name: str, commands: Sequence[Sequence[Any]], *, retry: bool = True
+    ) -> list[Any]:
+        """Read-only ``commands`` (each naming its key first), one round trip per
+        slot they touch, sent together; replies in their order."""
+        if not self.keys.sharded:
+            return await self.calls.pipelined(name, commands, retry=retry)
+        slots: dict[str, list[int]] = {}
+        for i, command in enumerate(commands):
+            keys = self.keys
+            for shard in self.keys.all_shards:
+                if str(command[1]).startswith(shard.frontier_prefix):
+                    keys = shard
+            slots.setdefault(keys.frontier_prefix, []).append(i)
+        shards = {keys.frontier_prefix: keys for keys in self.keys.all_shards}
+        shards[self.keys.prefix] = self.keys
+        replies = await asyncio.gather(
+            *(
+                self.calls_for(shards[prefix]).pipelined(
+                    name, [commands[i] for i in indexes], retry=retry
+                )
+                for prefix, indexes in slots.items()
+            )
+        )
+        ordered: list[Any] = [None] * len(commands)
+        for indexes, answers in zip(slots.values(), replies, strict=True):
+            for i, answer in zip(indexes, answers, strict=True):
+                ordered[i] = answer
+        return ordered
+
+    async def frontier_size(self, *, retry: bool = True) -> int:
+        """Requests queued in the whole frontier (every shard's requests:size)."""
+
+        async def size(keys: RedisKeys, calls: RedisCalls) -> int:
+            return int(
+                await calls.command("GET", keys.requests_size, retry=retry, writes=False) or 0
+            )
+
+        return sum(await self.per_shard(size))
+
+    async def aclose(self) -> None:
+        """Close every client (the frontier shards' too)."""
+        for calls in self._shard_calls.values():
+            await calls.client.aclose()
 
     async def register_spider(self) -> None:
         """Add the spider to the set ``db_writer --all-spiders`` reads (keys.SPIDERS).

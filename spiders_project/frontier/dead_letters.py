@@ -154,6 +154,10 @@ def requeue(
     """
     result = RequeueResult()
     script = lua_source("enqueue")
+    if keys.sharded:
+        return _requeue_sharded(
+            client, keys, limit, retry_priority_adjust, on_rejected, values, group_of
+        )
     conflicts = 0
     taken = 0  # entries removed from the dead list
     while taken < limit:
@@ -211,4 +215,62 @@ def requeue(
             client.rpush(keys.dead, *(raw for raw in raw_entries if raw not in garbage))
             raise results[1]
         result.requeued += len(entries)
+    return result
+
+
+def _requeue_sharded(
+    client: redis.Redis,
+    keys: RedisKeys,
+    limit: int,
+    retry_priority_adjust: int,
+    on_rejected: Callable[[bytes, str], None] | None,
+    values: ValueCodec,
+    group_of: Callable[[str], str],
+) -> RequeueResult:
+    """:func:`requeue` for a frontier sharded over a Redis Cluster.
+
+    The dead list and the host queues are in different slots, so no
+    transaction holds both: each batch is enqueued first (one script per
+    shard), then removed from the dead list with the garbage moved aside (one
+    transaction in the spider's slot). Killed between the two, the batch is
+    requeued again by the next run: the requests are queued twice at worst
+    (once while both copies wait: the sorted set keeps a payload once), never
+    lost. Two requeues run at once may do the same.
+    """
+    result = RequeueResult()
+    script = lua_source("enqueue")
+    taken = 0
+    while taken < limit:
+        n = min(REQUEUE_BATCH, limit - taken)
+        raw_entries: list[bytes] = client.lrange(keys.dead, -n, -1)  # type: ignore[assignment]
+        if not raw_entries:
+            break
+        by_shard: dict[int, list[tuple[str, str, int, bytes]]] = {}
+        rejected: list[tuple[bytes, str]] = []
+        requeued = 0
+        for raw in dict.fromkeys(reversed(raw_entries)):
+            try:
+                letter = DeadLetter.loads(raw, values)
+                priority, payload = requeued_request(letter.request, retry_priority_adjust, values)
+            except InvalidEntry as exc:
+                rejected.append((raw, str(exc)))
+                continue
+            host = group_of(letter.url)
+            by_shard.setdefault(keys.shard_of(host), []).append((host, "", priority, payload))
+            requeued += 1
+        for shard, entries in by_shard.items():
+            call_keys, call_args = enqueue_call(keys.of_shard(shard), entries)
+            client.eval(script, len(call_keys), *call_keys, *call_args)
+        with client.pipeline(transaction=True) as pipe:
+            for raw, count in Counter(raw_entries).items():
+                pipe.lrem(keys.dead, -count, raw)  # type: ignore[arg-type]  # bytes are fine
+            for raw, _ in rejected:
+                pipe.lpush(keys.dead_rejected, raw)
+            pipe.execute()
+        taken += len(raw_entries)
+        result.rejected += len(rejected)
+        result.requeued += requeued
+        if on_rejected is not None:
+            for raw, reason in rejected:
+                on_rejected(raw, reason)
     return result

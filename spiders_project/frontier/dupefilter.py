@@ -15,7 +15,9 @@ from spiders_project.frontier.calls import seen_add_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import spider_keys, sync_client
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.redis_connection import sync_client
+from spiders_project.shards import spider_keys
 
 
 class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redis ships no types
@@ -44,11 +46,14 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
         fingerprinter: RequestFingerprinterProtocol | None = None,
         seen: SeenConfig | None = None,
         keys: RedisKeys | None = None,
+        group_of: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__(server, key, debug)
         self.fingerprinter = fingerprinter
         self.seen = seen or EXACT
         self.keys = keys or RedisKeys(key.rpartition(":")[0])
+        # The politeness group of a URL: the frontier's shard of its fingerprint.
+        self.group_of = group_of
         self.seen_add = FrontierScripts().seen_add
 
     @classmethod
@@ -63,6 +68,7 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
             # scheduler never calls request_seen, so it would log nothing.
             fingerprinter=crawler.request_fingerprinter,
             seen=SeenConfig.from_settings(crawler.settings),
+            group_of=HostPoliteness.of(crawler).key_of if keys.sharded else None,
         )
 
     @classmethod
@@ -71,8 +77,12 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
 
     def request_seen(self, request: Request) -> bool:
         """Record the request's fingerprint; True if the cluster had seen it."""
+        shard = self.keys
+        if self.keys.sharded:
+            assert self.group_of is not None, "a sharded frontier needs group_of"
+            shard = self.keys.for_host(self.group_of(request.url))
         keys, args = seen_add_call(
-            self.keys, self.seen.spec, [self.seen.token(self.fingerprint(request), legacy=True)]
+            shard, self.seen.spec, [self.seen.token(self.fingerprint(request), legacy=True)]
         )
         (new,) = self.server.eval(self.seen_add.source, len(keys), *keys, *args)
         return not new
@@ -90,9 +100,10 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
     def clear(self) -> None:
         """Forget every fingerprint: the seen-set (counter, buckets or Bloom
         blocks, mode) and the previous release's set."""
-        doomed = [self.keys.seen, self.keys.dupefilter]
-        doomed += self.server.scan_iter(match=self.keys.seen_parts, count=1000)
-        self.server.delete(*doomed)
+        for keys in self.keys.all_shards:
+            doomed = [keys.seen, keys.dupefilter]
+            doomed += self.server.scan_iter(match=keys.seen_parts, count=1000)
+            self.server.delete(*doomed)
 
     def close(self, reason: str = "") -> None:
         """Keep the shared fingerprints; only ``clear()`` deletes them."""

@@ -17,9 +17,11 @@ from typing import Any
 
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.frontier.batcher import lease_shard
 from spiders_project.frontier.calls import expired_call, requeue_call
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import RedisCalls, RedisUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -37,17 +39,34 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.stats = stats
 
+    def _by_shard(self, ids: list[bytes]) -> dict[int, list[bytes]]:
+        """Lease ids grouped by the shard that gave them (batcher.lease_shard)."""
+        groups: dict[int, list[bytes]] = {}
+        for lease_id in ids:
+            groups.setdefault(lease_shard(lease_id) if self.keys.sharded else 0, []).append(
+                lease_id
+            )
+        return groups
+
     async def renew(self, ids: list[bytes]) -> None:
         """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
-        if ids:
-            await self.redis.calls.script(
+        for shard, group in self._by_shard(ids).items():
+            keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
+            await self.redis.calls_for(keys).script(
                 self.redis.scripts.renew,
-                [self.keys.leases],
-                [self.redis.clock.arg(), self.lease_ms, *ids],
+                [keys.leases],
+                [self.redis.clock.arg(), self.lease_ms, *group],
                 retry=False,
             )
 
     async def reclaim_expired(self, limit: int = 1000) -> int:
+        """Return expired leases to their queues, in every shard; how many went back."""
+        moved = 0
+        for keys, calls in self.redis.shard_calls:
+            moved += await self._reclaim_expired(keys, calls, limit)
+        return moved
+
+    async def _reclaim_expired(self, keys: RedisKeys, calls: RedisCalls, limit: int) -> int:
         """Return expired leases to their queues; several workers may race safely.
 
         ``lua/requeue.lua`` re-checks each deadline as it moves the lease, so
@@ -55,15 +74,15 @@ class LeaseKeeper:
         that cannot be put back (no lease info) is set aside by
         ``lua/expired.lua`` and logged here.
         """
-        keys, args = expired_call(self.keys, limit, now=self.redis.clock.arg())
-        calls, scripts = self.redis.calls, self.redis.scripts
-        found, rejected = await calls.script(scripts.expired, keys, args, retry=False)
+        scripts = self.redis.scripts
+        script_keys, args = expired_call(keys, limit, now=self.redis.clock.arg())
+        found, rejected = await calls.script(scripts.expired, script_keys, args, retry=False)
         for lease_id in rejected:
             logger.warning(
                 "Rejected lease %.200r: it has no lease info, so no request to put back "
                 "(kept in %s)",
                 lease_id,
-                self.keys.requests_rejected,
+                keys.requests_rejected,
             )
             self.stats.inc_value("frontier/rejected")
         if not found:
@@ -71,8 +90,8 @@ class LeaseKeeper:
         leases = [
             (i, h.decode("utf-8", "replace")) for i, h in zip(found[::2], found[1::2], strict=True)
         ]
-        keys, args = requeue_call(self.keys, leases, expired=True, now=self.redis.clock.arg())
-        moved = int(await calls.script(scripts.requeue, keys, args, retry=False))
+        script_keys, args = requeue_call(keys, leases, expired=True, now=self.redis.clock.arg())
+        moved = int(await calls.script(scripts.requeue, script_keys, args, retry=False))
         if moved:
             logger.warning("Put back %d expired leases of a stopped worker", moved)
             self.stats.inc_value("frontier/leases_reclaimed", moved)
@@ -97,13 +116,18 @@ class LeaseKeeper:
         expire and return like a dead worker's: nothing is lost either way.
         """
         deadline = asyncio.get_running_loop().time() + timeout
-        ids = [(i, h) for i, _, h in leases]
-        keys, args = requeue_call(self.keys, ids, expired=False, now=self.redis.clock.arg())
-        try:
-            result = await self.redis.calls.script(
-                self.redis.scripts.requeue, keys, args, deadline=deadline
-            )
-        except RedisUnavailable:
-            logger.error("Could not hand back %d leases; they expire and return", len(leases))
-            return 0
-        return int(result)
+        hosts = {i: h for i, _, h in leases}
+        returned = 0
+        for shard, group in self._by_shard(list(hosts)).items():
+            keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
+            ids = [(i, hosts[i]) for i in group]
+            script_keys, args = requeue_call(keys, ids, expired=False, now=self.redis.clock.arg())
+            try:
+                result = await self.redis.calls_for(keys).script(
+                    self.redis.scripts.requeue, script_keys, args, deadline=deadline
+                )
+            except RedisUnavailable:
+                logger.error("Could not hand back %d leases; they expire and return", len(group))
+                continue
+            returned += int(result)
+        return returned

@@ -50,10 +50,11 @@ from spiders_project.frontier.seen import mode_mismatch
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.frontier.values import ValueCodec
+from spiders_project.keys import RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.retries import RETRY_WAIT
 from spiders_project.proxies.middleware import forget_proxy
-from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.redis_calls import RedisCalls, RedisUnavailable
 from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
 from spiders_project.seeds import SCOPE_META
@@ -98,7 +99,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.config = config
         self.politeness = politeness
         self.urls = urls
-        self._candidates: list[str] = []
+        # Hosts the last lease call of each shard (by frontier prefix) named ready.
+        self._candidates: dict[str, list[str]] = {}
         self.lease_ms = int(config.lease_timeout * 1000)
         self.leases = LeaseKeeper(redis, self.lease_ms, self.stats)
         self.bad_entries = BadEntries(redis, self.stats)
@@ -163,13 +165,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 "SCHEDULER_FLUSH_ON_START: emptied the frontier and the dupefilter of %s",
                 self.spider.name,
             )
-        client = self.redis.client
-        self.remote_size = int(
-            await self.redis.calls.call(
-                "GET", lambda: client.get(self.keys.requests_size), writes=False
-            )
-            or 0
-        )
+        self.remote_size = await self.redis.frontier_size()
         await self._check_seen_mode()
         with contextlib.suppress(RedisUnavailable):
             await self._check_run_id()  # the lease loop checks again
@@ -196,7 +192,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         )
         if not self.persist:
             await self._clear_frontier()
-        await self.redis.client.aclose()
+        await self.redis.aclose()
 
     async def hand_back(self) -> int:
         """Write everything pending, then return every unfinished lease to its queue.
@@ -221,14 +217,18 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return 0
 
     async def _clear_frontier(self) -> None:
-        """Forget every queued and leased request and every fingerprint.
+        """Forget every queued and leased request and every fingerprint (every shard)."""
+        await self.redis.per_shard(self._clear_shard)
+        self.sent.clear()
+
+    async def _clear_shard(self, keys: RedisKeys, calls: RedisCalls) -> None:
+        """Forget one shard's queued and leased requests and fingerprints.
 
         Host queues are found through the ready-set and the hosts at their
         cap: the lease script forgets a host only once its queue is empty
         (leased requests go with the leases, deleted whole).
         """
-        keys = self.keys
-        calls, client = self.redis.calls, self.redis.client
+        client = calls.client
         hosts = await calls.command("ZRANGE", keys.hosts, 0, -1, writes=False)
         hosts += await calls.command("HKEYS", keys.cap_waiters, writes=False)  # out of it
         names = {h.decode("utf-8", "replace") for h in hosts}
@@ -261,7 +261,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await calls.command("UNLINK", *found)
             if not int(cursor):
                 break
-        self.sent.clear()
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
@@ -368,20 +367,27 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         """
         seen = self.redis.seen
         spec = seen.spec
-        calls, client = self.redis.calls, self.redis.client
-        keys = self.keys
-        reply = await calls.call(
-            "seen mode",
-            lambda: client.set(
-                keys.seen_mode, seen.recorded(int(time.time() * 1000)), nx=True, get=True
-            ),
-        )
-        problem = mode_mismatch(keys, spec, reply if isinstance(reply, bytes) else None)
-        if problem is not None:
-            raise NotConfigured(problem)
+
+        async def check(keys: RedisKeys, calls: RedisCalls) -> str | None:
+            client = calls.client
+            reply = await calls.call(
+                "seen mode",
+                lambda: client.set(
+                    keys.seen_mode, seen.recorded(int(time.time() * 1000)), nx=True, get=True
+                ),
+            )
+            return mode_mismatch(keys, spec, reply if isinstance(reply, bytes) else None)
+
+        for problem in await self.redis.per_shard(check):
+            if problem is not None:
+                raise NotConfigured(problem)
         await self._check_legacy_seen()
 
     async def _check_legacy_seen(self) -> None:
+        if self.keys.sharded:
+            # A cluster's frontier is new: no set of the release before exists.
+            self._legacy_seen = False
+            return
         client = self.redis.client
         self._legacy_seen = bool(
             await self.redis.calls.call(
@@ -393,12 +399,17 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         )
 
     async def _check_run_id(self) -> None:
-        """Clear the seen-cache if Redis is not the server it was (restart, failover)."""
-        client = self.redis.client
-        info = await self.redis.calls.call(
-            "INFO server", lambda: client.info("server"), retry=False, writes=False
-        )
-        run_id = str(info.get("run_id", ""))
+        """Clear the seen-cache if Redis is not the server it was (restart, failover):
+        any shard's master, on a sharded frontier."""
+
+        async def run_id_of(keys: RedisKeys, calls: RedisCalls) -> str:
+            client = calls.client
+            info = await calls.call(
+                "INFO server", lambda: client.info("server"), retry=False, writes=False
+            )
+            return str(info.get("run_id", ""))
+
+        run_id = ",".join(await self.redis.per_shard(run_id_of))
         if self._run_id is not None and run_id != self._run_id:
             self._forget_sent(f"Redis run_id changed from {self._run_id} to {run_id}")
         self._run_id = run_id
@@ -457,58 +468,84 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return self.config.concurrency + self.config.prefetch - held
 
     async def _refill_loop(self) -> None:
+        """Lease what the engine wants, from each shard in turn (one shard unless
+        the frontier is sharded), and sleep while nothing is ready anywhere."""
+        shards = self.redis.shard_calls
+        turn = 0
         while True:
             await self._want.wait()
             self._want.clear()
-            wanted = self._wanted()
-            if wanted <= 0:
-                continue
-            candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates]
-            first_id = self._next_lease_id
-            # Never reused, even if this call's reply is lost (lua/lease.lua).
-            self._next_lease_id += wanted
-            keys, args = lease_call(
-                self.keys,
-                wanted,
-                self.lease_ms,
-                candidates,
-                next_hosts=max(8, 2 * self.config.concurrency),
-                per_host=self.config.per_host,
-                owner=self.redis.lease_owner,
-                first_id=first_id,
-                now=self.redis.clock.arg(),
-            )
-            # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
-            call = self.redis.calls.script(self.redis.scripts.lease, keys, args, retry=False)
-            self._leasing = asyncio.ensure_future(call)
-            try:
-                leased, next_hosts, wait_ms, full = await asyncio.shield(self._leasing)
-            except RedisUnavailable as exc:
-                self._leasing = None
-                await asyncio.sleep(exc.delay)
-                self._want.set()
-                continue
-            self._leasing = None
-            self._candidates = self.bad_entries.host_names(next_hosts)
-            added = 0
-            for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
-                request = self.bad_entries.decode(self.queue, lease_id, member)
-                if request is None:
+            leased = more = False
+            waits: list[int] = []
+            backoff = 0.0
+            for i in range(len(shards)):
+                wanted = self._wanted()
+                if wanted <= 0:
+                    break
+                keys, calls = shards[(turn + i) % len(shards)]
+                try:
+                    got, ready, wait_ms = await self._lease_from(keys, calls, wanted)
+                except RedisUnavailable as exc:
+                    backoff = max(backoff, exc.delay)
                     continue
-                self._prefetched.append((request, (lease_id, member, host.decode())))
-                if host in full:
-                    self._at_cap.add(lease_id)
-                added += 1
-            if added:
-                internals.wake_engine(self.crawler.engine)
-            if self._candidates:
+                leased |= got > 0
+                more |= ready
+                if wait_ms >= 0:
+                    waits.append(wait_ms)
+            turn += 1
+            if backoff and not leased:
+                await asyncio.sleep(backoff)
+                self._want.set()
+            elif more:
                 self._want.set()  # more hosts are ready: ask again
-            elif not leased:
+            elif not leased and self._wanted() > 0:
                 # Nothing ready: sleep until the next host's turn, or poll.
                 poll = self.config.empty_poll_interval
-                delay = poll if wait_ms < 0 else min(wait_ms / 1000, poll)
+                delay = min(min(waits) / 1000, poll) if waits else poll
                 await wait_event(self._want, max(delay, 0.001))
                 self._want.set()
+
+    async def _lease_from(
+        self, keys: RedisKeys, calls: RedisCalls, wanted: int
+    ) -> tuple[int, bool, int]:
+        """One lease call to one shard: (requests leased, whether more hosts
+        are ready there, ms until its next host's turn or -1)."""
+        prefix = keys.frontier_prefix
+        candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates.get(prefix, [])]
+        first_id = self._next_lease_id
+        # Never reused, even if this call's reply is lost (lua/lease.lua).
+        self._next_lease_id += wanted
+        lease_keys, args = lease_call(
+            keys,
+            wanted,
+            self.lease_ms,
+            candidates,
+            next_hosts=max(8, 2 * self.config.concurrency),
+            per_host=self.config.per_host,
+            owner=self.redis.lease_owner_of(keys),
+            first_id=first_id,
+            now=self.redis.clock.arg(),
+        )
+        # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
+        call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
+        self._leasing = asyncio.ensure_future(call)
+        try:
+            leased, next_hosts, wait_ms, full = await asyncio.shield(self._leasing)
+        finally:
+            self._leasing = None
+        self._candidates[prefix] = self.bad_entries.host_names(next_hosts, keys)
+        added = 0
+        for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
+            request = self.bad_entries.decode(self.queue, lease_id, member)
+            if request is None:
+                continue
+            self._prefetched.append((request, (lease_id, member, host.decode())))
+            if host in full:
+                self._at_cap.add(lease_id)
+            added += 1
+        if added:
+            internals.wake_engine(self.crawler.engine)
+        return len(leased) // 3, bool(self._candidates[prefix]), int(wait_ms)
 
     async def _lease_loop(self) -> None:
         """Renew our leases, put back expired leases, and notice a Redis that changed."""

@@ -35,7 +35,8 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import spider_keys, sync_client
+from spiders_project.redis_connection import sync_client
+from spiders_project.shards import spider_keys
 
 # Bloom blocks: bitmaps of at most 2^27 bits (16 MB), so no key is huge
 # (a 512 MB string stalls Redis when saved, copied or migrated).
@@ -158,8 +159,12 @@ def mode_problem(settings: BaseSettings, spider: str) -> str | None:
     """``mode_mismatch`` for ``scrapy crawl <spider>``, before anything starts."""
     client = sync_client(settings)
     try:
-        keys = spider_keys(settings, spider)
-        recorded = client.get(keys.seen_mode)
-        return mode_mismatch(keys, SeenConfig.from_settings(settings).spec, recorded)  # type: ignore[arg-type]
+        spec = SeenConfig.from_settings(settings).spec
+        for keys in spider_keys(settings, spider).all_shards:
+            recorded = client.get(keys.seen_mode)
+            problem = mode_mismatch(keys, spec, recorded)  # type: ignore[arg-type]
+            if problem is not None:
+                return problem
+        return None
     finally:
         client.close()

@@ -73,7 +73,7 @@ class SitePacingMiddleware:
                 )
                 self.redis.batcher.script(
                     self.pause_host,
-                    [self.redis.keys.hosts],
+                    [self.redis.keys.for_host(host).hosts],
                     [self.redis.clock.arg(), host, int(pause * 1000)],
                 )
         return response

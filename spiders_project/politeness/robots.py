@@ -143,7 +143,9 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
         if self.politeness.asked_ms.get(host) != delay_ms:
             logger.info("%s asks for Crawl-delay %.2f s", host, delay)
         self.politeness.site_asked(host, delay_ms)
-        self.redis.batcher.command("HSET", self.redis.keys.host_delays, host, delay_ms)
+        self.redis.batcher.command(
+            "HSET", self.redis.keys.for_host(host).host_delays, host, delay_ms
+        )
 
     async def _shared_body(self, origin: str, guarded: bool) -> tuple[bytes, int]:
         """The origin's robots.txt and ms it stays valid: from Redis, or fetched by us."""

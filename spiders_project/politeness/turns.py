@@ -68,11 +68,13 @@ class HostTurns:
         gate_ms += self.extra_ms
         loop = asyncio.get_running_loop()
         started = loop.time()
-        keys = [self.redis.keys.host_turn(host), self.redis.keys.host_delays]
+        shard = self.redis.keys.for_host(host)
+        keys = [shard.host_turn(host), shard.host_delays]
         args = [host, gate_ms, self.politeness.asked_ms.get(host, 0)]
+        calls = self.redis.calls_for(shard)
         while True:
             now = self.redis.clock.arg()
-            wait_ms = await self.redis.calls.script(self.script, keys, [now, *args])
+            wait_ms = await calls.script(self.script, keys, [now, *args])
             if not wait_ms:
                 return loop.time() - started
             await asyncio.sleep(int(wait_ms) / 1000)

@@ -210,7 +210,7 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
         if scheduler is not None and hasattr(scheduler, "is_idle") and not scheduler.is_idle():
             return False
         try:
-            replies = await self.redis.calls.pipelined(
+            replies = await self.redis.pipelined(
                 "idle check", work_reads(self.redis.keys), retry=False
             )
         except RedisUnavailable:

@@ -13,8 +13,9 @@ process of its own), then, one after the other on that site:
 2. one ``scrapy crawl distributed`` worker, which crawls the whole site: its first
    ``--window`` pages give throughput and cost, the end gives memory; then the same
    worker with a replica of Redis confirming its writes (WAIT), until ``--window``;
-3. stock scrapy-redis (its Scheduler, PriorityQueue, RFPDupeFilter, pickle,
-   RedisPipeline, RedisSpider) until ``--stock-window`` pages;
+3. one worker on a Redis Cluster of three masters until ``--window`` pages
+   (``cluster.py``), then stock scrapy-redis (its Scheduler, PriorityQueue,
+   RFPDupeFilter, pickle, RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 
 from tests.bench import report as rep
+from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
 from tests.bench.queue_entries import queue_phase
@@ -48,7 +50,18 @@ from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
 
-PHASES = ("plain", "worker", "wait", "stock", "two", "seen", "queue", "writer", "rendering")
+PHASES = (
+    "plain",
+    "worker",
+    "wait",
+    "cluster",
+    "stock",
+    "two",
+    "seen",
+    "queue",
+    "writer",
+    "rendering",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls_wanted = [p for p in ("plain", "worker", "wait", "stock", "two") if p not in skip]
+    crawls = ("plain", "worker", "wait", "cluster", "stock", "two")
+    crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
         if crawls_wanted:
@@ -121,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                         result = bench.stock_phase(args.stock_window)
                     elif phase == "wait":
                         result = bench.wait_phase(args.window)
+                    elif phase == "cluster":
+                        report.cluster = cluster_phase(bench, args.window)
+                        result = report.cluster.crawl
                     else:
                         result = bench.two_workers_phase(args.window)
                     report.crawls[phase] = result
@@ -162,6 +179,14 @@ def main(argv: list[str] | None = None) -> int:
                 "writers": [w.__dict__ for w in report.writers],
                 "seen": [s.__dict__ for s in report.seen],
                 "queue": [q.__dict__ for q in report.queue],
+                "cluster": (
+                    {
+                        "masters": report.cluster.masters,
+                        "seen_bytes_per_url": report.cluster.seen_bytes_per_url,
+                    }
+                    if report.cluster
+                    else None
+                ),
                 "seconds": report.seconds,
                 "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
             },

@@ -115,6 +115,8 @@ class Bench:
         self.me = psutil.Process()
         # NAME=VALUE settings given to every crawler, after the phase's own.
         self.settings = list(settings or [])
+        # Environment variables every crawler gets besides REDIS_URL (a phase's own).
+        self.env: dict[str, str] = {}
 
     def _settings_argv(self, *own: str) -> list[str]:
         argv: list[str] = []
@@ -124,7 +126,7 @@ class Bench:
 
     # --- the crawlers ----------------------------------------------------------
     def _proc(self, name: str, argv: list[str], cpus: set[int] | None) -> Proc:
-        env = {"REDIS_URL": self.redis.url}
+        env = {"REDIS_URL": self.redis.url, **self.env}
         return Proc(name, argv, env, self.log_dir / f"{name}.log", cpus=cpus)
 
     def worker(self, name: str, *settings: str, cpus: set[int] | None) -> Proc:

@@ -1,21 +1,25 @@
 """Redis Cluster (REDIS_CLUSTER): workers, the db_writer and the commands
-against a real cluster of three masters started for the test."""
+against a real cluster of three masters started for the test, the frontier
+split into one shard per master (FRONTIER_SHARDS auto)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 
 import pytest
 
+from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
+from tests.support.monitoring import Exporter
 from tests.support.processes import PYTHON, ROOT, db_writer, stored_urls, wait_until, worker
 from tests.support.services import RedisClusterGroup
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
-CK = RedisKeys("distributed", cluster=True)
+CK = RedisKeys("distributed", cluster=True, shards=3)
 ENV = {"REDIS_CLUSTER": "true"}
 
 
@@ -26,11 +30,29 @@ def cluster():
     group.stop()
 
 
+def sites_on_every_shard(stack: contextlib.ExitStack, pages: int) -> list[TestSite]:
+    """Three test sites whose hosts fall in three different shards (their
+    ports are free ones, so their shards are drawn anew each time)."""
+    by_shard: dict[int, TestSite] = {}
+    for attempt in range(60):
+        site = TestSite(pages=pages, seed=20 + attempt)
+        site.start()
+        shard = CK.shard_of(host_of(site.url))
+        if shard in by_shard:
+            site.stop()
+            continue
+        stack.callback(site.stop)
+        by_shard[shard] = site
+        if len(by_shard) == 3:
+            return list(by_shard.values())
+    raise AssertionError("no free ports for three shards")
+
+
 def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
     db_path = tmp_path / "items.db"
     client = cluster.client
     with contextlib.ExitStack() as stack:
-        sites = [stack.enter_context(TestSite(pages=120, seed=20 + i)) for i in range(3)]
+        sites = sites_on_every_shard(stack, pages=120)
         for site in sites:
             client.lpush(CK.start_urls, site.url)
         workers = [
@@ -39,6 +61,8 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         ]
         writer = db_writer("dbw", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
         procs += [*workers, writer]
+        exporter = Exporter(cluster.url, tmp_path, "REDIS_CLUSTER=true")
+        stack.callback(exporter.close)
         for w in workers:
             assert w.wait(180) == 0, w.log()[-3000:]
         wait_until(
@@ -51,12 +75,26 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         assert len(urls) == len(set(urls)), "a page stored twice"
         expected = set().union(*(site.page_urls() for site in sites))
         assert set(urls) == expected, sorted(expected - set(urls))[:10]
-        assert client.zcard(CK.leases) == 0 and int(client.get(CK.requests_size) or 0) == 0
+        assert int(client.get(CK.frontier_shards)) == 3  # auto: one per master
+        for shard in CK.all_shards:
+            assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0
         assert client.sismember("spiders", "distributed")
-        # Every key of the spider is in its slot, on the master that owns it.
+        # Each shard's keys (its seen-set, at least) are on a master of their
+        # own; the spider's own keys (items, stats, seeds) on the master of its slot.
+        masters = {node.port for node in cluster.masters()}
+        owners = {cluster.master_of(shard.frontier_prefix).port for shard in CK.all_shards}
+        assert owners == masters
+        for shard in CK.all_shards:
+            node = cluster.master_of(shard.frontier_prefix)
+            assert node.client.get(shard.seen), shard.frontier_prefix
+            assert node.client.keys(shard.frontier_prefix.replace("{", "\\{") + "seen:*")
         home = cluster.master_of(CK.prefix)
-        found = home.client.keys("{distributed}:*")
-        assert CK.seen.encode() in found and CK.hosts.encode() not in found  # drained
+        assert home.client.exists(CK.stats_totals, CK.db_writer_stats) == 2
+        # The exporter sums the shards: every page's fingerprint, none queued.
+        metrics = exporter.scrape()
+        assert metrics.get("crawler_redis_up") == 1
+        assert metrics.get("crawler_dupefilter_size", spider="distributed") >= len(expected)
+        assert metrics.get("crawler_queue_length", spider="distributed", queue="requests") == 0
         status = subprocess.run(
             [PYTHON, "-m", "scrapy", "crawlstatus", "--once"],
             cwd=ROOT,
@@ -67,3 +105,49 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         )
         assert status.returncode == 0, status.stderr
         assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
+
+
+@pytest.fixture
+def replicated_cluster():
+    group = RedisClusterGroup(masters=3, replicas=1)
+    yield group
+    group.stop()
+
+
+def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster, tmp_path, procs):
+    cluster = replicated_cluster
+    db_path = tmp_path / "items.db"
+    client = cluster.client
+    slow = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "DOWNLOAD_DELAY=0.02")
+    with contextlib.ExitStack() as stack:
+        sites = sites_on_every_shard(stack, pages=150)
+        for site in sites:
+            client.lpush(CK.start_urls, site.url)
+        workers = [worker(f"w{i}", cluster.url, tmp_path, *slow, env=ENV) for i in (1, 2)]
+        writer = db_writer("dbw", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
+        procs += [*workers, writer]
+        wait_until(lambda: len(stored_urls(db_path)) >= 60, 90, what="the crawl to be under way")
+        assert len(stored_urls(db_path)) < 300, "killed too late to prove anything"
+        # The master of the spider's own slot (items, seeds, acks of its shard).
+        victim = cluster.master_of(CK.prefix)
+        victim.executor.process.send_signal(signal.SIGKILL)
+        wait_until(
+            lambda: getattr(cluster.owner(CK.prefix), "port", victim.port) != victim.port,
+            60,
+            what="a replica promoted",
+        )
+        assert [p.name for p in (*workers, writer) if not p.alive()] == [], "a process died"
+        for w in workers:
+            assert w.wait(240) == 0, w.log()[-3000:]
+        wait_until(
+            lambda: client.llen(CK.items) == 0 and client.llen(CK.items_processing) == 0,
+            60,
+            what="the item buffer to drain",
+        )
+        assert writer.stop(30) == 0, writer.log()[-3000:]
+        urls = stored_urls(db_path)
+        assert len(urls) == len(set(urls)), "a page stored twice"
+        expected = set().union(*(site.page_urls() for site in sites))
+        assert set(urls) == expected, sorted(expected - set(urls))[:10]
+        for shard in CK.all_shards:
+            assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0

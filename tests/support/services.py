@@ -354,14 +354,21 @@ class RedisClusterGroup:
                 continue
         return found
 
-    def master_of(self, key: str) -> RedisServer:
-        """The master that owns ``key``'s slot now."""
+    def owner(self, key: str) -> RedisServer | None:
+        """The live master that says it owns ``key``'s slot now, if any (a failover
+        leaves the slot without one until a replica is promoted)."""
         slot = key_slot(key.encode())
         for node in self.masters():
             for start, end, master, *_ in node.client.execute_command("CLUSTER", "SLOTS"):
                 if start <= slot <= end and int(master[1]) == node.port:
                     return node
-        raise AssertionError(f"no master owns slot {slot}")
+        return None
+
+    def master_of(self, key: str) -> RedisServer:
+        """The master that owns ``key``'s slot now."""
+        node = self.owner(key)
+        assert node is not None, f"no master owns slot {key_slot(key.encode())}"
+        return node
 
     def stop(self) -> None:
         if hasattr(self, "client"):
