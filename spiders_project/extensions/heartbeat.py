@@ -326,6 +326,6 @@ class StatsPublisher:
         else:
             logger.info("Published final stats; worker %s signed off", self.worker)
         finally:
-            # We are the client's last user (on spider_closed the scheduler has
-            # closed it already, and this call opened a connection again).
-            await self.redis.client.aclose()
+            # We are the clients' last user (on spider_closed the scheduler has
+            # closed them already, and this call opened a connection again).
+            await self.redis.aclose()

@@ -56,6 +56,7 @@ class WorkerRedis:
         seen: SeenConfig | None = None,
         wait: tuple[int, float] = (0, 1.0),
         client_for: Callable[[str], redis.asyncio.Redis] | None = None,
+        batcher_client: redis.asyncio.Redis | None = None,
     ) -> None:
         self.client = client
         # A client for the slot of another key (Redis Cluster), given that key.
@@ -64,8 +65,19 @@ class WorkerRedis:
         self.state = state
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
-        # The call paths of the frontier shards' slots (Redis Cluster), by prefix.
+        # The call paths of the frontier shards' slots (Redis Cluster), by
+        # prefix, and the connection state of each slot's master.
         self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
+        self._states: dict[str, RedisState] = {keys.prefix: state}
+        # The write batcher's own clients, one per slot: its WAIT must go on
+        # the connection that sent the writes it waits for (WAIT counts the
+        # replicas that have that connection's last write), and a client the
+        # lease loop and the seed reader share could hand it another one.
+        # The batcher sends one call at a time per slot, so each of its
+        # clients holds a single connection.
+        self._batcher_calls: dict[str, RedisCalls] = {
+            keys.prefix: RedisCalls(batcher_client or client, state, self.round_trip)
+        }
         self.scripts = FrontierScripts()
         self.worker = worker_id()
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
@@ -74,14 +86,14 @@ class WorkerRedis:
         self.seen = seen or EXACT
         # (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT): replicas that confirm writes.
         self.batcher = RedisBatcher(
-            self.calls,
+            self._batcher_calls[keys.prefix],
             keys,
             flush_interval,
             self.clock,
             self.seen.spec,
             wait[0],
             wait[1],
-            calls_for=self.calls_for,
+            calls_for=self._batcher_calls_for,
         )
 
     def calls_for(self, keys: RedisKeys) -> RedisCalls:
@@ -91,23 +103,32 @@ class WorkerRedis:
         Cluster; then one client per shard, all sharing one connection
         state, backoff and round-trip count.
         """
-        prefix = keys.frontier_prefix
-        calls = self._shard_calls.get(prefix)
+        return self._calls_of(self._shard_calls, keys.frontier_prefix)
+
+    def _batcher_calls_for(self, keys: RedisKeys) -> RedisCalls:
+        """The write batcher's call path to the master of ``keys``' frontier slot."""
+        return self._calls_of(self._batcher_calls, keys.frontier_prefix)
+
+    def _calls_of(self, known: dict[str, RedisCalls], prefix: str) -> RedisCalls:
+        calls = known.get(prefix)
         if calls is None:
             assert self._client_for is not None, "a sharded frontier needs client_for"
-            calls = RedisCalls(self._client_for(prefix), self._shard_state(prefix), self.round_trip)
-            self._shard_calls[prefix] = calls
+            calls = RedisCalls(self._client_for(prefix), self._state_of(prefix), self.round_trip)
+            known[prefix] = calls
         return calls
 
-    def _shard_state(self, prefix: str) -> RedisState:
+    def _state_of(self, prefix: str) -> RedisState:
         """The connection state of a shard's master: its own, since one master
         of a cluster may be away while the others answer (one state for all
         would log "lost" and "reconnected" at every call of each). Its
         reconnect callbacks are this worker's (the same list)."""
-        home = self.state
-        state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
-        state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
-        state.on_reconnect = home.on_reconnect
+        state = self._states.get(prefix)
+        if state is None:
+            home = self.state
+            state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
+            state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
+            state.on_reconnect = home.on_reconnect
+            self._states[prefix] = state
         return state
 
     def keys_of_lease(self, lease_id: bytes | str) -> RedisKeys:
@@ -172,8 +193,10 @@ class WorkerRedis:
 
     async def aclose(self) -> None:
         """Close every client (the frontier shards' too)."""
-        for calls in self._shard_calls.values():
-            await calls.client.aclose()
+        clients = {id(c.client): c.client for c in self._shard_calls.values()}
+        clients.update({id(c.client): c.client for c in self._batcher_calls.values()})
+        for client in clients.values():
+            await client.aclose()
 
     async def register_spider(self) -> None:
         """Add the spider to the set ``db_writer --all-spiders`` reads (keys.SPIDERS).
@@ -218,6 +241,7 @@ class WorkerRedis:
                 seen=SeenConfig.from_settings(settings),
                 wait=(redis_config.wait_replicas, redis_config.wait_timeout),
                 client_for=lambda key: async_client(settings, key),
+                batcher_client=async_client(settings, keys.prefix),
             )
 
         return shared(crawler, cls, build)

@@ -531,8 +531,11 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._leasing = asyncio.ensure_future(call)
         try:
             leased, next_hosts, wait_ms, full = await asyncio.shield(self._leasing)
-        finally:
+        except RedisUnavailable:
             self._leasing = None
+            raise
+        # (Cancelled at shutdown, the call stays in _leasing for hand_back.)
+        self._leasing = None
         self._candidates[prefix] = self.bad_entries.host_names(next_hosts, keys)
         added = 0
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
