@@ -15,7 +15,7 @@ from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.support.monitoring import Exporter
 from tests.support.processes import PYTHON, ROOT, db_writer, stored_urls, wait_until, worker
-from tests.support.services import RedisClusterGroup
+from tests.support.services import RedisClusterGroup, free_port
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -55,6 +55,9 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         sites = sites_on_every_shard(stack, pages=120)
         for site in sites:
             client.lpush(CK.start_urls, site.url)
+        # A host that refuses connections: its page fails for good (a dead letter).
+        refused = f"http://127.0.0.1:{free_port()}/"
+        client.lpush(CK.start_urls, refused)
         workers = [
             worker(f"w{i}", cluster.url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3", env=ENV)
             for i in (1, 2)
@@ -105,6 +108,21 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         )
         assert status.returncode == 0, status.stderr
         assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
+        # deadletters: the refused page goes back to its host's shard.
+        assert client.llen(CK.dead) == 1
+        requeue = subprocess.run(
+            [PYTHON, "-m", "scrapy", "deadletters", "requeue", "--all"],
+            cwd=ROOT,
+            env={**os.environ, "REDIS_URL": cluster.url, **ENV},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert requeue.returncode == 0, requeue.stderr
+        assert client.llen(CK.dead) == 0
+        shard = CK.for_host(host_of(refused))
+        assert int(client.get(shard.requests_size)) == 1
+        assert client.zcard(shard.hosts) == 1
 
 
 @pytest.fixture
