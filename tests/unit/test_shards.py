@@ -16,7 +16,8 @@ SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
 
 @pytest.mark.parametrize(
-    "key", ["distributed:start_urls", "{distributed}:items", "{a}{b}", "x{}y", "{distributed/2.7}:q"]
+    "key",
+    ["distributed:start_urls", "{distributed}:items", "{a}{b}", "x{}y", "{distributed/2.7}:q"],
 )
 def test_key_slot_is_redis_own(key: str) -> None:
     assert key_slot(key) == redis_key_slot(key.encode())
