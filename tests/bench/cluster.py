@@ -60,19 +60,27 @@ class ClusterResult:
     masters: list[tuple[str, float]]
     seen_bytes_per_url: float
 
+    @property
+    def total_us(self) -> float:
+        """Redis CPU per page of the whole cluster (what one Redis would spend)."""
+        return sum(us for _, us in self.masters)
+
+    @property
+    def own_us(self) -> float:
+        """What the spider's own keys (items, seeds, stats) cost per page: the
+        first master's CPU beyond the least busy other master's, which holds
+        a shard too."""
+        return max(0.0, self.masters[0][1] - min(us for _, us in self.masters[1:]))
+
     def capacity(self, masters: int) -> float:
         """Pages/s at which the busiest of ``masters`` masters saturates one core.
 
-        Shard load per page is the mean of the masters holding a shard only;
-        the spider's own keys add what its master spends beyond that. With N
-        shards the frontier's load spreads over N masters; the spider's own
-        keys stay on one.
+        The frontier's share of the cluster's CPU per page spreads over N
+        shards on N masters when hosts spread evenly over them; the spider's
+        own keys stay on one master, which is then the busiest.
         """
-        home = self.masters[0][1]
-        shard = sum(us for _, us in self.masters[1:]) / max(1, len(self.masters) - 1)
-        own = max(0.0, home - shard)
-        frontier = shard * len(self.masters)
-        return 1e6 / (frontier / masters + own)
+        frontier = self.total_us - self.own_us
+        return 1e6 / (frontier / masters + self.own_us)
 
 
 def cluster_phase(bench: Bench, window: int) -> ClusterResult:

@@ -293,14 +293,17 @@ def cluster(report: Report) -> list[str]:
         lines.append(f"| {i} | {held} | {us:.1f} | {ceiling} |")
     lines += [
         "",
-        "**Projection**, per shard: a master holding one shard of hosts spends the shard"
-        " masters' mean per page of that shard's pages; the spider's own keys (items, seeds,"
-        " stats) add what the first master spends beyond that, on one master whatever the"
-        " cluster's size. With N masters and N shards, hosts spread evenly, the busiest master"
-        " is the first, and the cluster saturates when it does. URLs: the seen-set's bytes per"
-        f" URL measured in the shards' keys ({result.seen_bytes_per_url:.1f}), with"
-        f" {SEEN_GB_PER_MASTER} GB of each master given to it; queued requests cost about 80"
-        " bytes each on top while they wait (section *The frontier's queues*).",
+        "The site has one host, so one shard (one master) does all of the frontier's work per"
+        " page; the others show what an idle shard costs (the worker's lease calls visit every"
+        " shard) and what the spider's own keys cost (items, seeds, stats: the first master"
+        " beyond the least busy other one). **Projection**: the cluster spends"
+        f" {result.total_us:.0f} µs of Redis CPU per page in all (one Redis, above: its"
+        " *Redis CPU s/10k pages*); with N masters, N shards and hosts spread evenly, each"
+        " master takes an N-th of the frontier's share, and the first also the spider's own"
+        f" ({result.own_us:.1f} µs); the cluster saturates when that master does. URLs: the"
+        f" seen-set's bytes per URL measured in the shards' keys ({result.seen_bytes_per_url:.1f}),"
+        f" with {SEEN_GB_PER_MASTER} GB of each master given to it; queued requests cost about"
+        " 80 bytes each on top while they wait (section *The frontier's queues*).",
         "",
         "| Masters | Pages/s at saturation | Seen URLs |",
         "|---:|---:|---:|",
