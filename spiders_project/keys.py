@@ -97,12 +97,13 @@ class RedisKeys:
         ``<spider>:start_urls`` unless the spider class names another in
         ``redis_key``; on a Redis Cluster ``{<spider>}:start_urls``, and a
         ``redis_key`` gets the tag too (``<spider>:...`` becomes ``{<spider>}:...``,
-        another name is prefixed with it), since the enqueue script claims
-        seeds in the same step as it queues them.
+        another name is prefixed with it): the seeds are in the spider's slot,
+        where an unsharded frontier's enqueue script claims them in the same
+        step as it queues them.
         """
         if not self.seeds:
             return self._key("start_urls")
-        if not self.cluster or "{" in self.seeds:
+        if not self.cluster or self.seeds.startswith(self.prefix):
             return self.seeds
         own = f"{self.spider}:"
         return self.prefix + (self.seeds[len(own) :] if self.seeds.startswith(own) else self.seeds)

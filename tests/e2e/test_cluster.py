@@ -169,3 +169,28 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
         assert set(urls) == expected, sorted(expected - set(urls))[:10]
         for shard in CK.all_shards:
             assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0
+
+
+def test_a_worker_told_another_shard_count_refuses_to_start(cluster):
+    env = {**os.environ, "REDIS_URL": cluster.url, **ENV}
+
+    def scrapy(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYTHON, "-m", "scrapy", *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    # The first process of the spider records the count (auto: one per master).
+    assert scrapy("deadletters", "list").returncode == 0
+    assert int(cluster.client.get(CK.frontier_shards)) == 3
+    refused = scrapy("crawl", "distributed", "-s", "FRONTIER_SHARDS=2")
+    output = refused.stdout + refused.stderr
+    assert refused.returncode == 2, output
+    assert "Traceback" not in output, output
+    [line] = [line for line in output.splitlines() if "FRONTIER_SHARDS" in line]
+    assert "ERROR" in line and CK.frontier_shards in line and "3 shards" in line
+    assert int(cluster.client.get(CK.frontier_shards)) == 3

@@ -62,6 +62,9 @@ def assert_one_line_naming(done: subprocess.CompletedProcess[str], name: str) ->
         ("worker", "RENDER_CONCURRENCY", "0"),
         ("worker", "DUPEFILTER_MODE", "fuzzy"),
         ("worker", "DUPEFILTER_ERROR_RATE", "2"),
+        ("worker", "REDIS_CLUSTER", "maybe"),
+        ("worker", "FRONTIER_SHARDS", "many"),
+        ("worker", "FRONTIER_SHARDS", "2"),  # more than 1 needs a Redis Cluster
         ("dupefilter", "DUPEFILTER_MODE", "fuzzy"),
         ("dupefilter", "REDIS_URL", "nonsense"),
         ("db_writer", "DB_WRITER_BATCH_SIZE", "abc"),
