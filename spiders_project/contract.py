@@ -181,6 +181,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("GET", keys.all_shards[0].seen),
         ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
     ]
+    assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
     reads += _other_shards_work(keys)
     for shard in keys.all_shards[1:]:
         reads += [("LLEN", shard.requests_rejected), ("GET", shard.seen)]
@@ -235,7 +236,7 @@ def read_cluster(
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
         shards = r[_FIXED_READS:]
-        n_other = 2 * (spider_keys[spider].shards - 1) if spider_keys[spider].sharded else 0
+        n_other = len(_other_shards_work(spider_keys[spider]))
         work = work_of(r[0:5] + shards[:n_other])
         rejected = dict(zip(REJECTED, (int(n) for n in r[7:11]), strict=True))
         rejected["requests"] += sum(int(n or 0) for n in shards[n_other::2])

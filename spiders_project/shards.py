@@ -12,7 +12,7 @@ only, exactly, in the same script that queues it.
 
 Every worker of a spider must split the frontier the same way, or requests
 would land in shards nobody leases from: the first worker records the count
-in ``<spider>:frontier:shards``, and a worker told another count refuses to
+in ``{<spider>}:frontier:shards``, and a worker told another count refuses to
 start. ``auto`` (the default) is the number of masters when that record is
 first made; on a single Redis it is 1, and nothing changes.
 """

@@ -241,7 +241,8 @@ class RedisBatcher:
         the steps leaves its leases to expire and be fetched again, which
         the upserting db_writer and the seen-set absorb. A seed is claimed
         (removed from start_urls) after its request is queued, not in the same
-        script: killed between the two, the seed is read and queued again.
+        script: killed between the two, the seed is read and queued again; two
+        workers that read one seed at once may both queue it (fetched twice).
         """
         first = [op for op in ops if op[0] != _ACK]
         second = [op for op in ops if op[0] == _ACK]

@@ -100,8 +100,8 @@ class WorkerRedis:
         """The call path to the master of ``keys``' frontier slot (shards.py).
 
         This worker's own calls unless the frontier is sharded over a Redis
-        Cluster; then one client per shard, all sharing one connection
-        state, backoff and round-trip count.
+        Cluster; then one client per shard, each with the connection state of
+        its master (``_state_of``), all counting round trips together.
         """
         return self._calls_of(self._shard_calls, keys.frontier_prefix)
 
@@ -210,7 +210,7 @@ class WorkerRedis:
             return
         client = self._client_for(SPIDERS)
         try:
-            await RedisCalls(client, self.state, self.round_trip).command(
+            await RedisCalls(client, self._state_of(SPIDERS), self.round_trip).command(
                 "SADD", SPIDERS, self.keys.spider
             )
         finally:

@@ -233,9 +233,9 @@ def _requeue_sharded(
     transaction holds both: each batch is enqueued first (one script per
     shard), then removed from the dead list with the garbage moved aside (one
     transaction in the spider's slot). Killed between the two, the batch is
-    requeued again by the next run: the requests are queued twice at worst
-    (once while both copies wait: the sorted set keeps a payload once), never
-    lost. Two requeues run at once may do the same.
+    requeued again by the next run: fetched twice at worst (a host's sorted
+    set keeps one copy of a payload while it waits), never lost. Two requeues
+    run at once may do the same.
     """
     result = RequeueResult()
     script = lua_source("enqueue")

@@ -17,7 +17,6 @@ from typing import Any
 
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.frontier.batcher import lease_shard
 from spiders_project.frontier.calls import expired_call, requeue_call
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.keys import RedisKeys
@@ -39,19 +38,17 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.stats = stats
 
-    def _by_shard(self, ids: list[bytes]) -> dict[int, list[bytes]]:
-        """Lease ids grouped by the shard that gave them (batcher.lease_shard)."""
-        groups: dict[int, list[bytes]] = {}
+    def _by_shard(self, ids: list[bytes]) -> list[tuple[RedisKeys, list[bytes]]]:
+        """Lease ids grouped by the shard that gave them, with its keys."""
+        groups: dict[str, tuple[RedisKeys, list[bytes]]] = {}
         for lease_id in ids:
-            groups.setdefault(lease_shard(lease_id) if self.keys.sharded else 0, []).append(
-                lease_id
-            )
-        return groups
+            keys = self.redis.keys_of_lease(lease_id)
+            groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(lease_id)
+        return list(groups.values())
 
     async def renew(self, ids: list[bytes]) -> None:
         """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
-        for shard, group in self._by_shard(ids).items():
-            keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
+        for keys, group in self._by_shard(ids):
             await self.redis.calls_for(keys).script(
                 self.redis.scripts.renew,
                 [keys.leases],
@@ -118,8 +115,7 @@ class LeaseKeeper:
         deadline = asyncio.get_running_loop().time() + timeout
         hosts = {i: h for i, _, h in leases}
         returned = 0
-        for shard, group in self._by_shard(list(hosts)).items():
-            keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
+        for keys, group in self._by_shard(list(hosts)):
             ids = [(i, hosts[i]) for i in group]
             script_keys, args = requeue_call(keys, ids, expired=False, now=self.redis.clock.arg())
             try:

@@ -108,8 +108,10 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         )
         assert status.returncode == 0, status.stderr
         assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
-        # deadletters: the refused page goes back to its host's shard.
-        assert client.llen(CK.dead) == 1
+        # deadletters: the refused page goes back to its host's shard. Both
+        # workers may have queued its seed (a sharded frontier claims a seed
+        # after queueing it), and fetched it in turn: one or two letters.
+        assert 1 <= client.llen(CK.dead) <= 2
         requeue = subprocess.run(
             [PYTHON, "-m", "scrapy", "deadletters", "requeue", "--all"],
             cwd=ROOT,
