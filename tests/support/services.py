@@ -313,15 +313,19 @@ class RedisClusterGroup:
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(masters * (1 + replicas)):
-                self.nodes.append(RedisServer(*options))
-            subprocess.run(
+                # The cluster bus on a free port of its own: by default it is
+                # the node's port + 10000, which may be taken, or past 65535.
+                bus = ["--cluster-port", str(free_port())]
+                self.nodes.append(RedisServer(*options, *bus))
+            created = subprocess.run(
                 ["redis-cli", "--cluster", "create"]
                 + [f"127.0.0.1:{node.port}" for node in self.nodes]
                 + ["--cluster-replicas", str(replicas), "--cluster-yes"],
-                check=True,
                 capture_output=True,
-                timeout=60,
+                text=True,
+                timeout=120,
             )
+            assert created.returncode == 0, created.stdout[-2000:] + created.stderr[-2000:]
             self.url = self.nodes[0].url
             self._wait_until_ok()
             self.client = redis.cluster.RedisCluster.from_url(self.url)
@@ -329,7 +333,7 @@ class RedisClusterGroup:
             self.stop()
             raise
 
-    def _wait_until_ok(self, timeout: float = 30) -> None:
+    def _wait_until_ok(self, timeout: float = 60) -> None:
         """Until every node says the cluster is ok and knows its replicas."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
