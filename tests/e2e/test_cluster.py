@@ -14,7 +14,15 @@ import pytest
 from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.support.monitoring import Exporter
-from tests.support.processes import PYTHON, ROOT, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    db_writer,
+    items_drained,
+    stored_urls,
+    wait_until,
+    worker,
+)
 from tests.support.services import RedisClusterGroup, free_port
 from tests.support.site import TestSite
 
@@ -48,6 +56,32 @@ def sites_on_every_shard(stack: contextlib.ExitStack, pages: int) -> list[TestSi
     raise AssertionError("no free ports for three shards")
 
 
+def scrapy(cluster: RedisClusterGroup, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``scrapy <argv>`` against the cluster, its output captured."""
+    return subprocess.run(
+        [PYTHON, "-m", "scrapy", *argv],
+        cwd=ROOT,
+        env={**os.environ, "REDIS_URL": cluster.url, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def crawled_once(workers, writer, client, db_path, sites, timeout: float) -> set[str]:
+    """Wait for the workers to finish and the db_writer to drain the item buffer;
+    assert every page of ``sites`` was stored, once. Returns their URLs."""
+    for w in workers:
+        assert w.wait(timeout) == 0, w.log()[-3000:]
+    wait_until(lambda: items_drained(client, CK), 60, what="the item buffer to drain")
+    assert writer.stop(30) == 0, writer.log()[-3000:]
+    urls = stored_urls(db_path)
+    assert len(urls) == len(set(urls)), "a page stored twice"
+    expected = set().union(*(site.page_urls() for site in sites))
+    assert set(urls) == expected, sorted(expected - set(urls))[:10]
+    return expected
+
+
 def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
     db_path = tmp_path / "items.db"
     client = cluster.client
@@ -66,18 +100,7 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         procs += [*workers, writer]
         exporter = Exporter(cluster.url, tmp_path, "REDIS_CLUSTER=true")
         stack.callback(exporter.close)
-        for w in workers:
-            assert w.wait(180) == 0, w.log()[-3000:]
-        wait_until(
-            lambda: client.llen(CK.items) == 0 and client.llen(CK.items_processing) == 0,
-            60,
-            what="the item buffer to drain",
-        )
-        assert writer.stop(30) == 0, writer.log()[-3000:]
-        urls = stored_urls(db_path)
-        assert len(urls) == len(set(urls)), "a page stored twice"
-        expected = set().union(*(site.page_urls() for site in sites))
-        assert set(urls) == expected, sorted(expected - set(urls))[:10]
+        expected = crawled_once(workers, writer, client, db_path, sites, timeout=180)
         assert int(client.get(CK.frontier_shards)) == 3  # auto: one per master
         for shard in CK.all_shards:
             assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0
@@ -98,28 +121,14 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         assert metrics.get("crawler_redis_up") == 1
         assert metrics.get("crawler_dupefilter_size", spider="distributed") >= len(expected)
         assert metrics.get("crawler_queue_length", spider="distributed", queue="requests") == 0
-        status = subprocess.run(
-            [PYTHON, "-m", "scrapy", "crawlstatus", "--once"],
-            cwd=ROOT,
-            env={**os.environ, "REDIS_URL": cluster.url, **ENV},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        status = scrapy(cluster, "crawlstatus", "--once")
         assert status.returncode == 0, status.stderr
         assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
         # deadletters: the refused page goes back to its host's shard. Both
         # workers may have queued its seed (a sharded frontier claims a seed
         # after queueing it), and fetched it in turn: one or two letters.
         assert 1 <= client.llen(CK.dead) <= 2
-        requeue = subprocess.run(
-            [PYTHON, "-m", "scrapy", "deadletters", "requeue", "--all"],
-            cwd=ROOT,
-            env={**os.environ, "REDIS_URL": cluster.url, **ENV},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        requeue = scrapy(cluster, "deadletters", "requeue", "--all")
         assert requeue.returncode == 0, requeue.stderr
         assert client.llen(CK.dead) == 0
         shard = CK.for_host(host_of(refused))
@@ -157,39 +166,16 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
             what="a replica promoted",
         )
         assert [p.name for p in (*workers, writer) if not p.alive()] == [], "a process died"
-        for w in workers:
-            assert w.wait(240) == 0, w.log()[-3000:]
-        wait_until(
-            lambda: client.llen(CK.items) == 0 and client.llen(CK.items_processing) == 0,
-            60,
-            what="the item buffer to drain",
-        )
-        assert writer.stop(30) == 0, writer.log()[-3000:]
-        urls = stored_urls(db_path)
-        assert len(urls) == len(set(urls)), "a page stored twice"
-        expected = set().union(*(site.page_urls() for site in sites))
-        assert set(urls) == expected, sorted(expected - set(urls))[:10]
+        crawled_once(workers, writer, client, db_path, sites, timeout=240)
         for shard in CK.all_shards:
             assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0
 
 
 def test_a_worker_told_another_shard_count_refuses_to_start(cluster):
-    env = {**os.environ, "REDIS_URL": cluster.url, **ENV}
-
-    def scrapy(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [PYTHON, "-m", "scrapy", *argv],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
     # The first process of the spider records the count (auto: one per master).
-    assert scrapy("deadletters", "list").returncode == 0
+    assert scrapy(cluster, "deadletters", "list").returncode == 0
     assert int(cluster.client.get(CK.frontier_shards)) == 3
-    refused = scrapy("crawl", "distributed", "-s", "FRONTIER_SHARDS=2")
+    refused = scrapy(cluster, "crawl", "distributed", "-s", "FRONTIER_SHARDS=2")
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2, output
     assert "Traceback" not in output, output
