@@ -189,6 +189,16 @@ class RedisKeys:
         return self._frontier_key("requests:seq")
 
     @property
+    def seeds_taken(self) -> str:
+        """Sorted set of a shard: digest of a seed entry -> time (ms) its request went in.
+
+        Sharded frontier only, where a seed is removed from start_urls after its
+        request is queued (``batcher._flush_sharded``): an entry read again
+        within the window of ``calls.SEED_TAKEN_MS`` is not queued twice.
+        """
+        return self._frontier_key("seeds:taken")
+
+    @property
     def host_delays(self) -> str:
         """Hash host -> delay (ms) the site asked for (robots.txt Crawl-delay)."""
         return self._frontier_key("requests:host_delays")

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard
+from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard, seed_digest
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
@@ -241,8 +241,11 @@ class RedisBatcher:
         the steps leaves its leases to expire and be fetched again, which
         the upserting db_writer and the seen-set absorb. A seed is claimed
         (removed from start_urls) after its request is queued, not in the same
-        script: killed between the two, the seed is read and queued again; two
-        workers that read one seed at once may both queue it (fetched twice).
+        script; the shard remembers the seed for ``calls.SEED_TAKEN_MS``
+        (``keys.seeds_taken``), so a worker that reads it again in between (two
+        workers polling together, or one killed between the steps) claims it
+        without queuing it twice. Unlike on one Redis, an identical entry
+        pushed again within that window is claimed without a second crawl.
         """
         first = [op for op in ops if op[0] != _ACK]
         second = [op for op in ops if op[0] == _ACK]
@@ -262,14 +265,15 @@ class RedisBatcher:
         """``ops`` in one transaction per slot, all at once: (ops kept, backoff,
         seed claims due now that their requests are queued)."""
         groups: dict[str, tuple[RedisKeys, list[tuple[str, Any]]]] = {}
-        # A seed's request goes to its host's shard without its entry (that
-        # script cannot reach start_urls), and is claimed after: see above.
+        # A seed's request goes to its host's shard with the entry's digest
+        # (that script cannot reach start_urls), and is claimed after: see above.
         seeds: dict[int, tuple[str, Any]] = {}  # id of the op sent -> the op as given
         for op in ops:
             keys = self._keys_of(op)
             if op[0] == _ENQUEUE and op[1][0] and op[1][4]:
                 host, fingerprint, priority, payload, _, wait_ms = op[1]
-                sent = (_ENQUEUE, (host, fingerprint, priority, payload, b"", wait_ms))
+                digest = seed_digest(op[1][4])
+                sent = (_ENQUEUE, (host, fingerprint, priority, payload, digest, wait_ms))
                 seeds[id(sent)] = op
                 op = sent
             groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(op)

@@ -7,6 +7,7 @@ production, a set time in tests (``clock.ScriptClock``)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,6 +29,13 @@ def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
     return ("INCRBY", keys.requests_seq, 0)
 
 
+# How long a shard remembers that a seed's request went in (``seeds_taken``):
+# it must outlast the gap between that enqueue and the seed's removal from
+# start_urls, a few ms normally, longer only while the spider's master is
+# unreachable. Ten minutes of seeds cost about 80 bytes each.
+SEED_TAKEN_MS = 600_000
+
+
 def enqueue_call(
     keys: RedisKeys,
     entries: Iterable[tuple[Any, ...]],
@@ -43,6 +51,12 @@ def enqueue_call(
     A seed entry (the raw start_urls bytes) makes the request count only if
     this call claims that entry; host "" with a seed entry rejects the seed.
     A wait (a retry's backoff) keeps the request in its host's later set until due.
+
+    A shard of a sharded frontier is in another slot than start_urls, which
+    its script cannot touch: there the seed field is the entry's digest
+    (``seed_digest``), and the request counts only if the shard has not taken
+    that digest within ``SEED_TAKEN_MS`` (``keys.seeds_taken``); the caller
+    removes the entry from start_urls afterwards (``batcher._flush_sharded``).
     """
     hosts: dict[str, int] = {}
     sextuples: list[Any] = []
@@ -51,10 +65,6 @@ def enqueue_call(
         seed = rest[0] if rest else b""
         wait = rest[1] if len(rest) > 1 else 0
         sextuples += (fingerprint, priority, payload, index, seed, wait)
-    # A shard of a sharded frontier is in another slot than start_urls: its
-    # callers pass no seed entries (batcher._flush_sharded claims them
-    # after), and the script, which touches KEYS[6] and KEYS[7] only for
-    # those, is given a key of its own slot instead, as a cluster requires.
     in_shard = keys.sharded and keys.shard >= 0
     return (
         [
@@ -63,14 +73,20 @@ def enqueue_call(
             keys.requests_seq,
             keys.hosts,
             keys.requests_size,
-            keys.requests_seq if in_shard else keys.start_urls,
+            keys.seeds_taken if in_shard else keys.start_urls,
+            # Untouched in a shard (no seed is rejected there): a key of its slot.
             keys.requests_seq if in_shard else keys.start_urls_rejected,
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),
         ],
-        [now, seen, len(hosts), *hosts, *sextuples],
+        [now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts, *sextuples],
     )
+
+
+def seed_digest(entry: bytes) -> bytes:
+    """A start_urls entry's name in a shard's ``seeds_taken`` (16 bytes)."""
+    return hashlib.sha1(entry).digest()[:16]
 
 
 def lease_call(

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from spiders_project.frontier.calls import seed_digest
 from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.support.monitoring import Exporter
@@ -125,9 +126,11 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         assert status.returncode == 0, status.stderr
         assert "| items 0 |" in status.stdout and "ETA         nothing queued" in status.stdout
         # deadletters: the refused page goes back to its host's shard. Both
-        # workers may have queued its seed (a sharded frontier claims a seed
-        # after queueing it), and fetched it in turn: one or two letters.
-        assert 1 <= client.llen(CK.dead) <= 2
+        # workers may have read its seed; its shard queued it once (a
+        # sharded frontier claims a seed after queueing it: seeds:taken).
+        assert client.llen(CK.dead) == 1
+        taken = CK.for_host(host_of(refused)).seeds_taken
+        assert client.zscore(taken, seed_digest(refused.encode())) is not None
         requeue = scrapy(cluster, "deadletters", "requeue", "--all")
         assert requeue.returncode == 0, requeue.stderr
         assert client.llen(CK.dead) == 0

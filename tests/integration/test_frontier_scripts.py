@@ -12,11 +12,13 @@ import pytest
 from scrapy import Request
 
 from spiders_project.frontier.calls import (
+    SEED_TAKEN_MS,
     ack_call,
     enqueue_call,
     expired_call,
     lease_call,
     requeue_call,
+    seed_digest,
 )
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter
 from spiders_project.frontier.scripts import FrontierScripts
@@ -138,6 +140,30 @@ def test_seed_fingerprint_is_recorded_but_never_filters(r, s):
     assert enqueue(s, [("h", "fpS", 0, b"seed")]) == 1
     assert enqueue(s, [("h", "!fpS", 0, b"seed-again")]) == 1
     assert recorded(r, "fpS") and int(r.get(K.seen)) == 1
+
+
+def test_a_shard_queues_a_seed_once_within_its_window(r, s):
+    """On a sharded frontier a seed is removed from start_urls after its
+    request is queued in its host's shard; the shard remembers the seed's
+    digest, so a worker that read the entry before that removal (or after a
+    worker killed in between) does not queue it again."""
+    shard = RedisKeys("t", cluster=True, shards=3).for_host("h")
+    seed = seed_digest(b"https://h/")
+
+    def enqueue_seed(payload: bytes) -> int:
+        keys, args = enqueue_call(shard, [("h", tok("!fpS"), 0, payload, seed)], now=s.now)
+        return s.enqueue(keys, args)[0]
+
+    assert enqueue_seed(b"seed") == 1
+    s.tick(1000)
+    assert enqueue_seed(b"seed-read-again") == 0
+    assert r.zcard(shard.seeds_taken) == 1
+    assert r.zcard(shard.host_queue("h")) == 1
+    # Past the window it is a new seeding: queued again, the old mark swept.
+    s.tick(SEED_TAKEN_MS)
+    assert enqueue_seed(b"seed-pushed-later") == 1
+    assert r.zrange(shard.seeds_taken, 0, -1, withscores=True) == [(seed, s.now)]
+    assert r.zcard(shard.host_queue("h")) == 2
 
 
 def test_size_counts_members_really_added(r, s):

@@ -2,23 +2,30 @@
 -- round trip. Seeds are claimed from start_urls in the same step, so a seed
 -- leaves that list exactly when its request enters the frontier (or the
 -- rejected list): a worker killed at any moment neither loses nor doubles it.
+-- A shard of a sharded frontier cannot reach start_urls (another slot): there
+-- a seed's request counts only if the shard has not taken that seed lately
+-- (KEYS[6] is then seeds:taken, ARGV[3] its window), and the caller removes
+-- the entry from start_urls after this call.
 --
 -- KEYS[1]    seen: the seen-set's counter, and the prefix of its buckets (seen.lua)
 -- KEYS[2]    dupefilter: the previous release's set of hex fingerprints (seen.lua)
 -- KEYS[3]    seq: counter giving first-in first-out order within a priority
 -- KEYS[4]    hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[5]    size: counter of queued requests
--- KEYS[6]    start_urls: list of seeds as operators pushed them
--- KEYS[7]    start_urls:rejected: seeds that are not valid requests
+-- KEYS[6]    start_urls: list of seeds as operators pushed them; in a shard,
+--            seeds:taken: sorted set, seed digest -> time (ms) it was taken
+-- KEYS[7]    start_urls:rejected: seeds that are not valid requests (untouched in a shard)
 -- KEYS[7+i]  queue of the i-th host of this batch (sorted set of JSON requests)
 -- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- KEYS[7+2H+i] list of the i-th host: its new priority-0 requests, first in first out
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
--- ARGV[3]    H, the number of hosts in this batch
--- ARGV[3+i]  name of the i-th host (i = 1..H), as in its queue key
--- ARGV[H+4..] sextuples (fingerprint, priority, payload, host index i, seed, wait):
+-- ARGV[3]    "" to claim seeds from start_urls; in a shard, the ms a taken
+--            seed is remembered
+-- ARGV[4]    H, the number of hosts in this batch
+-- ARGV[4+i]  name of the i-th host (i = 1..H), as in its queue key
+-- ARGV[H+5..] sextuples (fingerprint, priority, payload, host index i, seed, wait):
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
@@ -26,7 +33,8 @@
 --              priority is an integer in [-4000, 4000]; higher pops first
 --              seed "" for a request; else the raw start_urls entry it came
 --              from: skipped unless this call removes that entry (another
---              worker may have claimed it); host index 0 rejects the seed
+--              worker may have claimed it); host index 0 rejects the seed;
+--              in a shard, the entry's digest: skipped if taken lately
 --              wait: ms before the request may be fetched (a retry's backoff),
 --              or 0; a waiting request goes to the host's later set as
 --              "<queue score> <payload>", scored by its time, and lease.lua
@@ -57,8 +65,9 @@
 -- queue that ran empty and refilled; a host new to it is ready at once, or
 -- when the first of this batch's waiting requests is due.
 --!include seen.lua
-local h = tonumber(ARGV[3])
-local first = h + 4
+local window = tonumber(ARGV[3])
+local h = tonumber(ARGV[4])
+local first = h + 5
 local n = (#ARGV - first + 1) / 6
 if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[3], n) - n
@@ -67,13 +76,20 @@ seen_init(KEYS[1], KEYS[2], ARGV[2], now)
 local enqueued = 0
 local reply = {0}
 local touched = {}
+local swept = false
 for j = 0, n - 1 do
   local base = first + j * 6
   local fp = ARGV[base]
   local i = tonumber(ARGV[base + 3])
   local seed = ARGV[base + 4]
   local add = true
-  if seed ~= '' then
+  if seed ~= '' and window then
+    if not swept then
+      redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - window)
+      swept = true
+    end
+    add = redis.call('ZADD', KEYS[6], 'NX', now, seed) == 1
+  elseif seed ~= '' then
     add = redis.call('LREM', KEYS[6], -1, seed) == 1
     if add and i == 0 then
       redis.call('LPUSH', KEYS[7], seed)
@@ -105,7 +121,7 @@ for j = 0, n - 1 do
   end
 end
 for i, due in pairs(touched) do
-  redis.call('ZADD', KEYS[4], 'NX', due, ARGV[3 + i])
+  redis.call('ZADD', KEYS[4], 'NX', due, ARGV[4 + i])
 end
 seen_done()
 if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end
