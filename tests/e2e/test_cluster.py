@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -24,7 +25,7 @@ from tests.support.processes import (
     wait_until,
     worker,
 )
-from tests.support.services import RedisClusterGroup, free_port
+from tests.support.services import RedisClusterGroup, RedisServer, free_port
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -185,3 +186,64 @@ def test_a_worker_told_another_shard_count_refuses_to_start(cluster):
     [line] = [line for line in output.splitlines() if "FRONTIER_SHARDS" in line]
     assert "ERROR" in line and CK.frontier_shards in line and "3 shards" in line
     assert int(cluster.client.get(CK.frontier_shards)) == 3
+
+
+def test_a_stopped_crawl_moves_from_one_redis_onto_the_cluster(cluster, tmp_path, procs):
+    """``scrapy crawlmove``: a crawl under way on one Redis, its workers
+    stopped, copied onto the cluster, where two workers finish it: every page
+    stored once, and no page fetched before the move is fetched again (the
+    seen-set went into every shard)."""
+    single = RedisServer()
+    db_path = tmp_path / "items.db"
+    client = cluster.client
+    old = RedisKeys("distributed")
+    try:
+        with contextlib.ExitStack() as stack:
+            sites = sites_on_every_shard(stack, pages=100)
+            for site in sites:
+                single.client.lpush(old.start_urls, site.url)
+            first = worker("w0", single.url, tmp_path, "DOWNLOAD_DELAY=0.02")
+            writer = db_writer("dbw0", single.url, f"sqlite:///{db_path}", tmp_path)
+            procs += [first, writer]
+            wait_until(lambda: len(stored_urls(db_path)) >= 60, 90, what="the crawl under way")
+            assert first.stop(30) == 0, first.log()[-3000:]
+            moved_at = time.monotonic()
+            wait_until(lambda: items_drained(single.client, old), 60, what="the items written")
+            assert writer.stop(30) == 0, writer.log()[-3000:]
+            before = set(stored_urls(db_path))
+            queued = int(single.client.get(old.requests_size))
+            assert queued > 0 and len(before) < 250, "stopped too late to prove anything"
+            # A seed nobody read yet moves with the rest.
+            late = TestSite(pages=20, seed=99)
+            late.start()
+            stack.callback(late.stop)
+            single.client.lpush(old.start_urls, late.url)
+
+            move = scrapy(cluster, "crawlmove", "--from", single.url)
+            assert move.returncode == 0, move.stdout + move.stderr
+            assert f"Moved the crawl of distributed: {queued} queued requests" in move.stdout
+            assert int(client.get(CK.frontier_shards)) == 3
+            assert sum(int(client.get(s.requests_size)) for s in CK.all_shards) == queued
+            seen = int(single.client.get(old.seen))
+            assert [int(client.get(s.seen)) for s in CK.all_shards] == [seen] * 3
+            assert client.lrange(CK.start_urls, 0, -1) == [late.url.encode()]
+            assert int(single.client.get(old.requests_size)) == queued, "the source was changed"
+            again = scrapy(cluster, "crawlmove", "--from", single.url)
+            assert again.returncode == 1 and "--overwrite" in again.stderr, again.stderr
+
+            workers = [
+                worker(f"w{i}", cluster.url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3", env=ENV)
+                for i in (1, 2)
+            ]
+            writer = db_writer("dbw", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
+            procs += [*workers, writer]
+            crawled_once(workers, writer, client, db_path, [*sites, late], timeout=180)
+            refetched = {
+                url
+                for site in sites
+                for at, host, target, _ in site.request_log()
+                if at > moved_at and (url := f"http://{host}{target}") in before
+            }
+            assert refetched == set(), sorted(refetched)[:5]
+    finally:
+        single.stop()
