@@ -12,7 +12,9 @@ release would keep adding to the old set), then run::
 
     scrapy dupefilter migrate [--spider NAME] [--batch N]
 
-It stops when the old set is gone, and can be run again at any time.
+It stops when the old set is gone, and can be run again at any time. On a
+sharded frontier (Redis Cluster) each shard's old set, which ``scrapy
+crawlmove`` copied into every shard, goes into that shard's seen-set.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from spiders_project.config import exit_on_config_error
 from spiders_project.frontier.calls import seen_migrate_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig, mode_mismatch
-from spiders_project.redis_calls import RedisUnavailable, one_shot_calls
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import LuaScript, RedisUnavailable, SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import unreachable_message
 from spiders_project.shards import spider_keys
 
@@ -75,55 +78,67 @@ class Command(ScrapyCommand):
             calls = one_shot_calls(self.settings, logger)
         script = FrontierScripts().seen_migrate
         moved = new = 0
-        if keys.sharded:
-            # Each shard keeps the fingerprints of its hosts' URLs; a hex
-            # fingerprint of the old set says nothing of its URL's host.
-            self._fail(
-                f"this spider's frontier is sharded ({keys.shards} shards, FRONTIER_SHARDS): "
-                "its seen-set is split by host, and the old set's fingerprints carry no host; "
-                "migrate on a single Redis, before moving to a cluster (docs/SCALING.md)"
-            )
-            calls.client.close()
-            return
+        # A sharded frontier (Redis Cluster) has a seen-set per shard, and an
+        # old set in a shard only if ``scrapy crawlmove`` copied one there (into
+        # every shard: its fingerprints carry no host); each shard's old set
+        # goes into that shard's seen-set, one shard after the other.
+        shards = keys.all_shards
         try:
-            recorded = calls.command("GET", keys.seen_mode, retry=False, writes=False)
-            problem = mode_mismatch(keys, seen.spec, recorded)
-            if problem is not None:
-                self._fail(f"{problem}: run this with the workers' settings")
-                return
-            calls.command(
-                "SET", keys.seen_mode, seen.recorded(int(time.time() * 1000)), "NX", retry=False
-            )
-            cursor = 0
-            while True:
-                cursor, members = calls.command(
-                    "SSCAN", keys.dupefilter, cursor, "COUNT", opts.batch, retry=False, writes=False
-                )
-                pairs = [(seen.token(_fingerprint(m)), m) for m in members]
-                if pairs:
-                    keys_, args_ = seen_migrate_call(keys, seen.spec, pairs)
-                    step_moved, step_new = calls.script(script, keys_, args_, retry=False)
-                    moved, new = moved + int(step_moved), new + int(step_new)
-                if int(cursor) == 0:
-                    if not calls.command("EXISTS", keys.dupefilter, retry=False, writes=False):
-                        break
-                    cursor = 0  # added meanwhile (a worker of the previous release): again
+            for shard in shards:
+                step_moved, step_new = self._migrate(calls, shard, seen, script, opts.batch)
+                moved, new = moved + step_moved, new + step_new
+        except _Refused as exc:
+            self._fail(str(exc))
+            return
         except RedisUnavailable as exc:
             self._fail(unreachable_message(self.settings, exc.cause))
             return
-        except redis.RedisError as exc:
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             self._fail(f"Redis error: {type(exc).__name__}: {exc}")
             return
         finally:
             calls.client.close()
+        where = f" in each of {len(shards)} shards" if keys.sharded else ""
         print(
-            f"Moved {moved} fingerprints from {keys.dupefilter} into {keys.seen} "
+            f"Moved {moved} fingerprints from {keys.dupefilter} into {keys.seen}{where} "
             f"({new} not there yet); {keys.dupefilter} is gone"
         )
+
+    @staticmethod
+    def _migrate(
+        calls: SyncRedisCalls, keys: RedisKeys, seen: SeenConfig, script: LuaScript, batch: int
+    ) -> tuple[int, int]:
+        """One seen-set's old set moved into it: (fingerprints moved, of which new)."""
+        recorded = calls.command("GET", keys.seen_mode, retry=False, writes=False)
+        problem = mode_mismatch(keys, seen.spec, recorded)
+        if problem is not None:
+            raise _Refused(f"{problem}: run this with the workers' settings")
+        calls.command(
+            "SET", keys.seen_mode, seen.recorded(int(time.time() * 1000)), "NX", retry=False
+        )
+        moved = new = 0
+        cursor = 0
+        while True:
+            cursor, members = calls.command(
+                "SSCAN", keys.dupefilter, cursor, "COUNT", batch, retry=False, writes=False
+            )
+            pairs = [(seen.token(_fingerprint(m)), m) for m in members]
+            if pairs:
+                keys_, args_ = seen_migrate_call(keys, seen.spec, pairs)
+                step_moved, step_new = calls.script(script, keys_, args_, retry=False)
+                moved, new = moved + int(step_moved), new + int(step_new)
+            if int(cursor) == 0:
+                if not calls.command("EXISTS", keys.dupefilter, retry=False, writes=False):
+                    return moved, new
+                cursor = 0  # added meanwhile (a worker of the previous release): again
 
     def _fail(self, message: str) -> None:
         print(f"ERROR: {message}", file=sys.stderr)
         self.exitcode = 1
+
+
+class _Refused(Exception):
+    """The migration cannot go on; the message says why, in one line."""
 
 
 def _fingerprint(member: bytes) -> bytes:

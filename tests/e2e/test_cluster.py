@@ -5,6 +5,7 @@ split into one shard per master (FRONTIER_SHARDS auto)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -213,6 +214,9 @@ def test_a_stopped_crawl_moves_from_one_redis_onto_the_cluster(cluster, tmp_path
             before = set(stored_urls(db_path))
             queued = int(single.client.get(old.requests_size))
             assert queued > 0 and len(before) < 250, "stopped too late to prove anything"
+            # The previous release's hex fingerprints, still to migrate.
+            old_set = [hashlib.sha1(b"old %d" % i).hexdigest() for i in range(5)]
+            single.client.sadd(old.dupefilter, *old_set)
             # A seed nobody read yet moves with the rest.
             late = TestSite(pages=20, seed=99)
             late.start()
@@ -230,6 +234,13 @@ def test_a_stopped_crawl_moves_from_one_redis_onto_the_cluster(cluster, tmp_path
             assert int(single.client.get(old.requests_size)) == queued, "the source was changed"
             again = scrapy(cluster, "crawlmove", "--from", single.url)
             assert again.returncode == 1 and "--overwrite" in again.stderr, again.stderr
+            # The old set went into every shard; each shard migrates its own.
+            assert [client.scard(s.dupefilter) for s in CK.all_shards] == [5] * 3
+            migrate = scrapy(cluster, "dupefilter", "migrate")
+            assert migrate.returncode == 0, migrate.stderr
+            assert "Moved 15 fingerprints" in migrate.stdout, migrate.stdout
+            assert not any(client.exists(s.dupefilter) for s in CK.all_shards)
+            assert [int(client.get(s.seen)) for s in CK.all_shards] == [seen + 5] * 3
 
             workers = [
                 worker(f"w{i}", cluster.url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=3", env=ENV)
