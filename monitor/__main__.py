@@ -38,7 +38,7 @@ from spiders_project.config import (
 )
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from spiders_project.redis_connection import sync_client
-from spiders_project.shards import shard_keys_reader
+from spiders_project.shards import masters_memory_reader, shard_keys_reader
 
 logger = logging.getLogger("monitor")
 
@@ -90,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.spiders,
         worker_retention=config.worker_retention,
         keys_of=shard_keys_reader(settings, calls),
+        masters_memory=masters_memory_reader(settings, calls),
     )
     registry = CollectorRegistry()
     registry.register(collector)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -69,11 +70,13 @@ class CrawlerCollector(Collector):
         *,
         worker_retention: float,
         keys_of: Callable[[str], RedisKeys] = RedisKeys,
+        masters_memory: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         self.calls = calls
         self.spiders = tuple(spiders)
         self.worker_retention = worker_retention
         self.keys_of = keys_of  # a spider's keys (Redis Cluster: with its shards)
+        self.masters_memory = masters_memory  # Redis Cluster: every master's INFO memory
 
     def read(self) -> ClusterView | None:
         """The cluster's state, or None when this scrape cannot read it (see the class)."""
@@ -81,7 +84,11 @@ class CrawlerCollector(Collector):
             # Reads are never retried within a scrape: "Redis down" now, not later.
             send = functools.partial(self.calls.pipelined, retry=False)
             return read_cluster(
-                send, self.spiders, worker_retention=self.worker_retention, keys_of=self.keys_of
+                send,
+                self.spiders,
+                worker_retention=self.worker_retention,
+                keys_of=self.keys_of,
+                masters_memory=self.masters_memory,
             )
         except RedisUnavailable:
             return None  # the state logged the change
@@ -110,13 +117,15 @@ class CrawlerCollector(Collector):
 
 def redis_metrics(view: ClusterView) -> Iterator[Metric]:
     used = GaugeMetricFamily(
-        "crawler_redis_used_memory_bytes", "Memory Redis has allocated (INFO used_memory)."
+        "crawler_redis_used_memory_bytes",
+        "Memory Redis has allocated (INFO used_memory); on a Redis Cluster, the "
+        "master's nearest its maxmemory.",
     )
     used.add_metric([], view.used_memory)
     yield used
     limit = GaugeMetricFamily(
         "crawler_redis_maxmemory_bytes",
-        "Redis' maxmemory setting; 0 means no limit.",
+        "Redis' maxmemory setting (on a Redis Cluster, that master's); 0 means no limit.",
     )
     limit.add_metric([], view.maxmemory)
     yield limit

@@ -208,6 +208,7 @@ def read_cluster(
     worker_retention: float,
     samples: bool = False,
     keys_of: Callable[[str], RedisKeys] = RedisKeys,
+    masters_memory: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
 ) -> ClusterView:
     """Read the state of ``spiders`` in two round trips through ``send``.
 
@@ -217,8 +218,10 @@ def read_cluster(
     last publish is older than ``worker_retention`` seconds are left out (the
     next publish of any worker drops their entry). A spider named twice is
     read once. Errors are ``send``'s. ``keys_of`` gives a spider's keys (on a
-    Redis Cluster: hash-tagged, with its frontier shards; the memory is then
-    the node's that answered).
+    Redis Cluster: hash-tagged, with its frontier shards), and
+    ``masters_memory`` every master's INFO memory (a Redis Cluster: one round
+    trip more): the memory is then the fullest master's, the one that runs
+    out first.
     """
     spiders = list(dict.fromkeys(spiders))
     reads: list[Command] = [("TIME",), ("INFO", "memory")]
@@ -229,6 +232,8 @@ def read_cluster(
     replies = send("read_cluster", reads)
     now = _time(replies[0])
     memory = _info(replies[1])
+    if masters_memory is not None:
+        memory = fullest(masters_memory()) or memory
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
@@ -380,6 +385,18 @@ def _time(reply: Any) -> float:
     """TIME: [seconds, microseconds] (redis-py makes it a tuple of ints)."""
     seconds, micros = reply
     return int(seconds) + int(micros) / 1e6
+
+
+def fullest(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Of several nodes' INFO memory, the one nearest its maxmemory (the
+    largest used_memory among nodes without a limit); {} for none."""
+
+    def fill(info: Mapping[str, Any]) -> tuple[float, int]:
+        used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+        return (used / limit if limit else 0.0, used)
+
+    parsed = [_info(info) for info in infos]
+    return max(parsed, key=fill) if parsed else {}
 
 
 def _info(reply: Any) -> dict[str, Any]:

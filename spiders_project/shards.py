@@ -20,8 +20,10 @@ first made; on a single Redis it is 1, and nothing changes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import ConfigError, SettingsReader
@@ -104,3 +106,24 @@ def shard_keys_reader(settings: BaseSettings, calls: SyncRedisCalls) -> Callable
         return RedisKeys(spider, cluster=True, shards=int(recorded or 1))
 
     return keys_of
+
+
+def masters_memory_reader(
+    settings: BaseSettings, calls: SyncRedisCalls
+) -> Callable[[], list[dict[str, Any]]] | None:
+    """Every master's INFO memory, for readers (monitor, crawlstatus) on a Redis
+    Cluster, where one INFO answers for one node only; None on a single Redis."""
+    if not RedisConfig.from_settings(settings).cluster:
+        return None
+    client = cast(RedisCluster, calls.client)
+
+    def read() -> list[dict[str, Any]]:
+        replies = calls.call(
+            "INFO memory",
+            lambda: client.info("memory", target_nodes=RedisCluster.PRIMARIES),
+            retry=False,
+            writes=False,
+        )
+        return list(replies.values())
+
+    return read

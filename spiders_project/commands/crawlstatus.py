@@ -41,7 +41,7 @@ from spiders_project.contract import (
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import mask_url
-from spiders_project.shards import shard_keys_reader
+from spiders_project.shards import masters_memory_reader, shard_keys_reader
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0
@@ -114,6 +114,7 @@ class Command(ScrapyCommand):
             retention = StatsPublishConfig.from_settings(self.settings).worker_retention
             calls = redis_calls(self.settings)
             keys_of = shard_keys_reader(self.settings, calls)
+            masters_memory = masters_memory_reader(self.settings, calls)
         url = mask_url(self.settings.get("REDIS_URL"))
         client = calls.client
         live = not opts.once
@@ -123,7 +124,12 @@ class Command(ScrapyCommand):
                 try:
                     send = functools.partial(calls.pipelined, retry=False)
                     view = read_cluster(
-                        send, spiders, worker_retention=retention, samples=True, keys_of=keys_of
+                        send,
+                        spiders,
+                        worker_retention=retention,
+                        samples=True,
+                        keys_of=keys_of,
+                        masters_memory=masters_memory,
                     )
                 except (RedisUnavailable, redis.RedisError) as exc:
                     # Unreachable, loading or busy (its cause), or an error

@@ -120,8 +120,14 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         home = cluster.master_of(CK.prefix)
         assert home.client.exists(CK.stats_totals, CK.db_writer_stats) == 2
         # The exporter sums the shards: every page's fingerprint, none queued.
+        # Memory: the master nearest its maxmemory (one INFO reads one node).
+        fullest = cluster.masters()[-1]
+        fullest.client.config_set("maxmemory", 256 * 1024 * 1024)
         metrics = exporter.scrape()
         assert metrics.get("crawler_redis_up") == 1
+        assert metrics.get("crawler_redis_maxmemory_bytes") == 256 * 1024 * 1024
+        used = fullest.client.info("memory")["used_memory"]
+        assert abs(metrics.get("crawler_redis_used_memory_bytes") - used) < 1024 * 1024
         assert metrics.get("crawler_dupefilter_size", spider="distributed") >= len(expected)
         assert metrics.get("crawler_queue_length", spider="distributed", queue="requests") == 0
         status = scrapy(cluster, "crawlstatus", "--once")
