@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import HTTP, RENDER, RedisKeys
 
 # --- Fields of a worker's stats hash and of the spider's totals ---------------
 # Metric counters: the exporter reads these (and only these) for the
@@ -38,12 +38,15 @@ STATE_FIELD = "_state"  # RUNNING, or CLOSED after its last publish
 LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
 RUNNING, CLOSED = "running", "closed"
 
-# Labels of crawler_queue_length, in display order. "leases" are requests a
-# worker is fetching; "rejected" is the sum of the four :rejected lists;
-# "unserializable" holds requests a spider made that the frontier cannot store.
+# Labels of crawler_queue_length, in display order. "requests" are all queued
+# requests, "render" those of them in the render queue (waiting for a worker
+# that renders: WORKER_ROLE all or render); "leases" are requests a worker is
+# fetching; "rejected" is the sum of the four :rejected lists; "unserializable"
+# holds requests a spider made that the frontier cannot store.
 QUEUES = (
     "start_urls",
     "requests",
+    "render",
     "leases",
     "items",
     "items_processing",
@@ -88,22 +91,29 @@ class Work:
 
 def work_reads(keys: RedisKeys) -> list[Command]:
     """The commands whose replies :func:`work_of` reads (one round trip)."""
-    first = keys.all_shards[0]
+    first = keys.in_lane(HTTP).all_shards[0]
     return [
         ("LLEN", keys.start_urls),
         ("GET", first.requests_size),
         ("ZCARD", first.leases),
         ("LLEN", keys.items),
         ("LLEN", keys.items_processing),
-        *_other_shards_work(keys),
+        *_queues_work(keys),
     ]
 
 
-def _other_shards_work(keys: RedisKeys) -> list[Command]:
-    """The queued and leased requests of every shard but the first (a sharded frontier)."""
+def _more_queues(keys: RedisKeys) -> list[RedisKeys]:
+    """Every queue of the frontier but the first shard's HTTP queue: the other
+    shards' (a sharded frontier), then each shard's render queue."""
+    shards = keys.in_lane(HTTP).all_shards
+    return shards[1:] + [shard.in_lane(RENDER) for shard in shards]
+
+
+def _queues_work(keys: RedisKeys) -> list[Command]:
+    """The queued and leased requests of each of ``_more_queues``."""
     reads: list[Command] = []
-    for shard in keys.all_shards[1:]:
-        reads += [("GET", shard.requests_size), ("ZCARD", shard.leases)]
+    for queue in _more_queues(keys):
+        reads += [("GET", queue.requests_size), ("ZCARD", queue.leases)]
     return reads
 
 
@@ -166,7 +176,8 @@ class ClusterView:
 
 def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
     """The reads of one spider: fixed positions first (read_cluster's indexes),
-    then those of the frontier shards but the first, when it is sharded."""
+    then the work of the other queues (other shards, render queues), then the
+    rejected and seen counts of the shards but the first."""
     reads = work_reads(keys)[:5]
     reads += [("LLEN", keys.dead), ("LLEN", keys.requests_unserializable)]
     reads += [("LLEN", key) for key in _rejected_keys(keys)]
@@ -182,7 +193,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
     ]
     assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
-    reads += _other_shards_work(keys)
+    reads += _queues_work(keys)
     for shard in keys.all_shards[1:]:
         reads += [("LLEN", shard.requests_rejected), ("GET", shard.seen)]
     return reads
@@ -241,8 +252,12 @@ def read_cluster(
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
         shards = r[_FIXED_READS:]
-        n_other = len(_other_shards_work(spider_keys[spider]))
+        more = _more_queues(spider_keys[spider])
+        n_other = 2 * len(more)
         work = work_of(r[0:5] + shards[:n_other])
+        render = sum(
+            int(shards[2 * i] or 0) for i, queue in enumerate(more) if queue.lane == RENDER
+        )
         rejected = dict(zip(REJECTED, (int(n) for n in r[7:11]), strict=True))
         rejected["requests"] += sum(int(n or 0) for n in shards[n_other::2])
         seen_others = sum(int(n or 0) for n in shards[n_other + 1 :: 2])
@@ -251,6 +266,7 @@ def read_cluster(
             "queues": {
                 "start_urls": work.seeds,
                 "requests": work.queued,
+                "render": render,
                 "leases": work.leased,
                 "items": work.items,
                 "items_processing": work.processing,

@@ -18,6 +18,14 @@ from functools import lru_cache
 # Set of the spiders whose workers buffered items (``db_writer --all-spiders``).
 SPIDERS = "spiders"
 
+# The frontier's queues (``RedisKeys.lane``): "" holds the requests fetched over
+# HTTP, "render" those that render in a browser, so pools of workers can take
+# one or both (WORKER_ROLE). Each has its own hosts' queues, ready-set, leases
+# and cap counts; the seen-set, the hosts' turns and delays are shared.
+HTTP = ""
+RENDER = "render"
+LANES = (HTTP, RENDER)
+
 
 @dataclass(frozen=True)
 class RedisKeys:
@@ -32,11 +40,32 @@ class RedisKeys:
     # of them these keys name; -1: the spider's own slot (see frontier_prefix).
     shards: int = 1
     shard: int = -1
+    # Which of the frontier's queues these keys name (LANES).
+    lane: str = HTTP
 
     @property
     def sharded(self) -> bool:
         """Whether the frontier is split over several slots (shards.py)."""
         return self.cluster and self.shards > 1
+
+    def in_lane(self, lane: str) -> RedisKeys:
+        """The keys of the same shard's ``lane`` queue (``HTTP`` or ``RENDER``)."""
+        return self if lane == self.lane else replace(self, lane=lane)
+
+    @property
+    def all_lanes(self) -> list[RedisKeys]:
+        """These keys in every lane: the HTTP queue, then the render queue."""
+        return [self.in_lane(lane) for lane in LANES]
+
+    @property
+    def lane_prefix(self) -> str:
+        """What the keys of this lane's queue start with: the frontier's prefix,
+        then ``render:`` for the render queue (the same slot: one script still
+        touches one slot, and the seen-set it shares)."""
+        return self.frontier_prefix + (f"{self.lane}:" if self.lane else "")
+
+    def _lane_key(self, suffix: str) -> str:
+        return self.lane_prefix + suffix
 
     def of_shard(self, index: int) -> RedisKeys:
         """The keys whose frontier keys are shard ``index``'s."""
@@ -116,24 +145,24 @@ class RedisKeys:
     @property
     def hosts(self) -> str:
         """Ready-set of the frontier: host -> time (ms) it may next be fetched."""
-        return self._frontier_key("requests:hosts")
+        return self._lane_key("requests:hosts")
 
     def host_queue(self, host: str) -> str:
         """One host's queue of requests that need an order: a sorted set of JSON
         requests, lowest score first (priorities other than 0, seeds, requests
         that are never filtered, put-back retries)."""
-        return self._frontier_key(f"requests:host:{host}")
+        return self._lane_key(f"requests:host:{host}")
 
     def host_list(self, host: str) -> str:
         """One host's first-in first-out list of new priority-0 requests, the
         usual followed link (about 3 bytes of Redis per entry besides its JSON,
         against about 90 in a sorted set; lua/lease.lua says the order)."""
-        return self._frontier_key(f"requests:list:{host}")
+        return self._lane_key(f"requests:list:{host}")
 
     def host_later(self, host: str) -> str:
         """One host's retries waiting for their time: sorted set of
         "<queue score> <JSON request>" by the time (ms) they may be fetched."""
-        return self._frontier_key(f"requests:later:{host}")
+        return self._lane_key(f"requests:later:{host}")
 
     @property
     def seen(self) -> str:
@@ -158,30 +187,30 @@ class RedisKeys:
     def in_flight(self) -> str:
         """Hash host -> its requests leased by any worker and not yet downloaded
         (the cluster-wide cap)."""
-        return self._frontier_key("requests:in_flight")
+        return self._lane_key("requests:in_flight")
 
     @property
     def released(self) -> str:
         """Set of lease ids whose download ended (their cap slot given back)
         but whose page is not yet processed (the lease stays)."""
-        return self._frontier_key("requests:released")
+        return self._lane_key("requests:released")
 
     @property
     def cap_waiters(self) -> str:
         """Hash host -> the workers (space-separated) that found it at its cap;
         the host is out of the ready-set until one of its slots is given back."""
-        return self._frontier_key("requests:cap_waiters")
+        return self._lane_key("requests:cap_waiters")
 
     @property
     def cap_handover(self) -> str:
         """Hash host -> "<until ms> <worker>": a freed slot that worker gave back
         goes first to the workers that waited for it (lua/ack.lua)."""
-        return self._frontier_key("requests:cap_handover")
+        return self._lane_key("requests:cap_handover")
 
     @property
     def requests_size(self) -> str:
         """Counter of requests queued in all host queues, retries waiting included (not leased)."""
-        return self._frontier_key("requests:size")
+        return self._lane_key("requests:size")
 
     @property
     def requests_seq(self) -> str:
@@ -227,12 +256,12 @@ class RedisKeys:
     @property
     def leases(self) -> str:
         """Lease ids ("<host:pid:run>/<n>") of requests popped and not done, by deadline (ms)."""
-        return self._frontier_key("requests:leases")
+        return self._lane_key("requests:leases")
 
     @property
     def lease_info(self) -> str:
         """Hash lease id -> "<queue score> <#host> <host><request>", to put it back in place."""
-        return self._frontier_key("requests:lease_info")
+        return self._lane_key("requests:lease_info")
 
     @property
     def requests_rejected(self) -> str:

@@ -85,6 +85,11 @@ RECRAWL_AFTER = _env("RECRAWL_AFTER", 0.0)
 # (spiders_project/frontier/values.py); any other value is refused at
 # enqueue and kept in <spider>:requests:unserializable.
 ITEM_CLASSES: list[str] = []
+# Which of the frontier's queues this worker takes requests from. Requests
+# that will render go to a render queue of their own (same hosts' turns,
+# leases and dead letters): "http" never leases them, "render" leases only
+# them (a pool of browser workers), "all" both. Sizing: docs/OPERATIONS.md.
+WORKER_ROLE = _env("WORKER_ROLE", "all")
 # Crawl state is shared by the cluster: a stopping worker never flushes it.
 SCHEDULER_PERSIST = True
 SCHEDULER_FLUSH_ON_START = False

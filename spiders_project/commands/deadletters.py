@@ -38,6 +38,7 @@ from spiders_project.redis_calls import (
     one_shot_calls,
 )
 from spiders_project.redis_connection import mask_url, unreachable_message
+from spiders_project.rendering.routing import RenderRouting
 from spiders_project.shards import spider_keys
 
 ACTIONS = ("list", "requeue", "purge")
@@ -179,6 +180,7 @@ class Command(ScrapyCommand):
         adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
         groups = HostPoliteness.from_settings(self.settings)
         values = ValueCodec.from_settings(self.settings)
+        routing = RenderRouting.from_settings(self.settings)
         # One try: the operator reads why it stopped and runs it again; batches
         # already requeued have left the dead list, so none is requeued twice.
         result = calls.call(
@@ -191,6 +193,7 @@ class Command(ScrapyCommand):
                 on_rejected=rejected,
                 values=values,
                 group_of=groups.key_of,
+                lane_of=routing.lane_for,
             ),
             retry=False,
         )

@@ -41,7 +41,7 @@ from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard,
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import HTTP, LANES, RedisKeys
 from spiders_project.redis_calls import (
     ErrorKind,
     LuaScript,
@@ -135,10 +135,12 @@ class RedisBatcher:
         payload: bytes,
         seed: bytes = b"",
         wait_ms: int = 0,
+        lane: str = HTTP,
     ) -> None:
         """Queue a request; with ``seed``, only if that start_urls entry is still there;
-        with ``wait_ms``, not to be fetched before that many ms from now (a retry)."""
-        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms)))
+        with ``wait_ms``, not to be fetched before that many ms from now (a retry);
+        in ``lane``, the frontier's HTTP or render queue (``keys.LANES``)."""
+        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms, lane)))
 
     def reject_seed(self, seed: bytes, reason: str) -> None:
         """Move a start_urls entry that is not a valid seed to start_urls:rejected.
@@ -147,7 +149,7 @@ class RedisBatcher:
         was the one that made it.
         """
         self._reject_reasons[seed] = reason
-        self._add((_ENQUEUE, ("", "", 0, b"", seed, 0)))
+        self._add((_ENQUEUE, ("", "", 0, b"", seed, 0, HTTP)))
 
     def item(self, payload: bytes) -> None:
         self._add((_ITEM, payload))
@@ -271,9 +273,9 @@ class RedisBatcher:
         for op in ops:
             keys = self._keys_of(op)
             if op[0] == _ENQUEUE and op[1][0] and op[1][4]:
-                host, fingerprint, priority, payload, _, wait_ms = op[1]
+                host, fingerprint, priority, payload, _, wait_ms, lane = op[1]
                 digest = seed_digest(op[1][4])
-                sent = (_ENQUEUE, (host, fingerprint, priority, payload, digest, wait_ms))
+                sent = (_ENQUEUE, (host, fingerprint, priority, payload, digest, wait_ms, lane))
                 seeds[id(sent)] = op
                 op = sent
             groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(op)
@@ -302,7 +304,7 @@ class RedisBatcher:
         if kind == _ENQUEUE:
             return self.keys.for_host(arg[0]) if arg[0] else self.keys
         if kind == _ACK:
-            return self.keys.of_shard(lease_shard(arg[0]))
+            return self.keys.of_shard(lease_part(arg[0])[0])
         if kind == _PUSH:
             return self._by_prefix(arg[0])
         if kind == _COMMAND:
@@ -332,29 +334,37 @@ class RedisBatcher:
             # RPUSH and LPUSH already make Redis refuse the transaction whole under OOM.
             pipe.execute_command(*refuse_guard(keys))
             n_commands += 1
+        enqueued: list[tuple[int, list[Any]]] = []  # (command index, its requests)
         for kind, batch in groups:
             first = n_commands
             if kind == _ENQUEUE:
-                enqueue_keys, args = enqueue_call(keys, batch, seen=self.seen, now=self.clock.arg())
-                # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
-                # restarted, script cache empty) would fail this command alone
-                # while the rest of the transaction is applied.
-                pipe.eval(self.scripts.enqueue.source, len(enqueue_keys), *enqueue_keys, *args)
-                n_commands += 1
+                # One script per lane (its own queues and ready-set; the
+                # seen-set is the same), all in this one transaction.
+                for lane, entries in _by_lane(batch, lambda entry: entry[6]):
+                    enqueue_keys, args = enqueue_call(
+                        keys.in_lane(lane), entries, seen=self.seen, now=self.clock.arg()
+                    )
+                    # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
+                    # restarted, script cache empty) would fail this command alone
+                    # while the rest of the transaction is applied.
+                    pipe.eval(self.scripts.enqueue.source, len(enqueue_keys), *enqueue_keys, *args)
+                    enqueued.append((n_commands, entries))
+                    n_commands += 1
                 name = "script enqueue"
             elif kind == _ITEM:
                 pipe.rpush(keys.items, *batch)
                 n_commands += 1
                 name = "RPUSH items"
             elif kind == _ACK:
-                ack_keys, args = ack_call(
-                    keys,
-                    [lease_id for lease_id, release in batch if not release],
-                    releases=[lease_id for lease_id, release in batch if release],
-                    now=self.clock.arg(),
-                )
-                pipe.eval(self.scripts.ack.source, len(ack_keys), *ack_keys, *args)
-                n_commands += 1
+                for lane, acks in _by_lane(batch, lambda ack: lease_part(ack[0])[1]):
+                    ack_keys, args = ack_call(
+                        keys.in_lane(lane),
+                        [lease_id for lease_id, release in acks if not release],
+                        releases=[lease_id for lease_id, release in acks if release],
+                        now=self.clock.arg(),
+                    )
+                    pipe.eval(self.scripts.ack.source, len(ack_keys), *ack_keys, *args)
+                    n_commands += 1
                 name = "script ack"
             elif kind == _PUSH:
                 for key, value in batch:
@@ -401,9 +411,8 @@ class RedisBatcher:
         if _ITEM not in failed_kinds:
             self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
         if _ENQUEUE not in failed_kinds:
-            for kind, first, _, _ in spans:
-                if kind == _ENQUEUE:
-                    self._report_enqueued(ops, results[first])
+            for index, entries in enqueued:
+                self._report_enqueued(entries, results[index])
         if _ACK not in failed_kinds and any(kind == _ACK for kind, _ in groups):
             self.slots_freed()
         return kept, delay
@@ -449,13 +458,13 @@ class RedisBatcher:
             self._unconfirmed = not ok
         return ok
 
-    def _report_enqueued(self, ops: list[tuple[str, Any]], reply: Any) -> None:
-        """Tell subscribers what the enqueue script's ``{enqueued, rejected seed...}`` says."""
-        sent = [arg for kind, arg in ops if kind == _ENQUEUE]
+    def _report_enqueued(self, sent: list[Any], reply: Any) -> None:
+        """Tell subscribers what one enqueue script's ``{enqueued, rejected seed...}``
+        says of the requests it was ``sent``."""
         requests = sum(1 for host, *_ in sent if host)
         self.enqueued(requests, int(reply[0]))
         moved = set(reply[1:])
-        for host, _, _, _, seed, _ in sent:
+        for host, _, _, _, seed, *_ in sent:
             if host or seed not in self._reject_reasons:
                 continue
             reason = self._reject_reasons.pop(seed)
@@ -523,13 +532,28 @@ class RedisBatcher:
         return not self._ops
 
 
-def lease_shard(lease_id: bytes | str) -> int:
-    """The shard a lease id was given by: lua/lease.lua names ids
-    ``<owner>/<n>``, and a sharded frontier's owner ends in ``@<shard>``."""
+def lease_part(lease_id: bytes | str) -> tuple[int, str]:
+    """The (shard, lane) whose queue gave a lease id: lua/lease.lua names ids
+    ``<owner>/<n>``; a sharded frontier's owner carries ``@<shard>``, and the
+    render queue's ``+render`` after it (``WorkerRedis.lease_owner_of``)."""
     text = lease_id.decode() if isinstance(lease_id, bytes) else lease_id
     owner = text.rpartition("/")[0]
+    head, plus, lane = owner.rpartition("+")
+    if plus and lane in LANES:
+        owner = head
+    else:
+        lane = HTTP
     _, at, shard = owner.rpartition("@")
-    return int(shard) if at and shard.isdigit() else 0
+    return (int(shard) if at and shard.isdigit() else 0), lane
+
+
+def _by_lane(batch: list[Any], lane_of: Callable[[Any], str]) -> list[tuple[str, list[Any]]]:
+    """``batch`` split by lane, in order within each; lanes in the order of ``LANES``."""
+    lanes: dict[str, list[Any]] = {}
+    for entry in batch:
+        lanes.setdefault(lane_of(entry), []).append(entry)
+    order = [lane for lane in LANES if lane in lanes]
+    return [(lane, lanes[lane]) for lane in order + [lane for lane in lanes if lane not in LANES]]
 
 
 def _group(ops: list[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:

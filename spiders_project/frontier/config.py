@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
+from spiders_project.keys import HTTP, RENDER
+
+# WORKER_ROLE -> the queues such a worker leases from.
+ALL = "all"
+ROLES = {ALL: (HTTP, RENDER), "http": (HTTP,), "render": (RENDER,)}
 
 
 @dataclass(frozen=True)
@@ -27,10 +32,17 @@ class FrontierConfig:
     seed_spread: int
     seed_poll_interval: float
     max_idle_time: float
+    role: str = ALL  # WORKER_ROLE: the queues this worker leases from
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierConfig:
         read = SettingsReader(settings)
+        role = read.getstr("WORKER_ROLE", choices=list(ROLES))
+        read.check(
+            role != "render" or read.getbool("RENDER_ENABLED"),
+            "WORKER_ROLE",
+            "a render worker needs RENDER_ENABLED=true",
+        )
         return cls(
             concurrency=read.getint("CONCURRENT_REQUESTS", minimum=1),
             per_host=read.getint("CONCURRENT_REQUESTS_PER_DOMAIN", minimum=1),
@@ -47,7 +59,13 @@ class FrontierConfig:
             seed_spread=read.getint("SEED_SPREAD", minimum=1),
             seed_poll_interval=read.getfloat("SEED_POLL_INTERVAL", above=0),
             max_idle_time=read.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE", minimum=0),
+            role=role,
         )
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The frontier's queues (``keys.LANES``) this worker leases from."""
+        return ROLES[self.role]
 
     @property
     def renew_interval(self) -> float:

@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 import redis.asyncio
 from scrapy.crawler import Crawler
 
-from spiders_project.frontier.batcher import RedisBatcher, lease_shard
+from spiders_project.frontier.batcher import RedisBatcher, lease_part
 from spiders_project.frontier.clock import ScriptClock
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
-from spiders_project.keys import SPIDERS, RedisKeys, seeds_key_of
+from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import RedisConfig, async_client
 from spiders_project.shards import spider_keys
@@ -132,20 +132,26 @@ class WorkerRedis:
         return state
 
     def keys_of_lease(self, lease_id: bytes | str) -> RedisKeys:
-        """The keys of the shard that gave ``lease_id``."""
-        if not self.keys.sharded:
-            return self.keys
-        return self.keys.of_shard(lease_shard(lease_id))
+        """The keys of the shard and lane (HTTP or render queue) that gave ``lease_id``."""
+        shard, lane = lease_part(lease_id)
+        keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
+        return keys.in_lane(lane)
 
     def lease_owner_of(self, keys: RedisKeys) -> str:
-        """The owner named in lease ids of ``keys``' shard: ``@<shard>`` is added
-        when the frontier is sharded, so an ack finds its shard (batcher.lease_shard)."""
-        return f"{self.lease_owner}@{keys.shard}" if keys.sharded else self.lease_owner
+        """The owner named in lease ids of ``keys``' queue: ``@<shard>`` is added
+        when the frontier is sharded, and ``+render`` for the render queue, so an
+        ack finds its queue (batcher.lease_part)."""
+        owner = f"{self.lease_owner}@{keys.shard}" if keys.sharded else self.lease_owner
+        return f"{owner}+{keys.lane}" if keys.lane else owner
 
     @property
     def shard_calls(self) -> list[tuple[RedisKeys, RedisCalls]]:
         """Every shard's keys with its call path (one pair when not sharded)."""
         return [(keys, self.calls_for(keys)) for keys in self.keys.all_shards]
+
+    def queue_calls(self, lanes: Sequence[str] = LANES) -> list[tuple[RedisKeys, RedisCalls]]:
+        """The keys of every queue (each shard's, in each of ``lanes``) with its call path."""
+        return [(keys.in_lane(lane), calls) for keys, calls in self.shard_calls for lane in lanes]
 
     async def per_shard(self, call: Callable[[RedisKeys, RedisCalls], Awaitable[T]]) -> list[T]:
         """``call(keys, calls)`` for every shard at once, replies in shard order."""
@@ -182,14 +188,14 @@ class WorkerRedis:
         return ordered
 
     async def frontier_size(self, *, retry: bool = True) -> int:
-        """Requests queued in the whole frontier (every shard's requests:size)."""
+        """Requests queued in the whole frontier (every queue's requests:size)."""
 
         async def size(keys: RedisKeys, calls: RedisCalls) -> int:
             return int(
                 await calls.command("GET", keys.requests_size, retry=retry, writes=False) or 0
             )
 
-        return sum(await self.per_shard(size))
+        return sum(await asyncio.gather(*(size(k, c) for k, c in self.queue_calls())))
 
     async def aclose(self) -> None:
         """Close every client (the frontier shards' too)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,7 +30,7 @@ from spiders_project.frontier.scripts import lua_source
 from spiders_project.frontier.serialize import InvalidEntry
 from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import HTTP, RedisKeys
 
 # Entries moved per MULTI/EXEC when requeueing, so one transaction stays small.
 REQUEUE_BATCH = 500
@@ -86,6 +86,16 @@ class DeadLetter:
         return cls(request, obj["url"], obj["error"], attempts, obj["failed_at"], obj["worker"])
 
 
+def _lane(
+    lane_of: Callable[[str, Mapping[str, Any]], str] | None, letter: DeadLetter, values: ValueCodec
+) -> str:
+    """The queue a dead letter's request goes back to."""
+    if lane_of is None:
+        return HTTP
+    meta = serialize.loads(json.dumps(letter.request), values).get("meta") or {}
+    return lane_of(letter.url, meta)
+
+
 def make_dead_letter(
     payload: bytes, *, error: str, attempts: int, failed_at: datetime, worker: str
 ) -> DeadLetter:
@@ -136,8 +146,13 @@ def requeue(
     on_rejected: Callable[[bytes, str], None] | None = None,
     values: ValueCodec = serialize.PLAIN,
     group_of: Callable[[str], str] = host_of,
+    lane_of: Callable[[str, Mapping[str, Any]], str] | None = None,
 ) -> RequeueResult:
     """Move up to ``limit`` of the oldest dead letters back into the frontier.
+
+    ``lane_of(url, meta)`` names the queue a request goes to (the render queue
+    for one that renders: ``RenderRouting.lane_for``); all to the HTTP queue
+    without it.
 
     Each batch is one MULTI/EXEC: the enqueue script (EVAL, never EVALSHA: a
     NOSCRIPT inside MULTI would fail that command alone while the LREMs are
@@ -156,7 +171,7 @@ def requeue(
     script = lua_source("enqueue")
     if keys.sharded:
         return _requeue_sharded(
-            client, keys, limit, retry_priority_adjust, on_rejected, values, group_of
+            client, keys, limit, retry_priority_adjust, on_rejected, values, group_of, lane_of
         )
     conflicts = 0
     taken = 0  # entries removed from the dead list
@@ -168,7 +183,7 @@ def requeue(
                 raw_entries: list[bytes] = pipe.lrange(keys.dead, -n, -1)  # type: ignore[assignment]  # bytes: no decode_responses
                 if not raw_entries:
                     break
-                entries: list[tuple[str, str, int, bytes]] = []
+                lanes: dict[str, list[tuple[str, str, int, bytes]]] = {}
                 rejected: list[tuple[bytes, str]] = []
                 # LRANGE lists newest first; enqueue oldest first to keep FIFO.
                 # Identical entries are one failure written twice (a batch
@@ -182,11 +197,14 @@ def requeue(
                     except InvalidEntry as exc:
                         rejected.append((raw, str(exc)))
                         continue
-                    entries.append((group_of(letter.url), "", priority, payload))
+                    lane = _lane(lane_of, letter, values)
+                    lanes.setdefault(lane, []).append((group_of(letter.url), "", priority, payload))
+                entries = [entry for batch in lanes.values() for entry in batch]
                 pipe.multi()
                 if entries:
-                    call_keys, call_args = enqueue_call(keys, entries)
                     pipe.execute_command(*refuse_guard(keys))
+                for lane, batch in lanes.items():
+                    call_keys, call_args = enqueue_call(keys.in_lane(lane), batch)
                     pipe.eval(script, len(call_keys), *call_keys, *call_args)
                 # Negative count: remove from the tail, where the entries read are.
                 for raw, count in Counter(raw_entries).items():
@@ -205,7 +223,8 @@ def requeue(
         if on_rejected is not None:
             for raw, reason in rejected:
                 on_rejected(raw, reason)
-        if entries and isinstance(results[1], Exception):
+        failed = [r for r in results[1 : 1 + len(lanes)] if isinstance(r, Exception)]
+        if entries and failed:
             # The script failed at run time (a key of the wrong type), and EXEC
             # applied the LREMs anyway: put the entries back at the tail, where
             # they were, before reporting the error. Lua does not roll back, so
@@ -213,7 +232,7 @@ def requeue(
             # better than lost.
             garbage = {raw for raw, _ in rejected}
             client.rpush(keys.dead, *(raw for raw in raw_entries if raw not in garbage))
-            raise results[1]
+            raise failed[0]
         result.requeued += len(entries)
     return result
 
@@ -226,6 +245,7 @@ def _requeue_sharded(
     on_rejected: Callable[[bytes, str], None] | None,
     values: ValueCodec,
     group_of: Callable[[str], str],
+    lane_of: Callable[[str, Mapping[str, Any]], str] | None,
 ) -> RequeueResult:
     """:func:`requeue` for a frontier sharded over a Redis Cluster.
 
@@ -245,7 +265,7 @@ def _requeue_sharded(
         raw_entries: list[bytes] = client.lrange(keys.dead, -n, -1)  # type: ignore[assignment]
         if not raw_entries:
             break
-        by_shard: dict[int, list[tuple[str, str, int, bytes]]] = {}
+        by_queue: dict[tuple[int, str], list[tuple[str, str, int, bytes]]] = {}
         rejected: list[tuple[bytes, str]] = []
         requeued = 0
         for raw in dict.fromkeys(reversed(raw_entries)):
@@ -256,10 +276,11 @@ def _requeue_sharded(
                 rejected.append((raw, str(exc)))
                 continue
             host = group_of(letter.url)
-            by_shard.setdefault(keys.shard_of(host), []).append((host, "", priority, payload))
+            queue = (keys.shard_of(host), _lane(lane_of, letter, values))
+            by_queue.setdefault(queue, []).append((host, "", priority, payload))
             requeued += 1
-        for shard, entries in by_shard.items():
-            call_keys, call_args = enqueue_call(keys.of_shard(shard), entries)
+        for (shard, lane), entries in by_queue.items():
+            call_keys, call_args = enqueue_call(keys.of_shard(shard).in_lane(lane), entries)
             client.eval(script, len(call_keys), *call_keys, *call_args)
         with client.pipeline(transaction=True) as pipe:
             for raw, count in Counter(raw_entries).items():

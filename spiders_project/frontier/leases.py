@@ -38,17 +38,17 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.stats = stats
 
-    def _by_shard(self, ids: list[bytes]) -> list[tuple[RedisKeys, list[bytes]]]:
-        """Lease ids grouped by the shard that gave them, with its keys."""
+    def _by_queue(self, ids: list[bytes]) -> list[tuple[RedisKeys, list[bytes]]]:
+        """Lease ids grouped by the queue (shard and lane) that gave them, with its keys."""
         groups: dict[str, tuple[RedisKeys, list[bytes]]] = {}
         for lease_id in ids:
             keys = self.redis.keys_of_lease(lease_id)
-            groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(lease_id)
+            groups.setdefault(keys.lane_prefix, (keys, []))[1].append(lease_id)
         return list(groups.values())
 
     async def renew(self, ids: list[bytes]) -> None:
         """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
-        for keys, group in self._by_shard(ids):
+        for keys, group in self._by_queue(ids):
             await self.redis.calls_for(keys).script(
                 self.redis.scripts.renew,
                 [keys.leases],
@@ -57,9 +57,10 @@ class LeaseKeeper:
             )
 
     async def reclaim_expired(self, limit: int = 1000) -> int:
-        """Return expired leases to their queues, in every shard; how many went back."""
+        """Return expired leases to their queues, in every shard and lane (a pool
+        of HTTP workers puts back a dead render worker's too); how many went back."""
         moved = 0
-        for keys, calls in self.redis.shard_calls:
+        for keys, calls in self.redis.queue_calls():
             moved += await self._reclaim_expired(keys, calls, limit)
         return moved
 
@@ -115,7 +116,7 @@ class LeaseKeeper:
         deadline = asyncio.get_running_loop().time() + timeout
         hosts = {i: h for i, _, h in leases}
         returned = 0
-        for keys, group in self._by_shard(list(hosts)):
+        for keys, group in self._by_queue(list(hosts)):
             ids = [(i, hosts[i]) for i in group]
             script_keys, args = requeue_call(keys, ids, expired=False, now=self.redis.clock.arg())
             try:

@@ -55,6 +55,7 @@ from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.retries import RETRY_WAIT
 from spiders_project.proxies.middleware import forget_proxy
 from spiders_project.redis_calls import RedisCalls, RedisUnavailable
+from spiders_project.rendering.routing import RenderRouting
 from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
 from spiders_project.seeds import SCOPE_META
@@ -81,6 +82,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         config: FrontierConfig,
         politeness: HostPoliteness,
         urls: UrlRules,
+        render: RenderRouting,
     ) -> None:
         super().__init__(
             server=redis.client,
@@ -99,7 +101,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.config = config
         self.politeness = politeness
         self.urls = urls
-        # Hosts the last lease call of each shard (by frontier prefix) named ready.
+        # Which requests render, and so go to the frontier's render queue.
+        self.render = render
+        # Hosts the last lease call of each queue (by lane prefix) named ready.
         self._candidates: dict[str, list[str]] = {}
         self.lease_ms = int(config.lease_timeout * 1000)
         self.leases = LeaseKeeper(redis, self.lease_ms, self.stats)
@@ -142,6 +146,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             FrontierConfig.from_settings(settings),
             HostPoliteness.of(crawler),
             UrlRules.from_settings(settings),
+            RenderRouting.from_settings(settings),
         )
 
     # Base.clear would call the asyncio client synchronously: nothing would be deleted.
@@ -222,35 +227,32 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.sent.clear()
 
     async def _clear_shard(self, keys: RedisKeys, calls: RedisCalls) -> None:
-        """Forget one shard's queued and leased requests and fingerprints.
+        """Forget one shard's queued and leased requests (both lanes) and fingerprints.
 
         Host queues are found through the ready-set and the hosts at their
         cap: the lease script forgets a host only once its queue is empty
         (leased requests go with the leases, deleted whole).
         """
         client = calls.client
-        hosts = await calls.command("ZRANGE", keys.hosts, 0, -1, writes=False)
-        hosts += await calls.command("HKEYS", keys.cap_waiters, writes=False)  # out of it
-        names = {h.decode("utf-8", "replace") for h in hosts}
-        await calls.call(
-            "DEL frontier",
-            lambda: client.delete(
-                *(keys.host_queue(h) for h in names),
-                *(keys.host_later(h) for h in names),
-                *(keys.host_list(h) for h in names),
-                keys.in_flight,
-                keys.cap_waiters,
-                keys.cap_handover,
-                keys.released,
-                keys.hosts,
-                keys.requests_size,
-                keys.requests_seq,
-                keys.leases,
-                keys.lease_info,
-                keys.dupefilter,
-                keys.seen,
-            ),
-        )
+        doomed = [keys.requests_seq, keys.dupefilter, keys.seen]
+        for lane in keys.all_lanes:  # the HTTP queue and the render queue
+            hosts = await calls.command("ZRANGE", lane.hosts, 0, -1, writes=False)
+            hosts += await calls.command("HKEYS", lane.cap_waiters, writes=False)  # out of it
+            names = {h.decode("utf-8", "replace") for h in hosts}
+            doomed += [
+                *(lane.host_queue(h) for h in names),
+                *(lane.host_later(h) for h in names),
+                *(lane.host_list(h) for h in names),
+                lane.in_flight,
+                lane.cap_waiters,
+                lane.cap_handover,
+                lane.released,
+                lane.hosts,
+                lane.requests_size,
+                lane.leases,
+                lane.lease_info,
+            ]
+        await calls.call("DEL frontier", lambda: client.delete(*doomed))
         # The seen-set's buckets (or Bloom blocks) and its recorded mode.
         cursor: int = 0
         while True:
@@ -318,8 +320,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self.sent.add(raw)
             token = seen.token(raw, legacy=self._legacy_seen, recrawl_after=recrawl_after)
             fingerprint = ("!" if request.dont_filter else "") + token
+        lane = self.render.lane_of(request)
         self.redis.batcher.enqueue(
-            self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms
+            self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms, lane
         )
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
@@ -468,9 +471,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return self.config.concurrency + self.config.prefetch - held
 
     async def _refill_loop(self) -> None:
-        """Lease what the engine wants, from each shard in turn (one shard unless
-        the frontier is sharded), and sleep while nothing is ready anywhere."""
-        shards = self.redis.shard_calls
+        """Lease what the engine wants, from each of its queues in turn (each
+        shard's, in the lanes of WORKER_ROLE), and sleep while nothing is ready
+        anywhere."""
+        shards = self.redis.queue_calls(self.config.lanes)
         turn = 0
         while True:
             await self._want.wait()
@@ -508,9 +512,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
     async def _lease_from(
         self, keys: RedisKeys, calls: RedisCalls, wanted: int
     ) -> tuple[int, bool, int]:
-        """One lease call to one shard: (requests leased, whether more hosts
+        """One lease call to one queue: (requests leased, whether more hosts
         are ready there, ms until its next host's turn or -1)."""
-        prefix = keys.frontier_prefix
+        prefix = keys.lane_prefix
         candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates.get(prefix, [])]
         first_id = self._next_lease_id
         # Never reused, even if this call's reply is lost (lua/lease.lua).

@@ -28,9 +28,13 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project import internals
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.keys import RENDER
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.slots import RenderSlots
 
@@ -77,12 +81,21 @@ class RenderMiddleware:
     """
 
     def __init__(
-        self, rules: RenderRules, enabled: bool, stats: StatsCollector, slots: RenderSlots
+        self,
+        rules: RenderRules,
+        enabled: bool,
+        stats: StatsCollector,
+        slots: RenderSlots,
+        crawler: Crawler | None = None,
+        renders: bool = True,
     ) -> None:
         self.rules = rules
         self.enabled = enabled
         self.stats = stats
         self.slots = slots
+        self.crawler = crawler
+        # False on an HTTP worker (WORKER_ROLE=http), which has no browser.
+        self.renders = renders
         self._warned_disabled = False
 
     @classmethod
@@ -90,7 +103,10 @@ class RenderMiddleware:
         config = RenderConfig.from_settings(crawler.settings)
         assert crawler.stats is not None
         slots = RenderSlots.of(crawler, config.concurrency)
-        return cls(RenderRules(config.rules), config.enabled, crawler.stats, slots)
+        renders = RENDER in FrontierConfig.from_settings(crawler.settings).lanes
+        return cls(
+            RenderRules(config.rules), config.enabled, crawler.stats, slots, crawler, renders
+        )
 
     async def process_request(self, request: Request) -> None:
         render, selector = self.rules.decide(request.url, request.meta)
@@ -104,12 +120,25 @@ class RenderMiddleware:
                 self._warned_disabled = True
             self.stats.inc_value("render/disabled")
             render = False
+        if render and not self.renders:
+            self._hand_to_render_pool(request)
         request.meta["playwright"] = render
         if render:
             self.stats.inc_value("render/requests")
             if selector is not None:
                 request.meta["render_wait_selector"] = selector
             await self.slots.acquire(request)
+
+    def _hand_to_render_pool(self, request: Request) -> None:
+        """An HTTP worker was given a request that renders (queued before the
+        render queue existed, or by a worker with other RENDER_* settings): it
+        goes to the render queue for a worker that renders, never fetched
+        unrendered here."""
+        assert self.crawler is not None
+        scheduler = internals.scheduler_of(self.crawler.engine)
+        scheduler.enqueue_request(request.replace(dont_filter=True))
+        self.stats.inc_value("render/handed_to_render_pool")
+        raise IgnoreRequest(f"renders: handed to the render queue ({request.url})")
 
     def process_response(self, request: Request, response: Response) -> Response:
         self.slots.release(request)  # normally done by the handler already

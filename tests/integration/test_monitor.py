@@ -35,6 +35,7 @@ from spiders_project.extensions.heartbeat import (
     publish_call,
     publish_script,
 )
+from spiders_project.keys import RENDER
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
 from tests.support.processes import PYTHON, ROOT, K, Proc, wait_until
@@ -175,8 +176,11 @@ def fill_redis(r: redis.Redis) -> float:
     seconds, micros = r.time()
     now = seconds + micros / 1e6
     r.lpush(K.start_urls, "http://a/", "http://b/", "http://c/")
-    r.set(K.requests_size, 42)
-    r.zadd(K.leases, {f"lease-{i}": 1 for i in range(5)})
+    r.set(K.requests_size, 40)
+    r.zadd(K.leases, {f"lease-{i}": 1 for i in range(4)})
+    # The render queue (WORKER_ROLE): counted in requests and leases, and shown apart.
+    r.set(K.in_lane(RENDER).requests_size, 2)
+    r.zadd(K.in_lane(RENDER).leases, {"lease-r": 1})
     r.rpush(K.items, item(now - 30), item(now))
     r.rpush(K.items_processing, item(now - 60))
     r.lpush(K.dead, "d1", "d2")
@@ -221,6 +225,7 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     queues = {
         "start_urls": 3,
         "requests": 42,
+        "render": 2,
         "leases": 5,
         "items": 2,
         "items_processing": 1,
@@ -295,8 +300,8 @@ def test_crawlstatus_prints_the_same_numbers(redis_url, r):
     assert once.returncode == 0, once.stderr
     out = once.stdout
     assert (
-        "queues      start_urls 3 | requests 42 | leases 5 | items 2 | items_processing 1 | "
-        "dead 2 | rejected 4"
+        "queues      start_urls 3 | requests 42 | render 2 | leases 5 | items 2 | "
+        "items_processing 1 | dead 2 | rejected 4"
     ) in out
     assert "dupefilter  100 fingerprints" in out
     assert "150 pages, 100 items, 7 errors in all" in out

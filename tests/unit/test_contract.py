@@ -16,7 +16,7 @@ from spiders_project.contract import (
     work_of,
     work_reads,
 )
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RENDER, RedisKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,9 +78,11 @@ def test_work_reads_every_structure_of_unfinished_work() -> None:
         ("ZCARD", k.leases),
         ("LLEN", k.items),
         ("LLEN", k.items_processing),
+        ("GET", k.in_lane(RENDER).requests_size),
+        ("ZCARD", k.in_lane(RENDER).leases),
     ]
-    assert work_of([0, None, 0, 0, 0]) == Work(0, 0, 0, 0, 0)  # requests:size never set
-    assert work_of([1, b"7", 2, 3, 4]) == Work(1, 7, 2, 3, 4)
+    assert work_of([0, None, 0, 0, 0, None, 0]) == Work(0, 0, 0, 0, 0)  # never set
+    assert work_of([1, b"7", 2, 3, 4, b"2", 1]) == Work(1, 9, 3, 3, 4)
 
 
 def test_counters_keep_only_the_metric_fields() -> None:
@@ -124,6 +126,9 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 [b"h:1", b"999.5", b"h:2", b"1.0"],  # h:2 is older than the retention
                 [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
                 b"2",  # the seen-set's count
+                0,  # the samples (EXISTS)
+                b"3",  # the render queue's size
+                1,  # its leases
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]
@@ -132,7 +137,8 @@ def test_a_cluster_read_from_raw_replies() -> None:
     assert sent == ["read_cluster", "read_cluster workers"]
     assert view.time == 1000.5 and view.used_memory == 2048 and view.maxmemory == 0
     [spider] = view.spiders
-    assert spider.work == Work(1, 5, 2, 0, 0) and not spider.work.idle
+    assert spider.work == Work(1, 8, 3, 0, 0) and not spider.work.idle
+    assert spider.queues["requests"] == 8 and spider.queues["render"] == 3
     assert spider.queues["dead"] == 3 and spider.queues["rejected"] == 1
     assert spider.queues["unserializable"] == 4
     assert spider.rejected == {"start_urls": 1, "requests": 0, "items": 0, "dead": 0}
@@ -148,7 +154,8 @@ def test_a_cluster_read_from_raw_replies() -> None:
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None]
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0]
+        per_spider += [None, 0]  # the render queue
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

@@ -186,6 +186,9 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             [],
             banned,
             None,  # the seen-set's count
+            None,  # the samples
+            None,  # the render queue's size
+            0,  # its leases
         ]
 
     def families(now_banned_b: bool):

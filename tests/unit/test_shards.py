@@ -7,9 +7,9 @@ from redis.crc import key_slot as redis_key_slot
 from redis.exceptions import ClusterDownError, MovedError, RedisClusterException, TryAgainError
 
 from spiders_project.contract import work_of, work_reads
-from spiders_project.frontier.batcher import lease_shard
+from spiders_project.frontier.batcher import lease_part
 from spiders_project.frontier.calls import ack_call, enqueue_call, lease_call, requeue_call
-from spiders_project.keys import SLOTS, RedisKeys, key_slot, shard_tag
+from spiders_project.keys import HTTP, LANES, RENDER, SLOTS, RedisKeys, key_slot, shard_tag
 from spiders_project.redis_calls import ErrorKind, classify
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
@@ -76,8 +76,9 @@ def test_a_hosts_keys_share_one_slot_and_hosts_spread() -> None:
     assert len({key_slot(k.hosts) for k in SHARDED.all_shards} | {key_slot(SHARDED.items)}) == 4
 
 
-def test_every_frontier_script_of_a_shard_touches_one_slot() -> None:
-    shard = SHARDED.of_shard(1)
+@pytest.mark.parametrize("lane", LANES)
+def test_every_frontier_script_of_a_shard_touches_one_slot(lane: str) -> None:
+    shard = SHARDED.of_shard(1).in_lane(lane)
     calls = [
         enqueue_call(shard, [("h", "fp", 0, b"{}", b"", 0)]),
         lease_call(shard, 4, 1000, [("h", 0)], 8, 2, "w@1", 0),
@@ -86,18 +87,33 @@ def test_every_frontier_script_of_a_shard_touches_one_slot() -> None:
     ]
     for keys, _ in calls:
         assert len({key_slot(k) for k in keys}) == 1, keys
+    # The render queue is in its shard's slot, with the seen-set it shares.
+    assert key_slot(shard.hosts) == key_slot(SHARDED.of_shard(1).seen)
 
 
-def test_a_lease_id_names_its_shard() -> None:
-    assert lease_shard(b"vm:12:ab12cd@2/17") == 2
-    assert lease_shard("vm:12:ab12cd/17") == 0  # not sharded
-    assert lease_shard(b"host@name:1:ab/3") == 0  # an @ in the host, no shard
+def test_a_lease_id_names_its_shard_and_lane() -> None:
+    assert lease_part(b"vm:12:ab12cd@2/17") == (2, HTTP)
+    assert lease_part("vm:12:ab12cd/17") == (0, HTTP)  # not sharded
+    assert lease_part(b"host@name:1:ab/3") == (0, HTTP)  # an @ in the host, no shard
+    assert lease_part(b"vm:12:ab12cd@2+render/17") == (2, RENDER)
+    assert lease_part("vm:12:ab12cd+render/4") == (0, RENDER)
+    assert lease_part("vm:12:ab+other/4") == (0, HTTP)  # not a lane
 
 
-def test_work_sums_the_shards() -> None:
+def test_work_sums_the_shards_and_lanes() -> None:
     reads = work_reads(SHARDED)
-    assert len(reads) == 5 + 2 * 2
-    assert work_of([1, b"2", 3, 4, 5, b"10", 20, None, 30]) == work_of([1, 12, 53, 4, 5])
+    # The first shard's HTTP queue, the two other shards', then three render queues.
+    assert len(reads) == 5 + 2 * 2 + 3 * 2
+    assert reads[9:] == [
+        cmd
+        for shard in SHARDED.all_shards
+        for cmd in (
+            ("GET", shard.in_lane(RENDER).requests_size),
+            ("ZCARD", shard.in_lane(RENDER).leases),
+        )
+    ]
+    replies = [1, b"2", 3, 4, 5, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
+    assert work_of(replies) == work_of([1, 17, 56, 4, 5])
 
 
 @pytest.mark.parametrize(
