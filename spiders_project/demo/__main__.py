@@ -235,6 +235,7 @@ def start_programs(
         "CRAWLER_ENV_FILE": str(env_file),
         "CRAWLER_LOG_DIR": str(run_dir / "logs"),
         "CRAWLER_WORKERS": str(args.workers),
+        "CRAWLER_RENDER_WORKERS": "0",  # the demo's workers render themselves
     }
     config = render_config(run_dir, environment=supervisord_env, with_monitor=with_monitor)
     supervisor = Supervisor(run_dir, config)

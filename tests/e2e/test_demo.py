@@ -187,13 +187,21 @@ def test_production_supervisor_config_parses(tmp_path, monkeypatch):
     monkeypatch.setenv("CRAWLER_HOME", "/opt/crawler")
     monkeypatch.setenv("CRAWLER_LOG_DIR", str(tmp_path))
     monkeypatch.setenv("CRAWLER_WORKERS", "3")
+    monkeypatch.setenv("CRAWLER_RENDER_WORKERS", "1")
     options = ServerOptions()
     options.realize(["-c", str(main)])
     assert options.parse_warnings == []
     [group] = options.process_group_configs
     assert group.name == "crawler"
     procs = {p.name: p for p in group.process_configs}
-    assert sorted(procs) == ["db_writer", "monitor", "worker-00", "worker-01", "worker-02"]
+    assert sorted(procs) == [
+        "db_writer",
+        "monitor",
+        "render-00",
+        "worker-00",
+        "worker-01",
+        "worker-02",
+    ]
     run_with_env = "/opt/crawler/deploy/supervisor/run-with-env"
     worker = procs["worker-01"]
     assert worker.command == f"{run_with_env} /opt/crawler/.venv/bin/scrapy crawl distributed"
@@ -203,6 +211,10 @@ def test_production_supervisor_config_parses(tmp_path, monkeypatch):
     drain = settings.getfloat("SHUTDOWN_GRACE_PERIOD") + settings.getfloat("FRONTIER_CLOSE_TIMEOUT")
     assert worker.stopwaitsecs > drain  # supervisord's SIGKILL comes after the warm shutdown
     assert worker.stdout_logfile == f"{tmp_path}/worker-01.log"
+    # The render pool: the same program, told to lease only requests that render.
+    render = procs["render-00"]
+    assert render.command == worker.command + " -s WORKER_ROLE=render"
+    assert render.stopwaitsecs == worker.stopwaitsecs and render.killasgroup
     assert procs["db_writer"].command.endswith(
         "/.venv/bin/python -m spiders_project.db_writer --all-spiders"
     )
@@ -256,6 +268,7 @@ def test_demo_config_is_the_production_one_with_its_own_supervisord(tmp_path, wi
         "CRAWLER_ENV_FILE": str(tmp_path / "crawler.env"),
         "CRAWLER_LOG_DIR": str(tmp_path),
         "CRAWLER_WORKERS": "2",
+        "CRAWLER_RENDER_WORKERS": "0",
     }
     (tmp_path / "logs").mkdir()  # childlogdir, made by Supervisor.start in the demo
     conf = tmp_path / "supervisord.conf"

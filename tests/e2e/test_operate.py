@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from spiders_project.demo.supervisor import render_config
+from spiders_project.keys import RENDER
 from tests.support.monitoring import Exporter, Metrics, scrape_url
 from tests.support.processes import (
     PYTHON,
@@ -48,13 +49,19 @@ def redis_queues(r: redis.Redis) -> dict[str, int]:
     pipe.llen(K.items_processing).llen(K.dead)
     pipe.llen(K.start_urls_rejected).llen(K.requests_rejected)
     pipe.llen(K.items_rejected).llen(K.dead_rejected).llen(K.requests_unserializable)
+    render = K.in_lane(RENDER)
+    pipe.get(render.requests_size).zcard(render.leases)
     replies = [int(x or 0) for x in pipe.execute()]
     names = ("start_urls", "requests", "leases", "items", "items_processing", "dead")
-    return {
+    queues = {
         **dict(zip(names, replies[:6], strict=True)),
+        "render": replies[11],
         "rejected": sum(replies[6:10]),
         "unserializable": replies[10],
     }
+    queues["requests"] += replies[11]  # the render queue's are requests too
+    queues["leases"] += replies[12]
+    return queues
 
 
 def exported_queues(m: Metrics) -> dict[str, int]:
@@ -193,6 +200,7 @@ def test_supervisor_restarts_a_killed_worker_and_stop_drains_one(redis_url, r, t
             "CRAWLER_ENV_FILE": str(env_file),
             "CRAWLER_LOG_DIR": str(run_dir / "logs"),
             "CRAWLER_WORKERS": "2",
+            "CRAWLER_RENDER_WORKERS": "0",
         },
         with_monitor=True,
     )

@@ -608,7 +608,12 @@ def test_grafana_dashboard_and_provisioning():
 
 # --- systemd -------------------------------------------------------------------------------
 
-UNITS = ("crawler-worker@.service", "crawler-db-writer.service", "crawler-monitor.service")
+UNITS = (
+    "crawler-worker@.service",
+    "crawler-render@.service",
+    "crawler-db-writer.service",
+    "crawler-monitor.service",
+)
 
 
 def read_unit(path: Path) -> configparser.RawConfigParser:
@@ -624,6 +629,7 @@ def test_systemd_units_have_what_operations_need():
     supervisor = read_unit(DEPLOY / "supervisor" / "crawler.conf")
     commands = {
         "crawler-worker@.service": supervisor.get("program:worker", "command"),
+        "crawler-render@.service": supervisor.get("program:render", "command"),
         "crawler-db-writer.service": supervisor.get("program:db_writer", "command"),
         "crawler-monitor.service": supervisor.get("program:monitor", "command"),
     }
@@ -639,7 +645,7 @@ def test_systemd_units_have_what_operations_need():
         # The same program as under supervisord (which starts it through run-with-env).
         program = commands[name].split(" ", 1)[1].replace("%(ENV_CRAWLER_HOME)s", "/opt/crawler")
         assert service["ExecStart"] == program, name
-        if name.startswith("crawler-worker@"):
+        if name.startswith(("crawler-worker@", "crawler-render@")):
             assert float(service["TimeoutStopSec"]) > drain
             assert service["KillMode"] == "mixed"
     target = read_unit(DEPLOY / "systemd" / "crawler.target")
@@ -662,6 +668,7 @@ def test_systemd_analyze_verifies_the_units(tmp_path):
             "./crawler.target",
             "./crawler-worker@1.service",
             "./crawler-worker@8.service",
+            "./crawler-render@1.service",
             "./crawler-db-writer.service",
             "./crawler-monitor.service",
         ],
