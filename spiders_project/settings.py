@@ -387,6 +387,13 @@ RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # pages, and Chromium restarted after this many (when its pages are done).
 RENDER_PAGES_PER_CONTEXT = 100
 RENDER_PAGES_PER_BROWSER = 1000
+# ... and Chromium restarted, once its pages in flight are done, when the RSS of
+# its processes (summed, under Playwright's driver) exceeds this many MB (0: never;
+# about 1,300 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...
+RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
+# ... or when its recent pages take this many times longer to render than the
+# worker's running average (pages/s fallen to a quarter at 4); 0: never.
+RENDER_SLOWDOWN_FACTOR = 4.0
 # Sub-requests of rendered pages aborted in the browser: these Playwright
 # resource types ([] blocks none) ...
 RENDER_BLOCK_RESOURCE_TYPES = ["image", "font", "media"]

@@ -43,6 +43,8 @@ class RenderConfig:
     block_resource_types: frozenset[str]
     block_domains: tuple[str, ...]
     crash_retries: int
+    max_rss_mb: int = 0  # RENDER_MAX_RSS_MB: restart the browser beyond it; 0: never
+    slowdown: float = 0.0  # RENDER_SLOWDOWN_FACTOR: restart when pages take this much longer
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -61,6 +63,12 @@ class RenderConfig:
             f"RENDER_IDLE_TIMEOUT ({longest:g} s)",
         )
         pages_per_context = read.getint("RENDER_PAGES_PER_CONTEXT", minimum=1)
+        slowdown = read.getfloat("RENDER_SLOWDOWN_FACTOR", minimum=0)
+        read.check(
+            slowdown == 0 or slowdown > 1,
+            "RENDER_SLOWDOWN_FACTOR",
+            "must be 0 (off) or above 1 (pages that many times slower than usual)",
+        )
         try:
             rules = parse_rules(settings.getdictorlist("RENDER_URL_PATTERNS"))
         except (TypeError, ValueError) as exc:
@@ -80,6 +88,8 @@ class RenderConfig:
                 d.lower().lstrip(".") for d in _clean(read.getlist("RENDER_BLOCK_DOMAINS"))
             ),
             crash_retries=read.getint("RENDER_CRASH_RETRIES", minimum=0),
+            max_rss_mb=read.getint("RENDER_MAX_RSS_MB", minimum=0),
+            slowdown=slowdown,
         )
 
     @property

@@ -11,7 +11,9 @@ runs for days needs changed:
   instead of one of each per scheme.
 - **Bounded**: at most ``RENDER_CONCURRENCY`` pages render at once, whatever
   ``CONCURRENT_REQUESTS`` lets through for plain HTTP (:mod:`.slots`); contexts
-  and the browser are recycled (:mod:`.recycle`).
+  and the browser are recycled (:mod:`.recycle`), and the browser is restarted
+  when its processes outgrow ``RENDER_MAX_RSS_MB`` or its pages get far slower
+  than usual (:mod:`.health`), each time once its pages in flight are done.
 - **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
   dies, every attempt in flight on it is cancelled at once (a ``new_page()``
   in flight at that moment would otherwise never return) and retried on the
@@ -48,10 +50,12 @@ from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
 from spiders_project import internals
+from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.politeness.turns import HostTurns
 from spiders_project.rendering.blocking import AbortPredicate, ResourceBlocker, chain
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
+from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.slots import RenderSlots
 from spiders_project.scope.networks import GUARDED, NetworkGuard
@@ -96,6 +100,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
         )
         self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
+        self.health = BrowserHealth(self.render.max_rss_mb, self.render.slowdown)
+        self._watch: asyncio.Task[None] | None = None
         self.slots = RenderSlots.of(crawler, self.render.concurrency)
         self._start_lock = asyncio.Lock()
         self._restart_lock = asyncio.Lock()
@@ -136,6 +142,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         if self._closed:  # called once per scheme
             return
         self._closed = True
+        await stop_tasks([self._watch] if self._watch is not None else [])
         for task in self._attempts:
             task.cancel()
         if self._background:  # pages and contexts being closed; each has its own timeout
@@ -162,9 +169,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             request.meta.pop("playwright_page_goto_kwargs", None)
 
     async def _render_with_retries(self, request: Request) -> Response:
+        loop = asyncio.get_running_loop()
         for attempt in itertools.count():
             context = await self._next_context()
             state = _Attempt()
+            started = loop.time()
             task = asyncio.ensure_future(self._attempt(request, context, state))
             self._attempts.add(task)
             try:
@@ -185,6 +194,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
                 if self.recycler.release(context):
                     self._close_context(context)
             self.stats.inc_value("render/pages")
+            slow = self.health.rendered(loop.time() - started - state.turn_wait)
+            if slow is not None:
+                self._restart_soon("slowdown", slow)
             return response
         raise AssertionError("unreachable")
 
@@ -272,6 +284,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
                 await self._launch()
                 self._started = True
                 self._watch_driver(self.browser_provider)
+                if self.health.max_rss_mb and self._watch is None:
+                    self._watch = spawn_loop("browser memory watch", self._watch_memory())
 
     def _watch_driver(self, provider: BrowserProvider) -> None:
         """Restart the Node driver if it exits (killed, out of memory).
@@ -297,27 +311,57 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
 
     async def _next_context(self) -> str:
         """The context for a new page; restarts the browser first when it is due."""
+        await self._restart_if_due()
+        return self.recycler.acquire()
+
+    async def _restart_if_due(self) -> None:
+        """Restart the browser if it is due, once its pages in flight are done
+        (new pages wait for the new browser meanwhile)."""
         if self.recycler.browser_due():
             async with self._restart_lock:
                 if self.recycler.browser_due():
                     await self.recycler.drained.wait()
                     await self._restart_browser()
-        return self.recycler.acquire()
+
+    def _restart_soon(self, kind: str, reason: str) -> None:
+        """Ask for a restart of the browser once its pages in flight are done."""
+        if self.recycler.request_restart(kind, reason):
+            logger.info(
+                "Chromium will restart once its %d pages in flight are done: %s",
+                self.recycler.in_flight,
+                reason,
+            )
+
+    async def _watch_memory(self) -> None:
+        """Every MEMORY_EVERY seconds, the browser's size against RENDER_MAX_RSS_MB;
+        an idle browser found too big is restarted at once (the next page starts
+        a new one), a busy one once its pages are done."""
+        while True:
+            await asyncio.sleep(MEMORY_EVERY)
+            if not hasattr(self, "browser"):
+                continue
+            rss = await asyncio.to_thread(browser_rss_mb)
+            self.stats.max_value("render/max_browser_rss_mb", round(rss))
+            too_big = self.health.too_big(rss)
+            if too_big is not None and not self.recycler.browser_due():
+                self._restart_soon("memory", too_big)
+            if self.recycler.browser_due() and self.recycler.drained.is_set():
+                await self._restart_if_due()
 
     async def _restart_browser(self) -> None:
         async with self.browser_launch_lock:
             browser: Browser | None = getattr(self, "browser", None)
+            kind, reason = self.recycler.due_because
             if browser is not None:
                 del self.browser
             self.context_wrappers.clear()
             self.recycler.browser_restarted()
+            self.health.restarted()
         if browser is None:
             return
-        logger.info(
-            "Restarting Chromium after %d pages (RENDER_PAGES_PER_BROWSER)",
-            self.render.pages_per_browser,
-        )
+        logger.info("Restarting Chromium: %s", reason)
         self.stats.inc_value("render/browser_restarts")
+        self.stats.inc_value(f"render/browser_restarts/{kind}")
         with suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(browser.close(), _CLOSE_TIMEOUT)
 
@@ -342,6 +386,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             del self.browser
         self.context_wrappers.clear()
         self.recycler.browser_restarted()
+        self.health.restarted()
         victims = [task for task in self._attempts if not task.done()]
         logger.warning("%s and retrying the %d pages in flight", what, len(victims))
         for task in victims:

@@ -7,7 +7,8 @@ is the growth scrapy-playwright users report on long crawls. Pages are
 therefore handed out in generations: a context takes ``pages_per_context``
 pages, then new pages go to a fresh context and the old one is closed once
 its last page is done; after ``pages_per_browser`` pages the browser itself
-is restarted once the pages in flight are done.
+is restarted once the pages in flight are done, as it is when
+``request_restart`` asks for it (too big or too slow: :mod:`.health`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class Recycler:
         self._retired: set[str] = set()
         self.drained = asyncio.Event()  # set while no page is in flight
         self.drained.set()
+        # Why the browser must restart before its page count says so, or None.
+        self.restart_reason: str | None = None
+        self.restart_kind = "pages"
 
     @property
     def current(self) -> str:
@@ -40,8 +44,22 @@ class Recycler:
         return sum(self._in_flight.values())
 
     def browser_due(self) -> bool:
-        """True once the browser has had its share of pages and must restart."""
-        return self._in_browser >= self.pages_per_browser
+        """True once the browser has had its share of pages, or was asked to restart."""
+        return self.restart_reason is not None or self._in_browser >= self.pages_per_browser
+
+    def request_restart(self, kind: str, reason: str) -> bool:
+        """Restart the browser once its pages in flight are done; False if already due."""
+        if self.restart_reason is not None:
+            return False
+        self.restart_kind, self.restart_reason = kind, reason
+        return True
+
+    @property
+    def due_because(self) -> tuple[str, str]:
+        """(kind, reason) of the restart that is due: "pages", "memory" or "slowdown"."""
+        if self.restart_reason is not None:
+            return self.restart_kind, self.restart_reason
+        return "pages", f"after {self._in_browser} pages (RENDER_PAGES_PER_BROWSER)"
 
     def acquire(self) -> str:
         """The context name for one new page; count it."""
@@ -69,6 +87,7 @@ class Recycler:
     def browser_restarted(self) -> None:
         """A new browser comes next (restart or crash): contexts start over."""
         self._in_browser = 0
+        self.restart_reason = None
         if self._in_context:
             self._retire_current()
         # Contexts of the old browser are gone with it; nothing left to close.

@@ -172,3 +172,46 @@ def test_pages_that_never_finish_are_retried_then_dead_lettered(redis_url, r, tm
     assert all(d["request"]["m"]["render"] is True for d in dead.values())
     # Nothing of the browser outlives the worker.
     assert seen and not [p for p in seen if p.is_running() and p.status() != "zombie"]
+
+
+def test_a_browser_over_its_memory_bound_is_restarted_and_loses_no_page(
+    redis_url, r, tmp_path, procs
+):
+    """RENDER_MAX_RSS_MB: pages that hold 500 MB each push Chromium past a bound
+    set just above what this machine's Chromium takes for ordinary pages
+    (measured first, in the same test); the browser restarts once its pages in
+    flight are done, and every page is stored."""
+    db_path = tmp_path / "items.db"
+    settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=2", BLOCK_TEST_TRACKER, "RENDER_CONCURRENCY=2")
+    leaks = {"RENDER_URL_PATTERNS": json.dumps({"/leak/": "#content"})}
+    with JsSite(pages=6, plain_pages=0, slow_pages=0, leak_pages=4, leak_mb=500) as site:
+        # Ordinary pages first, measured (a bound far above them).
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "meta": {"playwright": True}}))
+        measure = worker("w1", redis_url, tmp_path, *settings, "RENDER_MAX_RSS_MB=100000")
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs += [measure, writer]
+        assert measure.wait(120) == 0, measure.log()[-3000:]
+        ordinary = stat(r, measure, "render/max_browser_rss_mb")
+        assert ordinary > 0 and stat(r, measure, "render/browser_restarts") == 0
+
+        bound = ordinary + 250
+        r.lpush(K.start_urls, site.page_url(0, "leak"))
+        leaky = worker(
+            "w2",
+            redis_url,
+            tmp_path,
+            *settings,
+            f"RENDER_MAX_RSS_MB={bound}",
+            f"RENDER_URL_PATTERNS={leaks['RENDER_URL_PATTERNS']}",
+        )
+        procs.append(leaky)
+        finish(r, writer, [leaky])
+        items = stored(db_path)
+        assert set(items) == site.js_urls() | site.leak_urls()
+        for n in range(4):
+            assert items[site.page_url(n, "leak")]["title"] == f"Leak page {n}"
+    assert stat(r, leaky, "render/browser_restarts/memory") >= 1
+    assert stat(r, leaky, "render/max_browser_rss_mb") > bound
+    log = leaky.log()
+    assert "Restarting Chromium: its processes use" in log and "Traceback" not in log
+    assert r.llen(K.dead) == 0

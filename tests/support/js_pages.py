@@ -75,3 +75,26 @@ def png(size: int = 64) -> bytes:
         + chunk(b"IDAT", zlib.compress(rows))
         + chunk(b"IEND", b"")
     )
+
+
+# Holds {mb} MB of touched memory in its renderer for as long as it is open, then
+# (after {delay} ms) shows its content and a link to the next leaking page.
+LEAK = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Loading</title></head><body><div id="app"></div>
+<script>
+window.hog = [];
+for (var i = 0; i < {mb}; i++) {{
+  var block = new Uint8Array(1024 * 1024);
+  for (var j = 0; j < block.length; j += 4096) block[j] = 1;
+  window.hog.push(block);
+}}
+setTimeout(function () {{
+  document.title = "Leak page {n}";
+  var h = document.createElement("h1");
+  h.id = "content";
+  h.textContent = "Leak page {n}";
+  document.getElementById("app").appendChild(h);
+  {link}
+}}, {delay});
+</script></body></html>
+"""

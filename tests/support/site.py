@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from spiders_project.demo.site import OFFSITE_HOST, SiteServer
-from tests.support.js_pages import BUSY, HANG, PLAIN, SHELL, TRACKER_HOST, png
+from tests.support.js_pages import BUSY, HANG, LEAK, PLAIN, SHELL, TRACKER_HOST, png
 
 __all__ = ["OFFSITE_HOST", "TRACKER_HOST", "JsSite", "TestSite"]
 
@@ -86,6 +86,8 @@ class JsSite(SiteServer):
         asset_latency: float = 0.0,
         image_size: int = 64,
         images: int = 1,
+        leak_pages: int = 0,
+        leak_mb: int = 300,
     ) -> None:
         super().__init__(pages=1, dead_links=False, offsite_links=False)
         self.js_pages = pages
@@ -97,6 +99,8 @@ class JsSite(SiteServer):
         self.asset_latency = asset_latency
         self._image = png(image_size)
         self.images = images
+        self.leak_pages = leak_pages
+        self.leak_mb = leak_mb
         self._js_hits: Counter[tuple[str, str]] = Counter()
         self._js_log: list[tuple[float, str, str]] = []
 
@@ -130,11 +134,15 @@ class JsSite(SiteServer):
     def plain_urls(self) -> set[str]:
         return {self.page_url(n, "plain") for n in range(self.plain_pages)}
 
+    def leak_urls(self) -> set[str]:
+        return {self.page_url(n, "leak") for n in range(self.leak_pages)}
+
     def slow_urls(self) -> set[str]:
         return {self.page_url(n, "slow") for n in range(self.slow_pages)}
 
     def _total(self, kind: str) -> int:
-        return {"page": self.js_pages, "slow": self.slow_pages, "plain": self.plain_pages}[kind]
+        totals = {"page": self.js_pages, "slow": self.slow_pages, "plain": self.plain_pages}
+        return {**totals, "leak": self.leak_pages}[kind]
 
     def hits(self) -> Counter[tuple[str, str]]:  # type: ignore[override]
         """Requests served so far, by (host without port, path)."""
@@ -184,6 +192,18 @@ class JsSite(SiteServer):
                 api=f"/api/{kind}/{n}",
                 delay=delay,
             )
+            return 200, "text/html; charset=utf-8", body.encode()
+        if kind == "leak" and n.isdigit() and int(n) < self.leak_pages:
+            following = int(n) + 1
+            link = ""
+            if following < self.leak_pages:
+                href = self.page_url(following, "leak")
+                link = (
+                    'var a = document.createElement("a"); '
+                    f'a.href = "{href}"; a.textContent = "next"; '
+                    'document.getElementById("app").appendChild(a);'
+                )
+            body = LEAK.format(mb=self.leak_mb, delay=self.slow_delay, n=n, link=link)
             return 200, "text/html; charset=utf-8", body.encode()
         if kind == "plain" and n.isdigit() and int(n) < self.plain_pages:
             links = "".join(
