@@ -245,6 +245,12 @@ class RedisKeys:
         return self._key(f"robots:{origin}:lock")
 
     @property
+    def render_auto(self) -> str:
+        """Hash "<section> js" / "<section> http" -> pages of a site section that
+        needed JavaScript, or not (RENDER_MODE=auto: rendering/auto.py)."""
+        return self._key("render:auto")
+
+    @property
     def proxies_banned(self) -> str:
         """Sorted set of proxy name (scheme://host:port) -> time (ms) its cluster-wide ban ends."""
         return self._key("proxies:banned")

@@ -327,6 +327,9 @@ DOWNLOAD_HANDLERS = {
 # Decides which requests render, after the frontier handed them out (its meta
 # stays JSON); after SitePacingMiddleware, before the download handler.
 DOWNLOADER_MIDDLEWARES["spiders_project.rendering.rules.RenderMiddleware"] = 570
+# RENDER_MODE=auto: pages fetched over HTTP that need JavaScript go to the
+# render queue (after redirects are followed, 600).
+DOWNLOADER_MIDDLEWARES["spiders_project.rendering.auto.AutoRenderMiddleware"] = 580
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_LAUNCH_OPTIONS = {
     # Debian's chromium package (make setup); never a `playwright install` download.
@@ -364,6 +367,18 @@ RENDER_ENABLED = True
 # of regexes, or {regex: CSS selector to wait for, or null}. On the command
 # line as JSON: -s 'RENDER_URL_PATTERNS={"^https://shop\\.example/p/": "#price"}'.
 RENDER_URL_PATTERNS: list[str] | dict[str, str | None] = []
+# "rules": a request renders when its meta or RENDER_URL_PATTERNS say so.
+# "auto": besides those, every page is fetched over HTTP first and rendered
+# only when it needs JavaScript: RENDER_AUTO_RULES' selector for its URL finds
+# nothing, or (by default) it looks script-built (an empty app root, a
+# <noscript> asking for JavaScript, almost no text). Learned per site section
+# for the whole cluster: after RENDER_AUTO_LEARN pages of a section needed
+# rendering (and half of those checked), its pages render directly.
+RENDER_MODE = _env("RENDER_MODE", "rules")
+# {URL regex: CSS selector its HTTP response must match}, e.g.
+# -s 'RENDER_AUTO_RULES={"/product/": "#price"}'.
+RENDER_AUTO_RULES: dict[str, str] = {}
+RENDER_AUTO_LEARN = 5
 # Navigation ends at this event: commit, domcontentloaded, load or networkidle.
 RENDER_WAIT_UNTIL = "load"
 # Seconds a navigation, and then a wait for render_wait_selector, may each take.

@@ -146,7 +146,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             FrontierConfig.from_settings(settings),
             HostPoliteness.of(crawler),
             UrlRules.from_settings(settings),
-            RenderRouting.from_settings(settings),
+            RenderRouting.of(crawler),
         )
 
     # Base.clear would call the asyncio client synchronously: nothing would be deleted.
@@ -306,6 +306,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 # Already sent to the shared dupefilter by this worker.
                 self.stats.inc_value("dupefilter/filtered")
                 return False
+        # Before encoding: a request auto mode sends to the browser is marked so.
+        lane = self.render.lane_of(request)
         try:
             priority, payload = self.queue.encode(request)
         except InvalidEntry as exc:
@@ -320,7 +322,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self.sent.add(raw)
             token = seen.token(raw, legacy=self._legacy_seen, recrawl_after=recrawl_after)
             fingerprint = ("!" if request.dont_filter else "") + token
-        lane = self.render.lane_of(request)
         self.redis.batcher.enqueue(
             self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms, lane
         )

@@ -43,6 +43,9 @@ class RenderConfig:
     block_resource_types: frozenset[str]
     block_domains: tuple[str, ...]
     crash_retries: int
+    mode: str = "rules"  # RENDER_MODE: "rules", or "auto" (HTTP first: rendering/auto.py)
+    auto_rules: tuple[UrlRule, ...] = ()  # RENDER_AUTO_RULES: the selector a page must have
+    auto_learn: int = 5  # RENDER_AUTO_LEARN: pages of a section before it renders directly
     max_rss_mb: int = 0  # RENDER_MAX_RSS_MB: restart the browser beyond it; 0: never
     slowdown: float = 0.0  # RENDER_SLOWDOWN_FACTOR: restart when pages take this much longer
 
@@ -73,6 +76,15 @@ class RenderConfig:
             rules = parse_rules(settings.getdictorlist("RENDER_URL_PATTERNS"))
         except (TypeError, ValueError) as exc:
             read.fail("RENDER_URL_PATTERNS", str(exc))
+        try:
+            auto_rules = parse_rules(settings.getdict("RENDER_AUTO_RULES"))
+        except (TypeError, ValueError) as exc:
+            read.fail("RENDER_AUTO_RULES", str(exc))
+        read.check(
+            all(rule.wait_selector for rule in auto_rules),
+            "RENDER_AUTO_RULES",
+            "each URL pattern needs the CSS selector its pages must have",
+        )
         return cls(
             enabled=read.getbool("RENDER_ENABLED"),
             rules=rules,
@@ -88,6 +100,9 @@ class RenderConfig:
                 d.lower().lstrip(".") for d in _clean(read.getlist("RENDER_BLOCK_DOMAINS"))
             ),
             crash_retries=read.getint("RENDER_CRASH_RETRIES", minimum=0),
+            mode=read.getstr("RENDER_MODE", choices=["rules", "auto"]),
+            auto_rules=auto_rules,
+            auto_learn=read.getint("RENDER_AUTO_LEARN", minimum=1),
             max_rss_mb=read.getint("RENDER_MAX_RSS_MB", minimum=0),
             slowdown=slowdown,
         )

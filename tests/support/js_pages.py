@@ -98,3 +98,13 @@ setTimeout(function () {{
 }}, {delay});
 </script></body></html>
 """
+
+# A plain page of the mixed section: its content and links are in the HTML.
+MIXED = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Mixed {n}</title></head><body>
+<h1 id="content">Mixed {n}</h1>
+<p>This page is served as plain HTML: its title, this paragraph and its links are
+in the document itself, so an HTTP fetch sees everything a browser would.</p>
+{links}
+</body></html>
+"""

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from spiders_project.demo.site import OFFSITE_HOST, SiteServer
-from tests.support.js_pages import BUSY, HANG, LEAK, PLAIN, SHELL, TRACKER_HOST, png
+from tests.support.js_pages import BUSY, HANG, LEAK, MIXED, PLAIN, SHELL, TRACKER_HOST, png
 
 __all__ = ["OFFSITE_HOST", "TRACKER_HOST", "JsSite", "TestSite"]
 
@@ -88,6 +88,7 @@ class JsSite(SiteServer):
         images: int = 1,
         leak_pages: int = 0,
         leak_mb: int = 300,
+        mixed_pages: int = 0,
     ) -> None:
         super().__init__(pages=1, dead_links=False, offsite_links=False)
         self.js_pages = pages
@@ -101,6 +102,7 @@ class JsSite(SiteServer):
         self.images = images
         self.leak_pages = leak_pages
         self.leak_mb = leak_mb
+        self.mixed_pages = mixed_pages
         self._js_hits: Counter[tuple[str, str]] = Counter()
         self._js_log: list[tuple[float, str, str]] = []
 
@@ -134,6 +136,13 @@ class JsSite(SiteServer):
     def plain_urls(self) -> set[str]:
         return {self.page_url(n, "plain") for n in range(self.plain_pages)}
 
+    def mixed_urls(self) -> set[str]:
+        """``/m/<n>``: plain HTML, except every tenth page (n % 10 == 9), a JS shell."""
+        return {self.page_url(n, "m") for n in range(self.mixed_pages)}
+
+    def mixed_js_urls(self) -> set[str]:
+        return {self.page_url(n, "m") for n in range(self.mixed_pages) if n % 10 == 9}
+
     def leak_urls(self) -> set[str]:
         return {self.page_url(n, "leak") for n in range(self.leak_pages)}
 
@@ -142,7 +151,7 @@ class JsSite(SiteServer):
 
     def _total(self, kind: str) -> int:
         totals = {"page": self.js_pages, "slow": self.slow_pages, "plain": self.plain_pages}
-        return {**totals, "leak": self.leak_pages}[kind]
+        return {**totals, "leak": self.leak_pages, "m": self.mixed_pages}[kind]
 
     def hits(self) -> Counter[tuple[str, str]]:  # type: ignore[override]
         """Requests served so far, by (host without port, path)."""
@@ -165,8 +174,8 @@ class JsSite(SiteServer):
         parts = path.strip("/").split("/")
         if len(parts) == 3 and parts[0] == "api" and parts[2].isdigit():
             kind, n = parts[1], parts[2]
-            if kind in ("page", "slow"):
-                title = "JS page" if kind == "page" else "Slow page"
+            if kind in ("page", "slow", "m"):
+                title = {"page": "JS page", "slow": "Slow page", "m": "JS mixed"}[kind]
                 links = self._children(kind, int(n), self._total(kind))
                 body = json.dumps({"title": f"{title} {n}", "links": links}).encode()
                 return 200, "application/json", body
@@ -191,6 +200,15 @@ class JsSite(SiteServer):
                 images=images,
                 api=f"/api/{kind}/{n}",
                 delay=delay,
+            )
+            return 200, "text/html; charset=utf-8", body.encode()
+        if kind == "m" and n.isdigit() and int(n) < self.mixed_pages:
+            children = self._children("m", int(n), self.mixed_pages)
+            if int(n) % 10 != 9:
+                links = "".join(f'<a href="{u}">{u}</a>' for u in children)
+                return 200, "text/html; charset=utf-8", MIXED.format(n=n, links=links).encode()
+            body = SHELL.format(
+                tracker=TRACKER_HOST, port=self.port, images="", api=f"/api/m/{n}", delay=self.delay
             )
             return 200, "text/html; charset=utf-8", body.encode()
         if kind == "leak" and n.isdigit() and int(n) < self.leak_pages:
