@@ -2,12 +2,17 @@
 
 One ``scrapy crawl distributed`` worker renders a local site whose content and
 links exist only after scripts run (the tests' JS site: each page also asks
-for images, a web font and a tracker script), once with the default resource
-blocking and once with none. For each run: rendered pages per second, CPU
+for images, a web font and a tracker script), with the default settings and
+with each candidate for lighter renders (a fresh context per page, more
+resource types blocked, no blocking). For each run: rendered pages per second, CPU
 seconds per page, and the peak memory of the worker's whole process tree
 (Python, Playwright's Node driver, every Chromium process), sampled with
 psutil. RSS is summed as asked; PSS (shared pages split between processes) is
 the honest total, since Chromium's processes share much of their memory.
+
+Then RENDER_MODE=auto against rendering every page and rendering none, on a
+mixed site where one page in ten needs JavaScript: pages/s, CPU-s per page,
+and the share of the site's pages stored with their real content.
 
 Then the cost of configuring the rendering handler on a worker that renders
 nothing: peak tree RSS of a plain HTTP crawl with Scrapy's own handler, with
@@ -118,6 +123,7 @@ class Run:
     peak_pss: int
     stats: dict[str, int]
     load: float  # the machine's highest 1-minute load average seen during the run
+    titles: dict[str, str] = field(default_factory=dict)  # url -> title stored
 
 
 def run_worker(
@@ -155,6 +161,8 @@ def run_worker(
         "render/contexts_recycled",
         "playwright/request_count/aborted",
         "playwright/request_count",
+        "render/auto/expectation_failed",
+        "render/auto/learned",
     )
     return Run(
         name=name,
@@ -166,6 +174,7 @@ def run_worker(
         peak_pss=sampler.peak_pss,
         stats={n: int(stats.get(n, 0)) for n in names},
         load=sampler.load,
+        titles={i["url"]: i.get("title") or "" for i in items},
     )
 
 
@@ -173,13 +182,8 @@ def render_runs(
     redis_url: str, pages: int, images: int, concurrency: int, log_dir: Path
 ) -> list[Run]:
     runs = []
-    for name, settings in (
-        (
-            "blocking images, fonts, media, trackers (default)",
-            [f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"],
-        ),
-        ("no blocking", ["RENDER_BLOCK_RESOURCE_TYPES=", "RENDER_BLOCK_DOMAINS="]),
-    ):
+    for name, settings in RENDER_VARIANTS:
+        settings = list(settings)
         settings.append(f"RENDER_CONCURRENCY={concurrency}")
         with JsSite(
             pages=pages, plain_pages=0, image_size=256, images=images, asset_latency=ASSET_LATENCY
@@ -189,8 +193,78 @@ def render_runs(
         run.name = name
         if run.pages != pages:
             raise SystemExit(f"{name}: {run.pages} of {pages} pages rendered")
+        # Same rendered DOM: every page's scripted title, whatever the variant.
+        wrong = sorted(u for u, t in run.titles.items() if not t.startswith("JS page"))
+        if wrong:
+            raise SystemExit(f"{name}: {len(wrong)} pages rendered without content: {wrong[:3]}")
         runs.append(run)
         print(f"  {name}: {run.pages} pages, {run.steady:.2f} pages/s", flush=True)
+    return runs
+
+
+# Launch options of the "fewer processes" variant: the defaults plus flags that
+# keep every page in one renderer process.
+_DEFAULT_LAUNCH = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+FEWER = {
+    **_DEFAULT_LAUNCH,
+    "args": [
+        *_DEFAULT_LAUNCH["args"],
+        "--renderer-process-limit=1",
+        "--disable-site-isolation-trials",
+        "--disable-features=site-per-process,IsolateOrigins",
+    ],
+}
+# (name, worker settings) of each rendering run; the first is the default.
+RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "blocking images, fonts, media, trackers (default)",
+        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",),
+    ),
+    (
+        "a fresh context per page",
+        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "RENDER_PAGES_PER_CONTEXT=1"),
+    ),
+    (
+        "blocking stylesheets too",
+        (
+            f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",
+            'RENDER_BLOCK_RESOURCE_TYPES=["image", "font", "media", "stylesheet"]',
+        ),
+    ),
+    (
+        "fewer Chromium processes (one renderer, no site isolation)",
+        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "PLAYWRIGHT_LAUNCH_OPTIONS=" + json.dumps(FEWER)),
+    ),
+    ("no blocking", ("RENDER_BLOCK_RESOURCE_TYPES=", "RENDER_BLOCK_DOMAINS=")),
+)
+
+
+def mixed_runs(redis_url: str, pages: int, concurrency: int, log_dir: Path) -> list[Run]:
+    """RENDER_MODE=auto, every page rendered, and none, on a site where one page in
+    ten needs JavaScript (``JsSite``'s ``/m/<n>``)."""
+    runs = []
+    base = (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", f"RENDER_CONCURRENCY={concurrency}")
+    for name, settings, meta in (
+        ("RENDER_MODE=auto", ("RENDER_MODE=auto",), {}),
+        ("every page rendered", (), {"playwright": True}),
+        ("no page rendered (RENDER_ENABLED=false)", ("RENDER_ENABLED=false",), {}),
+    ):
+        with JsSite(pages=1, plain_pages=0, slow_pages=0, mixed_pages=pages) as site:
+            seed = json.dumps({"url": site.page_url(0, "m"), "meta": meta})
+            run = run_worker(f"mixed-{len(runs)}", redis_url, [seed], [*base, *settings], log_dir)
+            expected = {
+                url: ("JS mixed " if url in site.mixed_js_urls() else "Mixed ")
+                + url.rsplit("/", 1)[1]
+                for url in site.mixed_urls()
+            }
+        run.name = name
+        run.stats["content"] = sum(run.titles.get(u) == t for u, t in expected.items())
+        runs.append(run)
+        print(
+            f"  mixed site, {name}: {run.stats['content']} of {pages} pages with their "
+            f"content, {run.steady:.1f} pages/s",
+            flush=True,
+        )
     return runs
 
 
@@ -221,6 +295,8 @@ class RenderingResult:
     concurrency: int
     render: list[Run]
     http: list[Run]
+    mixed: list[Run] = field(default_factory=list)
+    mixed_pages: int = 0
 
 
 def rendering_phase(
@@ -238,8 +314,11 @@ def rendering_phase(
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"Rendering {pages} pages twice (logs in {log_dir})", flush=True)
     render = render_runs(redis_url, pages, images, concurrency, log_dir)
+    mixed_pages = 2 * pages
+    print(f"A mixed site of {mixed_pages} pages, one in ten needing JavaScript", flush=True)
+    mixed = mixed_runs(redis_url, mixed_pages, concurrency, log_dir)
     http = []
     if http_pages:
         print(f"Plain HTTP crawls of {http_pages} pages", flush=True)
         http = http_runs(redis_url, http_pages, log_dir)
-    return RenderingResult(pages, images, concurrency, render, http)
+    return RenderingResult(pages, images, concurrency, render, http, mixed, mixed_pages)

@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
 
 TARGET_RATIO = 0.9
+TARGET_RENDER_CPU = 0.15
+TARGET_RENDER_PSS_MB = 500
 TARGET_ROUND_TRIPS = 3.0
 TARGET_RSS_GROWTH = 100e6
 TARGET_WRITER = {"SQLite": 50_000, "PostgreSQL": 50_000}
@@ -117,6 +119,23 @@ def targets(report: Report) -> list[str]:
                 f"db_writer into {writer.database} ≥ {target:,} items/s",
                 f"{writer.items_per_s:,.0f} items/s" if not writer.error else "failed",
                 writer.items_per_s >= target,
+            )
+        )
+    if report.rendering is not None and report.rendering.render:
+        default = report.rendering.render[0]
+        rows.append(
+            (
+                f"A simple rendered page ≤ {TARGET_RENDER_CPU} CPU-s (issue 14's aim)",
+                f"{default.cpu_per_page:.2f} CPU-s ({default.name})",
+                default.cpu_per_page <= TARGET_RENDER_CPU,
+            )
+        )
+        rows.append(
+            (
+                f"A render worker ≤ {TARGET_RENDER_PSS_MB} MB PSS at "
+                f"RENDER_CONCURRENCY={report.rendering.concurrency} (issue 14's aim)",
+                f"{default.peak_pss / MB:.0f} MB",
+                default.peak_pss / MB <= TARGET_RENDER_PSS_MB,
             )
         )
     rows.append(
@@ -410,6 +429,25 @@ def rendering(report: Report) -> list[str]:
             f"| {run.stats['playwright/request_count/aborted']} "
             f"of {run.stats['playwright/request_count']} | {run.load:.1f} |"
         )
+    if result.mixed:
+        lines += [
+            "",
+            f"RENDER_MODE=auto against rendering every page and rendering none, on a mixed site "
+            f"of {result.mixed_pages} pages where one page in ten is a script-built shell (the "
+            "others plain HTML with their links; the shells' links exist only once rendered). "
+            "*Content* counts the site's pages stored with their real title; CPU-s per page "
+            "divides the worker tree's CPU by the pages stored.",
+            "",
+            "| Mixed site | Pages stored | Content | Pages/s | CPU-s/page | Renders "
+            "| of which after a failed expectation | Peak PSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for run in result.mixed:
+            lines.append(
+                f"| {run.name} | {run.pages} | {run.stats['content']} of {result.mixed_pages} "
+                f"| {run.steady:.1f} | {run.cpu_per_page:.3f} | {run.stats['render/pages']} "
+                f"| {run.stats['render/auto/expectation_failed']} | {run.peak_pss / MB:.0f} |"
+            )
     if result.http:
         lines += [
             "",
