@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis.exceptions as redis_errors
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
@@ -143,6 +144,7 @@ class AutoRender:
         self.learned = Learned(config.auto_learn)
         self._read_at = 0.0
         self._reading = False
+        self._read_task: asyncio.Future[None] | None = None
 
     @classmethod
     def of(cls, crawler: Crawler) -> AutoRender:
@@ -189,12 +191,12 @@ class AutoRender:
                     "HGETALL", redis.keys.render_auto, retry=False, writes=False
                 )
                 self.learned.load(fields)
-            except RedisUnavailable:
-                pass  # logged by the call path; read again next time
+            except (RedisUnavailable, redis_errors.RedisError):
+                pass  # logged by the call path (an error reply with its command); next time
             finally:
                 self._reading = False
 
-        asyncio.ensure_future(read())
+        self._read_task = asyncio.ensure_future(read())  # kept: a task is held weakly
 
 
 class AutoRenderMiddleware:

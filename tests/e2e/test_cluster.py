@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import signal
 import subprocess
 import time
@@ -18,10 +17,9 @@ from spiders_project.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
-    PYTHON,
-    ROOT,
     db_writer,
     items_drained,
+    scrapy_command,
     stored_urls,
     wait_until,
     worker,
@@ -61,14 +59,7 @@ def sites_on_every_shard(stack: contextlib.ExitStack, pages: int) -> list[TestSi
 
 def scrapy(cluster: RedisClusterGroup, *argv: str) -> subprocess.CompletedProcess[str]:
     """``scrapy <argv>`` against the cluster, its output captured."""
-    return subprocess.run(
-        [PYTHON, "-m", "scrapy", *argv],
-        cwd=ROOT,
-        env={**os.environ, "REDIS_URL": cluster.url, **ENV},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return scrapy_command(cluster.url, *argv, env=ENV)
 
 
 def crawled_once(workers, writer, client, db_path, sites, timeout: float) -> set[str]:

@@ -5,19 +5,16 @@ db_writer and Redis."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
 from spiders_project.keys import RENDER
 from tests.e2e.test_rendering_crawl import BLOCK_TEST_TRACKER, browser_processes, finish, stored
 from tests.support.processes import (
-    PYTHON,
-    ROOT,
     K,
     db_writer,
     published_stats,
+    scrapy_command,
     stat,
     wait_until,
     worker,
@@ -29,14 +26,7 @@ RK = K.in_lane(RENDER)
 
 
 def crawlstatus(redis_url: str) -> str:
-    done = subprocess.run(
-        [PYTHON, "-m", "scrapy", "crawlstatus", "--once"],
-        cwd=ROOT,
-        env={**os.environ, "REDIS_URL": redis_url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = scrapy_command(redis_url, "crawlstatus", "--once")
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -3,7 +3,6 @@ what it copies (the cluster case: tests/e2e/test_cluster.py)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import redis
@@ -12,21 +11,14 @@ from spiders_project.frontier.calls import enqueue_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys
-from tests.support.processes import PYTHON, ROOT
+from tests.support.processes import scrapy_command
 
 K = RedisKeys("distributed")
 SEEN = SeenConfig("exact", 1, 0.5)
 
 
 def crawlmove(target_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "scrapy", "crawlmove", *argv],
-        cwd=ROOT,
-        env={**os.environ, "REDIS_URL": target_url},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return scrapy_command(target_url, "crawlmove", *argv)
 
 
 def fill(source: redis.Redis) -> None:

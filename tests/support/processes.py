@@ -129,6 +129,21 @@ class Proc:
         self._log.close()
 
 
+def scrapy_command(
+    redis_url: str, *argv: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``scrapy <argv>`` (a command: crawlstatus, deadletters, ...) against ``redis_url``,
+    its output captured."""
+    return subprocess.run(
+        [PYTHON, "-m", "scrapy", *argv],
+        cwd=ROOT,
+        env={**os.environ, "REDIS_URL": redis_url, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def worker(
     name: str,
     redis_url: str,

@@ -8,7 +8,7 @@ import logging
 import redis.asyncio
 
 from spiders_project.frontier.batcher import RedisBatcher
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.redis_calls import RedisCalls, RedisState
 
 K = RedisKeys("b")
@@ -114,3 +114,31 @@ def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
 
     run(main())
     assert r.zcard(K.leases) == 0 and r.zcard(K.host_queue("h")) + r.llen(K.host_list("h")) == 1
+
+
+def test_one_tick_writes_both_lanes_and_acks_each_in_its_own(redis_url, r):
+    """An HTTP and a render request, and acks of leases from both queues, in one
+    MULTI/EXEC: each lane's script gets its own entries (keys.LANES)."""
+    render = K.in_lane(RENDER)
+
+    async def main() -> None:
+        batcher, _ = await batcher_for(redis_url)
+        enqueued: list[tuple[int, int]] = []
+        batcher.enqueued.subscribe(lambda sent, added: enqueued.append((sent, added)))
+        batcher.enqueue("h", "1 123", 0, b'{"url":"http://h/1"}')
+        batcher.enqueue("h", "1 456", 0, b'{"url":"http://h/2"}', lane=RENDER)
+        # Leases of both queues, as lease.lua would leave them.
+        r.zadd(K.leases, {"w:1:a/0": 1})
+        r.zadd(render.leases, {"w:1:a+render/1": 1})
+        batcher.ack(b"w:1:a/0")
+        batcher.ack(b"w:1:a+render/1")
+        assert await batcher.flush() == 0
+        assert sorted(enqueued) == [(1, 1), (1, 1)]
+        await batcher.client.aclose()
+
+    run(main())
+    assert r.llen(K.host_list("h")) == 1 and r.llen(render.host_list("h")) == 1
+    assert int(r.get(K.requests_size)) == 1 == int(r.get(render.requests_size))
+    assert r.zcard(K.leases) == 0 and r.zcard(render.leases) == 0
+    # One seen-set for both: the same URL is not queued again in either lane.
+    assert int(r.get(K.seen)) == 2
