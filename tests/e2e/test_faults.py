@@ -281,7 +281,9 @@ def test_retry_after_pauses_the_host_for_the_whole_cluster(redis_url, r, tmp_pat
     t429 = next(t for t, _, status in log if status == 429)
     after = sorted(t for t, _, status in log if t > t429)
     assert after, "the crawl went on after the pause"
-    # The requests already leased may still land; nothing new for 2 s after that.
-    starts = [t for t in after if t - t429 > 0.3]
+    # The requests whose turn came before the pause reached Redis may still
+    # land (spaced DOWNLOAD_DELAY + POLITENESS_GUARD = 0.08 s apart: a CI run
+    # saw the 4th at 0.32 s); nothing new for 2 s after that.
+    starts = [t for t in after if t - t429 > 0.5]
     assert not starts or min(starts) - t429 >= 1.9, [round(t - t429, 2) for t in after[:8]]
     assert {p for _, p, s in log if s == 200} >= {f"/p/{i}" for i in range(30)}
