@@ -86,16 +86,6 @@ class DeadLetter:
         return cls(request, obj["url"], obj["error"], attempts, obj["failed_at"], obj["worker"])
 
 
-def _lane(
-    lane_of: Callable[[str, Mapping[str, Any]], str] | None, letter: DeadLetter, values: ValueCodec
-) -> str:
-    """The queue a dead letter's request goes back to."""
-    if lane_of is None:
-        return HTTP
-    meta = serialize.loads(json.dumps(letter.request), values).get("meta") or {}
-    return lane_of(letter.url, meta)
-
-
 def make_dead_letter(
     payload: bytes, *, error: str, attempts: int, failed_at: datetime, worker: str
 ) -> DeadLetter:
@@ -113,8 +103,8 @@ def make_dead_letter(
 
 def requeued_request(
     request: dict[str, Any], retry_priority_adjust: int, values: ValueCodec = serialize.PLAIN
-) -> tuple[int, bytes]:
-    """(queue priority, frontier JSON) of a dead request sent back for a fresh start.
+) -> tuple[int, bytes, dict[str, Any]]:
+    """(queue priority, frontier JSON, meta) of a dead request sent back for a fresh start.
 
     Its retry counter is removed, so it gets RETRY_TIMES retries again, and the
     priority RetryMiddleware took off on each retry is given back (otherwise
@@ -128,7 +118,7 @@ def requeued_request(
     if isinstance(retries, int) and isinstance(adjust, int):
         priority -= retries * adjust
     priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, priority))
-    return priority, serialize.dumps({**d, "meta": meta, "priority": priority}, values)
+    return priority, serialize.dumps({**d, "meta": meta, "priority": priority}, values), meta
 
 
 @dataclass
@@ -146,13 +136,13 @@ def requeue(
     on_rejected: Callable[[bytes, str], None] | None = None,
     values: ValueCodec = serialize.PLAIN,
     group_of: Callable[[str], str] = host_of,
-    lane_of: Callable[[str, Mapping[str, Any]], str] | None = None,
+    lane_of: Callable[[str, Mapping[str, Any]], str] = lambda url, meta: HTTP,
 ) -> RequeueResult:
     """Move up to ``limit`` of the oldest dead letters back into the frontier.
 
     ``lane_of(url, meta)`` names the queue a request goes to (the render queue
-    for one that renders: ``RenderRouting.lane_for``); all to the HTTP queue
-    without it.
+    for one that renders: ``RenderRouting.lane_for``); by default all go to
+    the HTTP queue.
 
     Each batch is one MULTI/EXEC: the enqueue script (EVAL, never EVALSHA: a
     NOSCRIPT inside MULTI would fail that command alone while the LREMs are
@@ -191,13 +181,13 @@ def requeue(
                 for raw in dict.fromkeys(reversed(raw_entries)):
                     try:
                         letter = DeadLetter.loads(raw, values)
-                        priority, payload = requeued_request(
+                        priority, payload, meta = requeued_request(
                             letter.request, retry_priority_adjust, values
                         )
                     except InvalidEntry as exc:
                         rejected.append((raw, str(exc)))
                         continue
-                    lane = _lane(lane_of, letter, values)
+                    lane = lane_of(letter.url, meta)
                     lanes.setdefault(lane, []).append((group_of(letter.url), "", priority, payload))
                 entries = [entry for batch in lanes.values() for entry in batch]
                 pipe.multi()
@@ -245,7 +235,7 @@ def _requeue_sharded(
     on_rejected: Callable[[bytes, str], None] | None,
     values: ValueCodec,
     group_of: Callable[[str], str],
-    lane_of: Callable[[str, Mapping[str, Any]], str] | None,
+    lane_of: Callable[[str, Mapping[str, Any]], str],
 ) -> RequeueResult:
     """:func:`requeue` for a frontier sharded over a Redis Cluster.
 
@@ -271,12 +261,14 @@ def _requeue_sharded(
         for raw in dict.fromkeys(reversed(raw_entries)):
             try:
                 letter = DeadLetter.loads(raw, values)
-                priority, payload = requeued_request(letter.request, retry_priority_adjust, values)
+                priority, payload, meta = requeued_request(
+                    letter.request, retry_priority_adjust, values
+                )
             except InvalidEntry as exc:
                 rejected.append((raw, str(exc)))
                 continue
             host = group_of(letter.url)
-            queue = (keys.shard_of(host), _lane(lane_of, letter, values))
+            queue = (keys.shard_of(host), lane_of(letter.url, meta))
             by_queue.setdefault(queue, []).append((host, "", priority, payload))
             requeued += 1
         for (shard, lane), entries in by_queue.items():

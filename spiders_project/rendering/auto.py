@@ -34,20 +34,18 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import redis.exceptions as redis_errors
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project import internals
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.rendering.config import RenderConfig, UrlRule
+from spiders_project.rendering.rules import to_render_queue
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -230,7 +228,7 @@ class AutoRenderMiddleware:
             return response
         self.stats.inc_value("render/auto/expectation_failed")
         logger.debug("Rendering %s: %s", request.url, why)
-        meta: dict[str, Any] = {**request.meta, "playwright": True}
-        scheduler = internals.scheduler_of(self.crawler.engine)
-        scheduler.enqueue_request(request.replace(meta=meta, dont_filter=True))
-        raise IgnoreRequest(f"needs JavaScript ({why}): sent to the render queue")
+        rendered = request.replace(meta={**request.meta, "playwright": True})
+        to_render_queue(
+            self.crawler, rendered, f"needs JavaScript ({why}): sent to the render queue"
+        )

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -68,6 +68,18 @@ class RenderRules:
         if not isinstance(selector, str) or not selector.strip():
             selector = rule.wait_selector if rule is not None else None
         return True, selector
+
+
+def to_render_queue(crawler: Crawler, request: Request, why: str) -> NoReturn:
+    """Queue ``request`` again, in the frontier's render queue, and drop this
+    download of it (IgnoreRequest: neither retried nor a dead letter).
+
+    Never filtered (the seen-set has its URL already); ``request``'s meta must
+    make it render (``"playwright": true`` or a rule), which routes it there.
+    """
+    scheduler = internals.scheduler_of(crawler.engine)
+    scheduler.enqueue_request(request.replace(dont_filter=True))
+    raise IgnoreRequest(f"{why} ({request.url})")
 
 
 class RenderMiddleware:
@@ -135,10 +147,8 @@ class RenderMiddleware:
         goes to the render queue for a worker that renders, never fetched
         unrendered here."""
         assert self.crawler is not None
-        scheduler = internals.scheduler_of(self.crawler.engine)
-        scheduler.enqueue_request(request.replace(dont_filter=True))
         self.stats.inc_value("render/handed_to_render_pool")
-        raise IgnoreRequest(f"renders: handed to the render queue ({request.url})")
+        to_render_queue(self.crawler, request, "renders: handed to the render queue")
 
     def process_response(self, request: Request, response: Response) -> Response:
         self.slots.release(request)  # normally done by the handler already
