@@ -402,6 +402,14 @@ RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # pages, and Chromium restarted after this many (when its pages are done).
 RENDER_PAGES_PER_CONTEXT = 100
 RENDER_PAGES_PER_BROWSER = 1000
+# A page renders up to this many URLs, navigated from one to the next, before
+# it is closed (1: a new page per URL). Reuse spares Chromium a renderer
+# process start per URL: about a third less CPU per page (rendering/pages.py,
+# docs/BENCHMARKS.md) ...
+RENDER_URLS_PER_PAGE = 20
+# ... and a page left unused this many seconds is closed (its last document's
+# scripts run, and may fetch, while it waits).
+RENDER_IDLE_PAGE_CLOSE = 5.0
 # ... and Chromium restarted, once its pages in flight are done, when the RSS of
 # its processes (summed, under Playwright's driver) exceeds this many MB (0: never;
 # about 1,300 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...

@@ -48,6 +48,8 @@ class RenderConfig:
     auto_learn: int = 5  # RENDER_AUTO_LEARN: pages of a section before it renders directly
     max_rss_mb: int = 0  # RENDER_MAX_RSS_MB: restart the browser beyond it; 0: never
     slowdown: float = 0.0  # RENDER_SLOWDOWN_FACTOR: restart when pages take this much longer
+    urls_per_page: int = 1  # RENDER_URLS_PER_PAGE: URLs one page renders before it is closed
+    idle_page_close: float = 5.0  # RENDER_IDLE_PAGE_CLOSE: seconds an unused page stays open
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RenderConfig:
@@ -105,6 +107,8 @@ class RenderConfig:
             auto_learn=read.getint("RENDER_AUTO_LEARN", minimum=1),
             max_rss_mb=read.getint("RENDER_MAX_RSS_MB", minimum=0),
             slowdown=slowdown,
+            urls_per_page=read.getint("RENDER_URLS_PER_PAGE", minimum=1),
+            idle_page_close=read.getfloat("RENDER_IDLE_PAGE_CLOSE", above=0),
         )
 
     @property

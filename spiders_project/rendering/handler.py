@@ -56,6 +56,7 @@ from spiders_project.rendering.blocking import AbortPredicate, ResourceBlocker, 
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
 from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
+from spiders_project.rendering.pages import PagePool
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.slots import RenderSlots
 from spiders_project.scope.networks import GUARDED, NetworkGuard
@@ -100,6 +101,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
         )
         self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
+        self.pages: PagePool[Page] = PagePool(self.render.urls_per_page)
         self.health = BrowserHealth(self.render.max_rss_mb, self.render.slowdown)
         self._watch: asyncio.Task[None] | None = None
         self.slots = RenderSlots.of(crawler, self.render.concurrency)
@@ -232,21 +234,73 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             "wait_until": self.render.wait_until,
             "timeout": self.render.timeout_ms,
         }
+        # A spider that asks for the page (playwright_include_page) gets its own.
+        reuse = self.pages.enabled and not request.meta.get("playwright_include_page")
         try:
             await self._ensure_started(request.url)
+            if reuse:
+                # scrapy-playwright navigates a page given in meta, and leaves
+                # it open when the request asks to include it.
+                idle = self._idle_page(context)
+                if idle is not None:
+                    self.stats.inc_value("render/pages_reused")
+                    state.pages.append(idle)
+                    request.meta["playwright_page"] = idle
+                request.meta["playwright_include_page"] = True
             response: Response = await self._download_request(request)
+            if reuse:
+                page = request.meta.pop("playwright_page", None)
+                if page is not None:
+                    state.pages.remove(page)
+                    self._give_back(context, page)
             return response
         finally:
-            for page in state.pages:
+            if reuse:  # a Page never travels with the request (retries, dead letters)
+                request.meta.pop("playwright_page", None)
+                request.meta.pop("playwright_include_page", None)
+            for page in state.pages:  # failed or cancelled: not reused
+                self.pages.forget(page)
                 if not page.is_closed():
                     self._in_background(page.close(), "closing a cancelled page")
 
+    def _idle_page(self, context: str) -> Page | None:
+        while (page := self.pages.take(context)) is not None:
+            if not page.is_closed():
+                return page
+            self.pages.forget(page)
+        return None
+
+    def _give_back(self, context: str, page: Page) -> None:
+        """A page that rendered its URL: kept for the next one of its context, or closed."""
+        loop = asyncio.get_running_loop()
+        if page.is_closed():
+            self.pages.forget(page)
+        elif self.pages.give_back(context, page, loop.time()):
+            loop.call_later(self.render.idle_page_close, self._close_if_idle, page)
+        else:
+            self._in_background(page.close(), "closing a page that served its URLs")
+
+    def _close_if_idle(self, page: Page) -> None:
+        """RENDER_IDLE_PAGE_CLOSE after ``page`` went idle: closed unless it is busy again."""
+        # asyncio runs a timer up to its clock resolution early: a little slack.
+        idle_for = self.render.idle_page_close * 0.99
+        if self.pages.expire(page, asyncio.get_running_loop().time(), idle_for):
+            self.stats.inc_value("render/idle_pages_closed")
+            self._in_background(page.close(), "closing an idle page")
+
     async def _create_page(self, request: Request, spider: Spider) -> Page:
         page: Page = await super()._create_page(request, spider)
+        page.on("crash", self._page_crashed)
         state = _current.get()
         if state is not None:
             state.pages.append(page)
         return page
+
+    def _page_crashed(self, page: Page) -> None:
+        """A renderer died under one page (the browser lives on): never reuse it."""
+        self.stats.inc_value("render/page_crashes")
+        self.pages.forget(page)
+        self._in_background(page.close(), "closing a crashed page")
 
     async def _get_response_and_download(
         self, request: Request, page: Page, spider: Spider
@@ -355,6 +409,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             if browser is not None:
                 del self.browser
             self.context_wrappers.clear()
+            self.pages.clear()
             self.recycler.browser_restarted()
             self.health.restarted()
         if browser is None:
@@ -385,6 +440,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         if hasattr(self, "browser"):
             del self.browser
         self.context_wrappers.clear()
+        self.pages.clear()
         self.recycler.browser_restarted()
         self.health.restarted()
         victims = [task for task in self._attempts if not task.done()]
@@ -394,6 +450,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             task.cancel()
 
     def _close_context(self, name: str) -> None:
+        self.pages.drop(name)  # closed with their context
         wrapper = self.context_wrappers.get(name)
         if wrapper is None:
             return

@@ -4,8 +4,10 @@ One ``scrapy crawl distributed`` worker renders a local site whose content and
 links exist only after scripts run (the tests' JS site: each page also asks
 for images, a web font and a tracker script), with the default settings and
 with each candidate for lighter renders (a fresh context per page, more
-resource types blocked, no blocking). For each run: rendered pages per second, CPU
-seconds per page, and the peak memory of the worker's whole process tree
+resource types blocked, no blocking, a new page per URL instead of pages
+reused). For each run: rendered pages per second, CPU seconds per page (the
+whole tree's, through ``reaper.py``, and split by process from samples), and
+the peak memory of the worker's whole process tree
 (Python, Playwright's Node driver, every Chromium process), sampled with
 psutil. RSS is summed as asked; PSS (shared pages split between processes) is
 the honest total, since Chromium's processes share much of their memory.
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -66,8 +67,8 @@ def _kind(name: str) -> str:
     return "python"
 
 
-def sample_tree(pid: int) -> TreeMemory:
-    """Memory of ``pid`` and all its descendants, now."""
+def sample_tree(pid: int, cpu_seen: dict[int, tuple[str, float]] | None = None) -> TreeMemory:
+    """Memory of ``pid`` and all its descendants, now (and their CPU into ``cpu_seen``)."""
     sample = TreeMemory()
     try:
         root = psutil.Process(pid)
@@ -78,6 +79,9 @@ def sample_tree(pid: int) -> TreeMemory:
         try:
             info = proc.memory_full_info()
             kind = _kind(proc.name())
+            if cpu_seen is not None:
+                times = proc.cpu_times()
+                cpu_seen[proc.pid] = (kind, times.user + times.system)
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue
         sample.rss += info.rss
@@ -96,11 +100,21 @@ class PeakMemory(threading.Thread):
         self.peak = TreeMemory()
         self.peak_pss = 0
         self.load = 0.0
+        # pid -> (kind, user+sys CPU seconds when last seen): the CPU split by
+        # kind of process (a process's last interval before it exits is missed).
+        self.cpu_seen: dict[int, tuple[str, float]] = {}
         self._stop_event = threading.Event()
+
+    @property
+    def cpu_by_kind(self) -> dict[str, float]:
+        split: dict[str, float] = {}
+        for kind, cpu in self.cpu_seen.values():
+            split[kind] = split.get(kind, 0.0) + cpu
+        return split
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            sample = sample_tree(self.pid)
+            sample = sample_tree(self.pid, self.cpu_seen)
             if sample.rss > self.peak.rss:
                 self.peak = sample
             self.peak_pss = max(self.peak_pss, sample.pss)
@@ -124,6 +138,7 @@ class Run:
     stats: dict[str, int]
     load: float  # the machine's highest 1-minute load average seen during the run
     titles: dict[str, str] = field(default_factory=dict)  # url -> title stored
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)  # kind -> CPU-s per page
 
 
 def run_worker(
@@ -132,7 +147,9 @@ def run_worker(
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     client.lpush(K.start_urls, *seeds)
-    argv = [sys.executable, "-m", "scrapy", "crawl", "distributed", "-s", "LOG_LEVEL=INFO"]
+    # Under tests/bench/reaper.py, so that wait4 counts Chromium's orphaned processes too.
+    argv = [sys.executable, "-m", "tests.bench.reaper"]
+    argv += [sys.executable, "-m", "scrapy", "crawl", "distributed", "-s", "LOG_LEVEL=INFO"]
     for s in ["MAX_IDLE_TIME_BEFORE_CLOSE=2", *settings]:
         argv += ["-s", s]
     log_path = log_dir / f"{name}.log"
@@ -140,7 +157,7 @@ def run_worker(
     worker = Proc(name, argv, {"REDIS_URL": redis_url}, log_path)
     sampler = PeakMemory(worker.pid)
     sampler.start()
-    # wait4: the CPU of the worker and every descendant it (transitively) reaped.
+    # wait4: the CPU of the worker and every descendant (the reaper reaps them all).
     _, status, usage = os.wait4(worker.pid, 0)
     proc = worker.popen
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -150,7 +167,11 @@ def run_worker(
     if proc.returncode != 0:
         raise SystemExit(f"{name}: worker exited {proc.returncode}; see {log_path}")
     items = [json.loads(x)["item"] for x in client.lrange(K.items, 0, -1)]
-    published = client.hgetall(K.worker_stats(f"{socket.gethostname()}:{proc.pid}"))
+    # The one worker's stats hash (its pid is not the reaper's).
+    (stats_key,) = [
+        key for key in client.scan_iter(K.worker_stats("*")) if not key.endswith(b":heartbeat")
+    ]
+    published = client.hgetall(stats_key)
     client.close()
     stats = {k.decode(): v.decode() for k, v in published.items()}
     times = sorted(datetime.fromisoformat(i["fetched_at"]) for i in items)
@@ -175,6 +196,7 @@ def run_worker(
         stats={n: int(stats.get(n, 0)) for n in names},
         load=sampler.load,
         titles={i["url"]: i.get("title") or "" for i in items},
+        cpu_by_kind={k: v / max(1, len(items)) for k, v in sampler.cpu_by_kind.items()},
     )
 
 
@@ -198,7 +220,12 @@ def render_runs(
         if wrong:
             raise SystemExit(f"{name}: {len(wrong)} pages rendered without content: {wrong[:3]}")
         runs.append(run)
-        print(f"  {name}: {run.pages} pages, {run.steady:.2f} pages/s", flush=True)
+        split = ", ".join(f"{k} {v:.3f}" for k, v in sorted(run.cpu_by_kind.items()))
+        print(
+            f"  {name}: {run.pages} pages, {run.steady:.2f} pages/s, "
+            f"{run.cpu_per_page:.3f} CPU-s/page ({split})",
+            flush=True,
+        )
     return runs
 
 
@@ -217,8 +244,12 @@ FEWER = {
 # (name, worker settings) of each rendering run; the first is the default.
 RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
-        "blocking images, fonts, media, trackers (default)",
+        "defaults: pages reused for 20 URLs; images, fonts, media, trackers blocked",
         (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",),
+    ),
+    (
+        "a new page per URL (RENDER_URLS_PER_PAGE=1: the defaults until 2026-11-26)",
+        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "RENDER_URLS_PER_PAGE=1"),
     ),
     (
         "a fresh context per page",

@@ -413,18 +413,26 @@ def rendering(report: Report) -> list[str]:
         f"a web font and a tracker script, which answer after {ASSET_LATENCY * 1000:.0f} ms. "
         "Pages/s is measured from the first item to the last; memory is the peak over the "
         "worker's process tree (Python + Node driver + Chromium), sampled every 0.5 s; CPU is "
-        "user+sys of the whole tree. Load is the machine's highest 1-minute load average "
-        "during the run: above the core count, other processes competed for the CPU and "
-        "pages/s is lower than this worker alone would get.",
+        "user+sys of the whole tree, Chromium's processes that outlive the browser included "
+        "(the worker runs under a subreaper, tests/bench/reaper.py: runs before 2026-11-26 "
+        "02:45 UTC missed them and reported about two thirds of the CPU), split by kind of "
+        "process from the same samples (a process's last half second is missed). Load is "
+        "the machine's highest 1-minute load average during the run: above the core count, "
+        "other processes competed for the CPU and pages/s is lower than this worker alone "
+        "would get.",
         "",
-        "| Rendered pages | Pages | Pages/s | Wall s | CPU-s/page | Peak RSS (sum) MB "
+        "| Rendered pages | Pages | Pages/s | Wall s | CPU-s/page "
+        "| of which Chromium / driver / Python | Peak RSS (sum) MB "
         "| of which Chromium MB | Peak PSS MB | Sub-requests aborted | Load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in result.render:
+        split = " / ".join(
+            f"{run.cpu_by_kind.get(kind, 0.0):.3f}" for kind in ("chromium", "node", "python")
+        )
         lines.append(
             f"| {run.name} | {run.pages} | {run.steady:.2f} | {run.wall:.0f} "
-            f"| {run.cpu_per_page:.2f} | {run.peak.rss / MB:.0f} "
+            f"| {run.cpu_per_page:.3f} | {split} | {run.peak.rss / MB:.0f} "
             f"| {run.peak.by_kind.get('chromium', 0) / MB:.0f} | {run.peak_pss / MB:.0f} "
             f"| {run.stats['playwright/request_count/aborted']} "
             f"of {run.stats['playwright/request_count']} | {run.load:.1f} |"

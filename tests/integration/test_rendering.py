@@ -177,6 +177,8 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
             "RENDER_CONCURRENCY=2",
             "RENDER_PAGES_PER_CONTEXT=3",
             "RENDER_PAGES_PER_BROWSER=7",
+            "RENDER_URLS_PER_PAGE=2",
+            "RENDER_IDLE_PAGE_CLOSE=0.5",
             f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",
         )
         procs.append(w)
@@ -211,6 +213,11 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
     assert stat(r, w, "render/browser_restarts") == 2
     assert stat(r, w, "playwright/browser_count") == 3
     assert stat(r, w, "render/contexts_recycled") >= 4
+    # Pages were reused (up to 2 URLs each), in their own context only: every
+    # rendered URL had a page opened for it or was a page's second one.
+    opened, reused = stat(r, w, "playwright/page_count"), stat(r, w, "render/pages_reused")
+    assert reused >= 1 and opened + reused == len(rendered), (opened, reused)
+    assert stat(r, w, "render/idle_pages_closed") >= 1  # the 2 s idle before closing
     assert "Traceback" not in log
 
 
