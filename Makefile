@@ -20,6 +20,7 @@ system-packages:
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

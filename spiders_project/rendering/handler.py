@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 from collections.abc import Awaitable
 from contextlib import suppress
 from contextvars import ContextVar
@@ -335,6 +336,11 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         async with self._start_lock:
             if not self._started:
                 logger.info("Starting the Playwright driver for a rendered page (%s)", url)
+                # Playwright starts its driver with a copy of this process'
+                # environment and takes no other: NODE_OPTIONS goes there.
+                node_options = self.render.driver_node_options
+                if node_options and "NODE_OPTIONS" not in os.environ:
+                    os.environ["NODE_OPTIONS"] = node_options
                 await self._launch()
                 self._started = True
                 self._watch_driver(self.browser_provider)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from spiders_project.config import load_settings
 from tests.bench.cluster import ClusterResult
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
@@ -399,7 +400,7 @@ def rendering(report: Report) -> list[str]:
     result = report.rendering
     assert result is not None
     chromium = subprocess.run(
-        [os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"), "--version"],
+        [load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")["executable_path"], "--version"],
         capture_output=True,
         text=True,
     ).stdout.strip()
