@@ -21,7 +21,7 @@ process of its own), then, one after the other on that site:
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
 6. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
-7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered twice,
+7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered once per variant,
    then ``--render-http-pages`` over plain HTTP with three download handlers.
 
 Redis and PostgreSQL come from ``tests/support/services.py``, the starters the

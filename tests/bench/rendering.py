@@ -229,42 +229,49 @@ def render_runs(
     return runs
 
 
-# Launch options of the "fewer processes" variant: the defaults plus flags that
-# keep every page in one renderer process.
+# Launch options of the variants: the defaults, with another binary or other flags.
 _DEFAULT_LAUNCH = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
-FEWER = {
-    **_DEFAULT_LAUNCH,
-    "args": [
-        *_DEFAULT_LAUNCH["args"],
-        "--renderer-process-limit=1",
-        "--disable-site-isolation-trials",
-        "--disable-features=site-per-process,IsolateOrigins",
-    ],
-}
+FULL_CHROMIUM = "/usr/bin/chromium"
+
+
+def _launch(
+    executable: str | None = None, add: tuple[str, ...] = (), drop: tuple[str, ...] = ()
+) -> str:
+    """The -s setting of the default launch options with another binary or other flags."""
+    options = {**_DEFAULT_LAUNCH}
+    if executable is not None:
+        options["executable_path"] = executable
+    options["args"] = [a for a in _DEFAULT_LAUNCH["args"] if a not in drop] + list(add)
+    return "PLAYWRIGHT_LAUNCH_OPTIONS=" + json.dumps(options)
+
+
+TRACKERS = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"
 # (name, worker settings) of each rendering run; the first is the default.
 RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("defaults", (TRACKERS,)),
     (
-        "defaults: pages reused for 20 URLs; images, fonts, media, trackers blocked",
-        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",),
+        "the defaults before 2026-11-26 (full Chromium, a new page per URL, a GPU process, "
+        "Node's own young generation)",
+        (
+            TRACKERS,
+            _launch(FULL_CHROMIUM, drop=("--in-process-gpu",)),
+            "RENDER_URLS_PER_PAGE=1",
+            "RENDER_DRIVER_NODE_OPTIONS=",
+        ),
     ),
+    ("full Chromium (CHROMIUM_PATH=/usr/bin/chromium)", (TRACKERS, _launch(FULL_CHROMIUM))),
+    ("a new page per URL (RENDER_URLS_PER_PAGE=1)", (TRACKERS, "RENDER_URLS_PER_PAGE=1")),
     (
-        "a new page per URL (RENDER_URLS_PER_PAGE=1: the defaults until 2026-11-26)",
-        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "RENDER_URLS_PER_PAGE=1"),
-    ),
-    (
-        "a fresh context per page",
-        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "RENDER_PAGES_PER_CONTEXT=1"),
+        "a fresh context per page (RENDER_PAGES_PER_CONTEXT=1)",
+        (TRACKERS, "RENDER_PAGES_PER_CONTEXT=1"),
     ),
     (
         "blocking stylesheets too",
-        (
-            f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}",
-            'RENDER_BLOCK_RESOURCE_TYPES=["image", "font", "media", "stylesheet"]',
-        ),
+        (TRACKERS, 'RENDER_BLOCK_RESOURCE_TYPES=["image", "font", "media", "stylesheet"]'),
     ),
     (
-        "fewer Chromium processes (one renderer, no site isolation)",
-        (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", "PLAYWRIGHT_LAUNCH_OPTIONS=" + json.dumps(FEWER)),
+        "one renderer process (--renderer-process-limit=1)",
+        (TRACKERS, _launch(add=("--renderer-process-limit=1",))),
     ),
     ("no blocking", ("RENDER_BLOCK_RESOURCE_TYPES=", "RENDER_BLOCK_DOMAINS=")),
 )
@@ -274,7 +281,7 @@ def mixed_runs(redis_url: str, pages: int, concurrency: int, log_dir: Path) -> l
     """RENDER_MODE=auto, every page rendered, and none, on a site where one page in
     ten needs JavaScript (``JsSite``'s ``/m/<n>``)."""
     runs = []
-    base = (f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}", f"RENDER_CONCURRENCY={concurrency}")
+    base = (TRACKERS, f"RENDER_CONCURRENCY={concurrency}")
     for name, settings, meta in (
         ("RENDER_MODE=auto", ("RENDER_MODE=auto",), {}),
         ("every page rendered", (), {"playwright": True}),
@@ -345,7 +352,7 @@ def rendering_phase(
     if concurrency is None:
         concurrency = load_settings().getint("RENDER_CONCURRENCY")
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"Rendering {pages} pages twice (logs in {log_dir})", flush=True)
+    print(f"Rendering {pages} pages per variant (logs in {log_dir})", flush=True)
     render = render_runs(redis_url, pages, images, concurrency, log_dir)
     mixed_pages = 2 * pages
     print(f"A mixed site of {mixed_pages} pages, one in ten needing JavaScript", flush=True)
