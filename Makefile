@@ -34,8 +34,10 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
+# Two test processes (pytest-xdist): most tests wait on the processes they
+# start, and the slowest dozen take a minute each. worksteal keeps both busy to the end.
 test: setup lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist worksteal
 
 demo: setup
 	$(PY) -m spiders_project.demo $(DEMO_ARGS)

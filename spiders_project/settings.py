@@ -406,8 +406,8 @@ RENDER_IDLE_TIMEOUT = 5.0
 # a cancelled attempt fails with RenderTimeout (retried).
 RENDER_DEADLINE = 90.0
 # Pages rendering at once per worker; the rest wait in RenderMiddleware, before
-# their host's turn is granted. A page costs about 0.2 CPU-s but mostly waits
-# on the network; at 4 a worker with its browser takes about 0.8 GB (PSS;
+# their host's turn is granted. A page costs about 0.15 CPU-s but mostly waits
+# on the network; at 4 a worker with its browser takes about 0.6 GB (PSS;
 # docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
 # CONCURRENT_REQUESTS only.
 RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
@@ -425,7 +425,7 @@ RENDER_URLS_PER_PAGE = 20
 RENDER_IDLE_PAGE_CLOSE = 5.0
 # ... and Chromium restarted, once its pages in flight are done, when the RSS of
 # its processes (summed, under Playwright's driver) exceeds this many MB (0: never;
-# about 1,300 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...
+# about 900 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...
 RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
 # ... or when its recent pages take this many times longer to render than the
 # worker's running average (pages/s fallen to a quarter at 4); 0: never.

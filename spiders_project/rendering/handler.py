@@ -251,7 +251,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             response: Response = await self._download_request(request)
             if reuse:
                 page = request.meta.pop("playwright_page", None)
-                if page is not None:
+                if page in state.pages:  # the page that rendered it: healthy
                     state.pages.remove(page)
                     self._give_back(context, page)
             return response
