@@ -334,9 +334,9 @@ PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_LAUNCH_OPTIONS = {
     # Debian's chromium-headless-shell package (make setup): the same Chromium
     # without the desktop browser around it, as Playwright's own headless mode
-    # uses; never a `playwright install` download. About 0.08 CPU-s and 180 MB
-    # PSS less per page than Debian's full chromium (docs/BENCHMARKS.md); set
-    # CHROMIUM_PATH=/usr/bin/chromium to use that one.
+    # uses; never a `playwright install` download. About 0.06 CPU-s less per
+    # page and 170 MB PSS less per worker than Debian's full chromium
+    # (docs/BENCHMARKS.md); CHROMIUM_PATH=/usr/bin/chromium uses that one.
     "executable_path": _env("CHROMIUM_PATH", "/usr/lib/chromium/chromium-headless-shell"),
     "headless": True,
     # Chromium's sandbox does not run as root: sandboxed unless we are root.
@@ -415,6 +415,13 @@ RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # pages, and Chromium restarted after this many (when its pages are done).
 RENDER_PAGES_PER_CONTEXT = 100
 RENDER_PAGES_PER_BROWSER = 1000
+# ... and Chromium restarted, once its pages in flight are done, when the RSS of
+# its processes (summed, under Playwright's driver) exceeds this many MB (0: never;
+# about 900 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...
+RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
+# ... or when its recent pages take this many times longer to render than the
+# worker's running average (pages/s fallen to a quarter at 4); 0: never.
+RENDER_SLOWDOWN_FACTOR = 4.0
 # A page renders up to this many URLs, navigated from one to the next, before
 # it is closed (1: a new page per URL). Reuse spares Chromium a renderer
 # process start per URL: about a third less CPU per page (rendering/pages.py,
@@ -423,13 +430,6 @@ RENDER_URLS_PER_PAGE = 20
 # ... and a page left unused this many seconds is closed (its last document's
 # scripts run, and may fetch, while it waits).
 RENDER_IDLE_PAGE_CLOSE = 5.0
-# ... and Chromium restarted, once its pages in flight are done, when the RSS of
-# its processes (summed, under Playwright's driver) exceeds this many MB (0: never;
-# about 900 MB at RENDER_CONCURRENCY=4 on the benchmark's pages) ...
-RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
-# ... or when its recent pages take this many times longer to render than the
-# worker's running average (pages/s fallen to a quarter at 4); 0: never.
-RENDER_SLOWDOWN_FACTOR = 4.0
 # Sub-requests of rendered pages aborted in the browser: these Playwright
 # resource types ([] blocks none) ...
 RENDER_BLOCK_RESOURCE_TYPES = ["image", "font", "media"]
