@@ -33,13 +33,14 @@ import asyncio
 import itertools
 import logging
 import os
+import weakref
 from collections.abc import Awaitable
 from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from playwright.async_api import Browser, Page
+from playwright.async_api import Browser, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Response as PlaywrightResponse
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
@@ -103,6 +104,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         )
         self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
         self.pages: PagePool[Page] = PagePool(self.render.urls_per_page)
+        # A DevTools session per reused page, for the garbage collection between URLs.
+        self._devtools: weakref.WeakKeyDictionary[Page, CDPSession] = weakref.WeakKeyDictionary()
         self.health = BrowserHealth(self.render.max_rss_mb, self.render.slowdown)
         self._watch: asyncio.Task[None] | None = None
         self.slots = RenderSlots.of(crawler, self.render.concurrency)
@@ -278,8 +281,24 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             self.pages.forget(page)
         elif self.pages.give_back(context, page, loop.time()):
             loop.call_later(self.render.idle_page_close, self._close_if_idle, page)
+            if self.render.gc_between_urls:
+                self._in_background(self._collect_garbage(page), "collecting a page's garbage")
         else:
             self._in_background(page.close(), "closing a page that served its URLs")
+
+    async def _collect_garbage(self, page: Page) -> None:
+        """A full garbage collection in the page's renderer before its next URL.
+
+        A reused page's renderer keeps what its documents allocated until V8
+        decides to collect: about 110 MB of PSS more over 4 pages than a new
+        page per URL, in the benchmark. Collected while the page waits, it
+        costs no measurable CPU per page (docs/BENCHMARKS.md, "Rendering").
+        """
+        session = self._devtools.get(page)
+        if session is None:
+            session = await page.context.new_cdp_session(page)
+            self._devtools[page] = session
+        await session.send("HeapProfiler.collectGarbage")
 
     def _close_if_idle(self, page: Page) -> None:
         """RENDER_IDLE_PAGE_CLOSE after ``page`` went idle: closed unless it is busy again."""

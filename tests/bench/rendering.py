@@ -262,6 +262,10 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("full Chromium (CHROMIUM_PATH=/usr/bin/chromium)", (TRACKERS, _launch(FULL_CHROMIUM))),
     ("a new page per URL (RENDER_URLS_PER_PAGE=1)", (TRACKERS, "RENDER_URLS_PER_PAGE=1")),
     (
+        "pages reused without garbage collection between URLs (RENDER_GC_BETWEEN_URLS=false)",
+        (TRACKERS, "RENDER_GC_BETWEEN_URLS=false"),
+    ),
+    (
         "a fresh context per page (RENDER_PAGES_PER_CONTEXT=1)",
         (TRACKERS, "RENDER_PAGES_PER_CONTEXT=1"),
     ),
