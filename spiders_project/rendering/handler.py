@@ -14,6 +14,10 @@ runs for days needs changed:
   and the browser are recycled (:mod:`.recycle`), and the browser is restarted
   when its processes outgrow ``RENDER_MAX_RSS_MB`` or its pages get far slower
   than usual (:mod:`.health`), each time once its pages in flight are done.
+- **Pages reused**: an open page is navigated to the next URL of its context
+  instead of being closed and opened again, which spares Chromium a renderer
+  process per URL; its garbage is collected while it waits, and a page that
+  failed, crashed or sat idle too long is closed (:mod:`.pages`).
 - **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
   dies, every attempt in flight on it is cancelled at once (a ``new_page()``
   in flight at that moment would otherwise never return) and retried on the

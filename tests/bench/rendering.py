@@ -3,9 +3,10 @@
 One ``scrapy crawl distributed`` worker renders a local site whose content and
 links exist only after scripts run (the tests' JS site: each page also asks
 for images, a web font and a tracker script), with the default settings and
-with each candidate for lighter renders (a fresh context per page, more
-resource types blocked, no blocking, a new page per URL instead of pages
-reused). For each run: rendered pages per second, CPU seconds per page (the
+with the old defaults, and with each candidate for lighter renders alone
+(``RENDER_VARIANTS``: full Chromium, a new page per URL, no garbage collection
+between URLs, a fresh context per page, more or no resource types blocked,
+one renderer process). For each run: rendered pages per second, CPU seconds per page (the
 whole tree's, through ``reaper.py``, and split by process from samples), and
 the peak memory of the worker's whole process tree
 (Python, Playwright's Node driver, every Chromium process), sampled with
