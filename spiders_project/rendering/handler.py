@@ -303,6 +303,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             session = await page.context.new_cdp_session(page)
             self._devtools[page] = session
         await session.send("HeapProfiler.collectGarbage")
+        self.stats.inc_value("render/garbage_collections")
 
     def _close_if_idle(self, page: Page) -> None:
         """RENDER_IDLE_PAGE_CLOSE after ``page`` went idle: closed unless it is busy again."""

@@ -218,6 +218,7 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
     opened, reused = stat(r, w, "playwright/page_count"), stat(r, w, "render/pages_reused")
     assert reused >= 1 and opened + reused == len(rendered), (opened, reused)
     assert stat(r, w, "render/idle_pages_closed") >= 1  # the 2 s idle before closing
+    assert stat(r, w, "render/garbage_collections") >= 1  # while pages waited
     assert "Traceback" not in log
 
 
