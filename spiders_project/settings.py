@@ -434,7 +434,9 @@ RENDER_IDLE_PAGE_CLOSE = 5.0
 # next URL: about 110 MB PSS less at RENDER_CONCURRENCY=4 (docs/BENCHMARKS.md).
 RENDER_GC_BETWEEN_URLS = True
 # Sub-requests of rendered pages aborted in the browser: these Playwright
-# resource types ([] blocks none) ...
+# resource types ([] blocks none; images and fonts are not even requested:
+# Chromium is started with switches that leave them unloaded,
+# rendering/blocking.py) ...
 RENDER_BLOCK_RESOURCE_TYPES = ["image", "font", "media"]
 # ... and these hosts with their subdomains (trackers and ad servers).
 RENDER_BLOCK_DOMAINS = [

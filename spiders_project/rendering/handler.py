@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 
 from playwright.async_api import Browser, CDPSession, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Request as PlaywrightRequest
 from playwright.async_api import Response as PlaywrightResponse
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from scrapy import Request, Spider
@@ -58,7 +59,12 @@ from scrapy_playwright.provider import BrowserProvider
 from spiders_project import internals
 from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.politeness.turns import HostTurns
-from spiders_project.rendering.blocking import AbortPredicate, ResourceBlocker, chain
+from spiders_project.rendering.blocking import (
+    AbortPredicate,
+    ResourceBlocker,
+    chain,
+    with_switches,
+)
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
 from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
@@ -102,10 +108,19 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         self.network_guard = NetworkGuard.of(crawler)
         self.config.max_pages_per_context = _UNLIMITED
         self.config.navigation_timeout_ms = self.render.timeout_ms
-        self.abort_request: AbortPredicate | None = chain(
+        # Images and fonts are not loaded at all (Chromium switches); other
+        # blocked types and domains are aborted by the route handler.
+        self.config.launch_options = {
+            **self.config.launch_options,
+            "args": with_switches(
+                self.config.launch_options.get("args", []), self.render.block_resource_types
+            ),
+        }
+        self._blocked: AbortPredicate | None = chain(
             self.abort_request,
             ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
         )
+        self.abort_request: AbortPredicate = self._route_request
         self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
         self.pages: PagePool[Page] = PagePool(self.render.urls_per_page)
         # A DevTools session per reused page, for the garbage collection between URLs.
@@ -313,8 +328,20 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             self.stats.inc_value("render/idle_pages_closed")
             self._in_background(page.close(), "closing an idle page")
 
+    def _route_request(self, request: PlaywrightRequest) -> bool | Awaitable[bool]:
+        """scrapy-playwright's abort hook, which sees every request of a page
+        (``page.route("**")``): counted, then aborted if blocked."""
+        self.stats.inc_value("render/browser_requests")
+        return self._blocked(request) if self._blocked is not None else False
+
     async def _create_page(self, request: Request, spider: Spider) -> Page:
         page: Page = await super()._create_page(request, spider)
+        # scrapy-playwright counts every request and response of the page by
+        # resource type and method from page events. Each event is a message
+        # from the driver to this process, per sub-request: about 0.01 CPU-s
+        # per page in the benchmark. Unsubscribed; render/browser_requests counts them.
+        page.remove_listener("request", self._increment_request_stats)
+        page.remove_listener("response", self._increment_response_stats)
         page.on("crash", self._page_crashed)
         state = _current.get()
         if state is not None:

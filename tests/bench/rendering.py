@@ -5,9 +5,12 @@ links exist only after scripts run (the tests' JS site: each page also asks
 for images, a web font and a tracker script), with the default settings and
 with the old defaults, and with each candidate for lighter renders alone
 (``RENDER_VARIANTS``: full Chromium, a new page per URL, no garbage collection
-between URLs, a fresh context per page, more or no resource types blocked,
-one renderer process). For each run: rendered pages per second, CPU seconds per page (the
-whole tree's, through ``reaper.py``, and split by process from samples), and
+between URLs, a fresh context per page, images and fonts aborted by the route
+handler instead of left unloaded by Chromium (``handlers.py``), more or no
+resource types blocked, one renderer process). For each run: rendered pages
+per second, CPU seconds per page (the whole tree's, through ``reaper.py``, over
+the whole run and between the first and the last item, and split by process
+from samples), and
 the peak memory of the worker's whole process tree
 (Python, Playwright's Node driver, every Chromium process), sampled with
 psutil. RSS is summed as asked; PSS (shared pages split between processes) is
@@ -28,6 +31,7 @@ table is written by ``tests/bench/report.py`` with the others.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -101,6 +105,9 @@ class PeakMemory(threading.Thread):
         self.peak = TreeMemory()
         self.peak_pss = 0
         self.load = 0.0
+        # (wall-clock time, CPU-s by kind so far) at each sample: the CPU spent
+        # between two moments of the run (``cpu_between``).
+        self.cpu_series: list[tuple[float, dict[str, float]]] = []
         # pid -> (kind, user+sys CPU seconds when last seen): the CPU split by
         # kind of process (a process's last interval before it exits is missed).
         self.cpu_seen: dict[int, tuple[str, float]] = {}
@@ -120,11 +127,29 @@ class PeakMemory(threading.Thread):
                 self.peak = sample
             self.peak_pss = max(self.peak_pss, sample.pss)
             self.load = max(self.load, os.getloadavg()[0])
+            self.cpu_series.append((time.time(), self.cpu_by_kind))
             self._stop_event.wait(self.interval)
 
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
+
+    def cpu_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU-s by kind spent between two wall-clock times, interpolated between samples."""
+        at_start, at_end = self._cpu_at(start), self._cpu_at(end)
+        return {kind: cpu - at_start.get(kind, 0.0) for kind, cpu in at_end.items()}
+
+    def _cpu_at(self, when: float) -> dict[str, float]:
+        series = self.cpu_series
+        for (t0, cpu0), (t1, cpu1) in itertools.pairwise(series):
+            if t0 <= when <= t1:
+                share = (when - t0) / (t1 - t0) if t1 > t0 else 1.0
+                kinds = cpu0.keys() | cpu1.keys()
+                return {
+                    k: cpu0.get(k, 0.0) + share * (cpu1.get(k, 0.0) - cpu0.get(k, 0.0))
+                    for k in kinds
+                }
+        return series[-1][1] if series and when > series[-1][0] else {}
 
 
 @dataclass
@@ -140,6 +165,10 @@ class Run:
     load: float  # the machine's highest 1-minute load average seen during the run
     titles: dict[str, str] = field(default_factory=dict)  # url -> title stored
     cpu_by_kind: dict[str, float] = field(default_factory=dict)  # kind -> CPU-s per page
+    # Between the first and the last item, start-up and shutdown left out: what
+    # each further page costs a worker that runs for days.
+    steady_cpu_per_page: float = 0.0
+    steady_cpu_by_kind: dict[str, float] = field(default_factory=dict)
 
 
 def run_worker(
@@ -176,13 +205,14 @@ def run_worker(
     client.close()
     stats = {k.decode(): v.decode() for k, v in published.items()}
     times = sorted(datetime.fromisoformat(i["fetched_at"]) for i in items)
+    steady = sampler.cpu_between(times[0].timestamp(), times[-1].timestamp()) if times else {}
     span = (times[-1] - times[0]).total_seconds() if len(times) > 1 else 0.0
     names = (
         "render/pages",
         "render/browser_restarts",
         "render/contexts_recycled",
         "playwright/request_count/aborted",
-        "playwright/request_count",
+        "render/browser_requests",
         "render/auto/expectation_failed",
         "render/auto/learned",
     )
@@ -198,6 +228,8 @@ def run_worker(
         load=sampler.load,
         titles={i["url"]: i.get("title") or "" for i in items},
         cpu_by_kind={k: v / max(1, len(items)) for k, v in sampler.cpu_by_kind.items()},
+        steady_cpu_per_page=sum(steady.values()) / max(1, len(items) - 1),
+        steady_cpu_by_kind={k: v / max(1, len(items) - 1) for k, v in steady.items()},
     )
 
 
@@ -221,10 +253,10 @@ def render_runs(
         if wrong:
             raise SystemExit(f"{name}: {len(wrong)} pages rendered without content: {wrong[:3]}")
         runs.append(run)
-        split = ", ".join(f"{k} {v:.3f}" for k, v in sorted(run.cpu_by_kind.items()))
+        split = ", ".join(f"{k} {v:.3f}" for k, v in sorted(run.steady_cpu_by_kind.items()))
         print(
             f"  {name}: {run.pages} pages, {run.steady:.2f} pages/s, "
-            f"{run.cpu_per_page:.3f} CPU-s/page ({split})",
+            f"{run.cpu_per_page:.3f} CPU-s/page, steady {run.steady_cpu_per_page:.3f} ({split})",
             flush=True,
         )
     return runs
@@ -247,14 +279,18 @@ def _launch(
 
 
 TRACKERS = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"
+_ROUTE = "tests.bench.handlers.RouteBlockingHandler"
+ROUTE_BLOCKING = "DOWNLOAD_HANDLERS=" + json.dumps({"http": _ROUTE, "https": _ROUTE})
 # (name, worker settings) of each rendering run; the first is the default.
 RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("defaults", (TRACKERS,)),
     (
         "the defaults before 2026-11-26 (full Chromium, a new page per URL, a GPU process, "
-        "Node's own young generation)",
+        "Node's own young generation, images and fonts aborted by the route handler, "
+        "request events)",
         (
             TRACKERS,
+            ROUTE_BLOCKING,
             _launch(FULL_CHROMIUM, drop=("--in-process-gpu",)),
             "RENDER_URLS_PER_PAGE=1",
             "RENDER_DRIVER_NODE_OPTIONS=",
@@ -269,6 +305,11 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "a fresh context per page (RENDER_PAGES_PER_CONTEXT=1)",
         (TRACKERS, "RENDER_PAGES_PER_CONTEXT=1"),
+    ),
+    (
+        "images and fonts requested, then aborted by the route handler; request events "
+        "(before 2026-11-26 07:00 UTC)",
+        (TRACKERS, ROUTE_BLOCKING),
     ),
     (
         "blocking stylesheets too",

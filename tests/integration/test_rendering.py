@@ -12,7 +12,7 @@ import pytest
 from playwright.async_api import async_playwright
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.rendering.blocking import ResourceBlocker
+from spiders_project.rendering.blocking import ResourceBlocker, with_switches
 from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.rules import RenderRules
@@ -70,6 +70,19 @@ def test_resource_blocker():
     assert not ResourceBlocker([], [])
 
 
+def test_blocked_images_and_fonts_become_chromium_switches():
+    args = with_switches(["--mute-audio"], ["image", "font", "media"])
+    assert args[:2] == ["--mute-audio", "--disable-remote-fonts"]
+    # Playwright's own blink settings come first: Chromium keeps the last --blink-settings.
+    assert args[2].startswith("--blink-settings=primaryHoverType=2,")
+    assert args[2].endswith(",imagesEnabled=false")
+    assert with_switches(["--blink-settings=a=1"], ["image"]) == [
+        "--blink-settings=a=1,imagesEnabled=false"
+    ]
+    assert with_switches(args, ["image", "font"]) == args  # idempotent
+    assert with_switches(["--mute-audio"], ["media", "stylesheet"]) == ["--mute-audio"]
+
+
 def test_recycler_hands_out_generations_and_says_what_to_close():
     recycler = Recycler(pages_per_context=2, pages_per_browser=5)
     a, b = recycler.acquire(), recycler.acquire()
@@ -85,20 +98,30 @@ def test_recycler_hands_out_generations_and_says_what_to_close():
 
 
 # --- real Chromium -----------------------------------------------------------------------
-async def _visit(site: JsSite, blocker: ResourceBlocker) -> tuple[str, list[str]]:
+async def _visit(
+    site: JsSite, blocker: ResourceBlocker, route: bool = True
+) -> tuple[str, list[str]]:
+    """The site's first page in Chromium with the default launch options, the
+    switches for ``blocker``'s resource types and ``blocker`` as route handler."""
     options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    options["args"] = with_switches(options["args"], blocker.resource_types)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(**options)
         page = await browser.new_page()
 
-        async def route(route):
+        async def abort_blocked(route):
             await (route.abort() if blocker(route.request) else route.continue_())
 
-        await page.route("**", route)
+        if route:
+            await page.route("**", abort_blocked)
         await page.goto(site.url, wait_until="load")
         await page.wait_for_load_state("networkidle")
         title = await page.title()
         links = await page.eval_on_selector_all("a", "els => els.map(a => a.href)")
+        # Images left unloaded are still in the DOM; Playwright's desktop
+        # pointer settings survive our --blink-settings.
+        assert await page.eval_on_selector_all("img", "els => els.length") == site.images
+        assert await page.evaluate("matchMedia('(hover: hover) and (pointer: fine)').matches")
         await browser.close()
     return title, links
 
@@ -110,10 +133,14 @@ def test_launch_options_start_debian_chromium_and_blocking_keeps_requests_off_th
         assert set(links) == {site.page_url(1), site.page_url(2)}
         assert site.count("/img/") == site.count("/font/") == 0
         assert site.count("/t.js", host=TRACKER_HOST) == 0
+        # Images and fonts unloaded by Chromium's switches alone, without the route.
+        asyncio.run(_visit(site, ResourceBlocker(["image", "font"], []), route=False))
+        assert site.count("/img/") == site.count("/font/") == 0
+        assert site.count("/t.js", host=TRACKER_HOST) == 1
         # Unblocked, the same page asks for all three (*.localhost is this machine).
         asyncio.run(_visit(site, ResourceBlocker([], [])))
         assert site.count("/img/") == site.count("/font/") == 1
-        assert site.count("/t.js", host=TRACKER_HOST) == 1
+        assert site.count("/t.js", host=TRACKER_HOST) == 2
 
 
 # --- real workers ------------------------------------------------------------------------
@@ -209,6 +236,9 @@ def test_rules_concurrency_cap_and_recycling_in_a_worker(redis_url, r, tmp_path,
     assert plain_done < times[2]
     assert stat(r, w, "render/max_concurrent") == 2
     assert stat(r, w, "render/pages") == len(rendered)
+    # Every navigation reached the route handler; no page event was subscribed to.
+    assert stat(r, w, "render/browser_requests") >= len(rendered)
+    assert stat(r, w, "playwright/request_count") == 0
     # 16 pages at 3 per context and 7 per browser.
     assert stat(r, w, "render/browser_restarts") == 2
     assert stat(r, w, "playwright/browser_count") == 3
