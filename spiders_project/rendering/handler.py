@@ -16,7 +16,8 @@ runs for days needs changed:
   than usual (:mod:`.health`), each time once its pages in flight are done.
 - **Pages reused**: an open page is navigated to the next URL of its context
   instead of being closed and opened again, which spares Chromium a renderer
-  process per URL; its garbage is collected while it waits, and a page that
+  process per URL; its request interception stays on between URLs
+  (:mod:`.routes`), its garbage is collected while it waits, and a page that
   failed, crashed or sat idle too long is closed (:mod:`.pages`).
 - **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
   dies, every attempt in flight on it is cancelled at once (a ``new_page()``
@@ -70,6 +71,7 @@ from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
 from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
 from spiders_project.rendering.pages import PagePool
 from spiders_project.rendering.recycle import Recycler
+from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.slots import RenderSlots
 from spiders_project.scope.networks import GUARDED, NetworkGuard
 from spiders_project.wiring import shared
@@ -86,6 +88,8 @@ class _Attempt:
     pages: list[Page] = field(default_factory=list)
     # Seconds it waited for its host's turn, not counted in RENDER_DEADLINE.
     turn_wait: float = 0.0
+    # Its page may serve further URLs (page reuse; not a page the spider asked for).
+    reuse: bool = False
 
 
 _current: ContextVar[_Attempt | None] = ContextVar("render_attempt", default=None)
@@ -259,6 +263,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         }
         # A spider that asks for the page (playwright_include_page) gets its own.
         reuse = self.pages.enabled and not request.meta.get("playwright_include_page")
+        state.reuse = reuse
         try:
             await self._ensure_started(request.url)
             if reuse:
@@ -346,6 +351,8 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         state = _current.get()
         if state is not None:
             state.pages.append(page)
+            if state.reuse:  # one request interception for all its URLs
+                RouteSwitch.install(page)
         return page
 
     def _page_crashed(self, page: Page) -> None:

@@ -15,6 +15,7 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.rendering.blocking import ResourceBlocker, with_switches
 from spiders_project.rendering.config import RenderConfig, parse_rules
 from spiders_project.rendering.recycle import Recycler
+from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.rules import RenderRules
 from tests.support.processes import K, stat, worker
 from tests.support.site import TRACKER_HOST, JsSite
@@ -141,6 +142,52 @@ def test_launch_options_start_debian_chromium_and_blocking_keeps_requests_off_th
         asyncio.run(_visit(site, ResourceBlocker([], [])))
         assert site.count("/img/") == site.count("/font/") == 1
         assert site.count("/t.js", host=TRACKER_HOST) == 2
+
+
+async def _two_urls_on_one_page(site: JsSite) -> tuple[list[str], dict[str, list[str]], str]:
+    """Pages 1 and 2 of the site on one page with a RouteSwitch, as scrapy-playwright
+    routes a reused page: unroute("**") and route("**", handler) per URL."""
+    options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(**options)
+        page = await browser.new_page()
+        installed: list[str] = []  # routes that reached Playwright
+        playwright_route = page.route
+
+        async def counted(url, handler, **kwargs):
+            installed.append(url)
+            return await playwright_route(url, handler, **kwargs)
+
+        page.route = counted  # type: ignore[method-assign]
+        RouteSwitch.install(page)
+        seen: dict[str, list[str]] = {}
+        for n in (1, 2):
+            name = f"handler {n}"
+            seen[name] = []
+
+            async def handler(route, request, urls=seen[name]):
+                urls.append(request.url)
+                await route.continue_()
+
+            await page.unroute("**")
+            await page.route("**", handler)
+            await page.goto(site.page_url(n), wait_until="load")
+            await page.wait_for_load_state("networkidle")
+        await page.route("**/nothing", handler)  # another pattern: Playwright's own
+        title = await page.title()
+        await browser.close()
+    return installed, seen, title
+
+
+def test_a_reused_page_keeps_one_route_and_swaps_its_handler_per_url():
+    with JsSite(pages=3) as site:
+        installed, seen, title = asyncio.run(_two_urls_on_one_page(site))
+    assert installed == ["**", "**/nothing"]
+    assert title == "JS page 2"
+    for n in (1, 2):
+        urls = seen[f"handler {n}"]
+        assert site.page_url(n) in urls and f"{site.url.rstrip('/')}/api/page/{n}" in urls
+        assert not any(f"/page/{3 - n}" in u for u in urls)
 
 
 # --- real workers ------------------------------------------------------------------------
