@@ -105,6 +105,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
     """``DOWNLOAD_HANDLERS`` entry for http and https (see the module docstring)."""
 
     lazy = False
+    # One request interception per reused page (:mod:`.routes`); the benchmark's
+    # comparison turns it off.
+    route_switch = True
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -351,7 +354,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         state = _current.get()
         if state is not None:
             state.pages.append(page)
-            if state.reuse:  # one request interception for all its URLs
+            if state.reuse and self.route_switch:  # one request interception for all its URLs
                 RouteSwitch.install(page)
         return page
 

@@ -1,6 +1,6 @@
-"""Rendering handlers as they were before a change, for the benchmark's comparisons.
+"""Rendering handlers without one or more of today's savings, for the benchmark.
 
-Each undoes one change of ``RenderingDownloadHandler`` so that its run shows
+Each undoes a change of ``RenderingDownloadHandler`` so that its run shows
 what the change saves (``tests/bench/rendering.py``, ``RENDER_VARIANTS``).
 """
 
@@ -13,10 +13,17 @@ from scrapy.crawler import Crawler
 from spiders_project.rendering.handler import RenderingDownloadHandler
 
 
+class RoutePerUrlHandler(RenderingDownloadHandler):
+    """A reused page's request interception turned off and on again for each URL
+    (scrapy-playwright's unroute/route reach Playwright): before rendering/routes.py."""
+
+    route_switch = False
+
+
 class RouteBlockingHandler(RenderingDownloadHandler):
     """Blocked images and fonts requested, then aborted by the route handler,
     without Chromium's switches; every request and response counted from page
-    events (scrapy-playwright's listeners): the handler before 2026-11-26 07:00 UTC."""
+    events (scrapy-playwright's listeners)."""
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -28,3 +35,9 @@ class RouteBlockingHandler(RenderingDownloadHandler):
         page.on("request", self._increment_request_stats)
         page.on("response", self._increment_response_stats)
         return page
+
+
+class HandlerBefore(RouteBlockingHandler):
+    """Both of the above: the handler before 2026-11-26 06:00 UTC."""
+
+    route_switch = False

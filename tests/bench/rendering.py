@@ -6,7 +6,8 @@ for images, a web font and a tracker script), with the default settings and
 with the old defaults, and with each candidate for lighter renders alone
 (``RENDER_VARIANTS``: full Chromium, a new page per URL, no garbage collection
 between URLs, a fresh context per page, images and fonts aborted by the route
-handler instead of left unloaded by Chromium (``handlers.py``), more or no
+handler instead of left unloaded by Chromium, a reused page's interception
+turned off and on per URL (``handlers.py``), more or no
 resource types blocked, one renderer process). For each run: rendered pages
 per second, CPU seconds per page (the whole tree's, through ``reaper.py``, over
 the whole run and between the first and the last item, and split by process
@@ -279,8 +280,14 @@ def _launch(
 
 
 TRACKERS = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"
-_ROUTE = "tests.bench.handlers.RouteBlockingHandler"
-ROUTE_BLOCKING = "DOWNLOAD_HANDLERS=" + json.dumps({"http": _ROUTE, "https": _ROUTE})
+
+
+def _handler(name: str) -> str:
+    """The -s setting that makes ``tests/bench/handlers.py``'s ``name`` the handler."""
+    path = f"tests.bench.handlers.{name}"
+    return "DOWNLOAD_HANDLERS=" + json.dumps({"http": path, "https": path})
+
+
 # (name, worker settings) of each rendering run; the first is the default.
 RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("defaults", (TRACKERS,)),
@@ -290,7 +297,7 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "request events)",
         (
             TRACKERS,
-            ROUTE_BLOCKING,
+            _handler("HandlerBefore"),
             _launch(FULL_CHROMIUM, drop=("--in-process-gpu",)),
             "RENDER_URLS_PER_PAGE=1",
             "RENDER_DRIVER_NODE_OPTIONS=",
@@ -307,9 +314,12 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (TRACKERS, "RENDER_PAGES_PER_CONTEXT=1"),
     ),
     (
-        "images and fonts requested, then aborted by the route handler; request events "
-        "(before 2026-11-26 07:00 UTC)",
-        (TRACKERS, ROUTE_BLOCKING),
+        "images and fonts requested, then aborted by the route handler; request events",
+        (TRACKERS, _handler("RouteBlockingHandler")),
+    ),
+    (
+        "a reused page's request interception turned off and on for each URL",
+        (TRACKERS, _handler("RoutePerUrlHandler")),
     ),
     (
         "blocking stylesheets too",
