@@ -406,7 +406,7 @@ RENDER_IDLE_TIMEOUT = 5.0
 # a cancelled attempt fails with RenderTimeout (retried).
 RENDER_DEADLINE = 90.0
 # Pages rendering at once per worker; the rest wait in RenderMiddleware, before
-# their host's turn is granted. A page costs 0.15 to 0.2 CPU-s but mostly waits
+# their host's turn is granted. A page costs 0.12 to 0.15 CPU-s but mostly waits
 # on the network; at 4 a worker with its browser takes about 0.5 GB (PSS;
 # docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
 # CONCURRENT_REQUESTS only.

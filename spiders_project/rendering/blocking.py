@@ -49,8 +49,8 @@ class ResourceBlocker:
 # do it. A type blocked this way is never requested, so none of its requests
 # makes the round trip through Node and scrapy-playwright's route handler to
 # be aborted: on the benchmark's pages (4 images and a web font each) that is
-# about 0.03 CPU-s less per page (docs/BENCHMARKS.md, "Rendering"). The DOM is
-# the same: an <img> stays in it, unloaded, as when its request is aborted.
+# 0.01 to 0.03 CPU-s less per page (docs/BENCHMARKS.md, "Rendering"). The DOM
+# is the same: an <img> stays in it, unloaded, as when its request is aborted.
 _FLAGS = {"font": "--disable-remote-fonts"}
 _BLINK_SETTINGS = {"image": "imagesEnabled=false"}
 _BLINK = "--blink-settings="

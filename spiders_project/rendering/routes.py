@@ -8,8 +8,8 @@ and then ``page.route("**", handler)`` for each URL. Removing a page's last
 route makes Playwright's driver turn Chromium's request interception off
 (``Fetch.disable``, ``Network.setCacheDisabled``) and the new route turns it
 on again: four DevTools commands per URL, and Chromium reconfiguring how the
-page's requests are intercepted. About 0.01 CPU-s per page in the benchmark
-(docs/BENCHMARKS.md, "Rendering").
+page's requests are intercepted: 0.005 to 0.01 CPU-s per page in the
+benchmark (docs/BENCHMARKS.md, "Rendering").
 
 :class:`RouteSwitch` keeps one route on the page and swaps the handler behind
 it in Python. It replaces ``route`` and ``unroute`` of that one Page object
