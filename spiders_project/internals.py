@@ -186,14 +186,16 @@ def set_download_delay(engine: Any, seconds: float) -> None:
 # still assign them (in their bytecode, without starting anything), and
 # on_driver_exit() checks them again on the started objects.
 
-# Methods of ScrapyPlaywrightDownloadHandler that rendering/handler.py overrides
-# or calls: if one were renamed, our override would silently never run.
+# Methods of ScrapyPlaywrightDownloadHandler that rendering/handler.py overrides,
+# calls or unsubscribes: if one were renamed, our override would silently never run.
 SCRAPY_PLAYWRIGHT_METHODS = (
     "_apply_page_methods",
     "_close",
     "_create_page",
     "_download_request",
     "_get_response_and_download",
+    "_increment_request_stats",
+    "_increment_response_stats",
     "_launch",
     "_maybe_launch_browser",
     "_maybe_launch_in_thread",

@@ -35,6 +35,7 @@ class RouteSwitch:
     def __init__(self, page: Page) -> None:
         self._page_route = page.route
         self._page_unroute = page.unroute
+        self._page_unroute_all = page.unroute_all
         self._handler: Handler | None = None
         self._installed = False
 
@@ -43,6 +44,7 @@ class RouteSwitch:
         switch = cls(page)
         page.route = switch.route  # type: ignore[method-assign, assignment]
         page.unroute = switch.unroute  # type: ignore[method-assign, assignment]
+        page.unroute_all = switch.unroute_all  # type: ignore[method-assign]
         return switch
 
     async def route(self, url: Any, handler: Handler, *, times: int | None = None) -> Any:
@@ -60,6 +62,11 @@ class RouteSwitch:
         have between the two calls)."""
         if url != EVERY_URL or handler is not None:
             await self._page_unroute(url, handler)
+
+    async def unroute_all(self, behavior: Any = None) -> None:
+        """Every route removed, ours too: the next ``route("**", h)`` installs it again."""
+        self._installed = False
+        await self._page_unroute_all(behavior=behavior)
 
     async def _dispatch(self, route: Route, request: PlaywrightRequest) -> None:
         assert self._handler is not None, "the route is installed with its first handler"
