@@ -48,11 +48,13 @@ class ResourceBlocker:
 # Resource types Chromium can leave unloaded by itself, and the switches that
 # do it. A type blocked this way is never requested, so none of its requests
 # makes the round trip through Node and scrapy-playwright's route handler to
-# be aborted: on the benchmark's pages (4 images and a web font each) that is
-# 0.01 to 0.03 CPU-s less per page (docs/BENCHMARKS.md, "Rendering"). The DOM
-# is the same: an <img> stays in it, unloaded, as when its request is aborted.
-_FLAGS = {"font": "--disable-remote-fonts"}
-_BLINK_SETTINGS = {"image": "imagesEnabled=false"}
+# be aborted. For fonts that changes nothing a page can see: a remote font
+# fails to load either way. Images differ: an aborted image fires "error",
+# an unloaded one fires neither "load" nor "error" and never completes, so a
+# script that waits for its images waits forever. Images are therefore left
+# to the route unless RENDER_IMAGES_UNLOADED (docs/RENDERING.md).
+_FONTS_OFF = "--disable-remote-fonts"
+_IMAGES_OFF = "imagesEnabled=false"
 _BLINK = "--blink-settings="
 # Playwright passes its own --blink-settings (a desktop's mouse: hover and a
 # fine pointer, for CSS media queries and matchMedia), and Chromium keeps only
@@ -65,22 +67,24 @@ _PLAYWRIGHT_BLINK = [
 ]
 
 
-def with_switches(args: Iterable[str], resource_types: Iterable[str]) -> list[str]:
+def with_switches(
+    args: Iterable[str], resource_types: Iterable[str], *, images_unloaded: bool = False
+) -> list[str]:
     """Chromium's command-line ``args`` plus the switches that keep it from
-    loading ``resource_types`` (``image``, ``font``); other types are left to
-    the route handler. A ``--blink-settings=`` already in ``args`` is extended,
-    else one is added with Playwright's own settings first."""
+    loading fonts (if ``resource_types`` blocks them) and, with
+    ``images_unloaded``, images; other types are left to the route handler.
+    A ``--blink-settings=`` already in ``args`` is extended, else one is added
+    with Playwright's own settings first."""
     result = list(args)
-    types = set(resource_types)
-    result += [flag for kind, flag in _FLAGS.items() if kind in types and flag not in result]
-    wanted = [value for kind, value in _BLINK_SETTINGS.items() if kind in types]
-    if wanted:
+    if "font" in set(resource_types) and _FONTS_OFF not in result:
+        result.append(_FONTS_OFF)
+    if images_unloaded:
         at = next((i for i, arg in enumerate(result) if arg.startswith(_BLINK)), None)
         if at is None:
             result.append(_BLINK)
             at = len(result) - 1
         have = [v for v in result[at][len(_BLINK) :].split(",") if v] or _PLAYWRIGHT_BLINK
-        result[at] = _BLINK + ",".join(have + [v for v in wanted if v not in have])
+        result[at] = _BLINK + ",".join(have + [v for v in [_IMAGES_OFF] if v not in have])
     return result
 
 

@@ -51,6 +51,7 @@ class RenderConfig:
     urls_per_page: int = 1  # RENDER_URLS_PER_PAGE: URLs one page renders before it is closed
     idle_page_close: float = 5.0  # RENDER_IDLE_PAGE_CLOSE: seconds an unused page stays open
     gc_between_urls: bool = False  # RENDER_GC_BETWEEN_URLS: collect a reused page's garbage
+    images_unloaded: bool = False  # RENDER_IMAGES_UNLOADED: Chromium loads no image at all
     driver_node_options: str = ""  # RENDER_DRIVER_NODE_OPTIONS: NODE_OPTIONS of the driver
 
     @classmethod
@@ -112,6 +113,7 @@ class RenderConfig:
             urls_per_page=read.getint("RENDER_URLS_PER_PAGE", minimum=1),
             idle_page_close=read.getfloat("RENDER_IDLE_PAGE_CLOSE", above=0),
             gc_between_urls=read.getbool("RENDER_GC_BETWEEN_URLS"),
+            images_unloaded=read.getbool("RENDER_IMAGES_UNLOADED"),
             driver_node_options=read.getstr("RENDER_DRIVER_NODE_OPTIONS").strip(),
         )
 

@@ -115,12 +115,15 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         self.network_guard = NetworkGuard.of(crawler)
         self.config.max_pages_per_context = _UNLIMITED
         self.config.navigation_timeout_ms = self.render.timeout_ms
-        # Images and fonts are not loaded at all (Chromium switches); other
-        # blocked types and domains are aborted by the route handler.
+        # Blocked fonts are not loaded at all (a Chromium switch), nor images
+        # with RENDER_IMAGES_UNLOADED; other blocked types and domains are
+        # aborted by the route handler (:mod:`.blocking`).
         self.config.launch_options = {
             **self.config.launch_options,
             "args": with_switches(
-                self.config.launch_options.get("args", []), self.render.block_resource_types
+                self.config.launch_options.get("args", []),
+                self.render.block_resource_types,
+                images_unloaded=self.render.images_unloaded,
             ),
         }
         self._blocked: AbortPredicate | None = chain(

@@ -21,9 +21,9 @@ class RoutePerUrlHandler(RenderingDownloadHandler):
 
 
 class RouteBlockingHandler(RenderingDownloadHandler):
-    """Blocked images and fonts requested, then aborted by the route handler,
-    without Chromium's switches; every request and response counted from page
-    events (scrapy-playwright's listeners)."""
+    """Blocked fonts requested, then aborted by the route handler, without
+    Chromium's switch; every request and response counted from page events
+    (scrapy-playwright's listeners)."""
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)

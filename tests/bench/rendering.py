@@ -5,8 +5,8 @@ links exist only after scripts run (the tests' JS site: each page also asks
 for images, a web font and a tracker script), with the default settings and
 with the old defaults, and with each candidate for lighter renders alone
 (``RENDER_VARIANTS``: full Chromium, a new page per URL, no garbage collection
-between URLs, a fresh context per page, images and fonts aborted by the route
-handler instead of left unloaded by Chromium, a reused page's interception
+between URLs, a fresh context per page, images left unloaded by Chromium,
+fonts aborted by the route handler instead, a reused page's interception
 turned off and on per URL (``handlers.py``), more or no
 resource types blocked, one renderer process). For each run: rendered pages
 per second, CPU seconds per page (the whole tree's, through ``reaper.py``, over
@@ -293,8 +293,7 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("defaults", (TRACKERS,)),
     (
         "the defaults before 2026-11-26 (full Chromium, a new page per URL, a GPU process, "
-        "Node's own young generation, images and fonts aborted by the route handler, "
-        "request events)",
+        "Node's own young generation, fonts aborted by the route handler, request events)",
         (
             TRACKERS,
             _handler("HandlerBefore"),
@@ -314,7 +313,11 @@ RENDER_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (TRACKERS, "RENDER_PAGES_PER_CONTEXT=1"),
     ),
     (
-        "images and fonts requested, then aborted by the route handler; request events",
+        "images left unloaded by Chromium (RENDER_IMAGES_UNLOADED=true)",
+        (TRACKERS, "RENDER_IMAGES_UNLOADED=true"),
+    ),
+    (
+        "fonts requested, then aborted by the route handler; request events",
         (TRACKERS, _handler("RouteBlockingHandler")),
     ),
     (

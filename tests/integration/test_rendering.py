@@ -32,6 +32,7 @@ def test_defaults_are_valid_and_bad_values_name_their_setting():
     cfg = config()
     assert cfg.enabled and cfg.concurrency >= 1 and cfg.rules == ()
     assert {"image", "font", "media"} <= cfg.block_resource_types
+    assert not cfg.images_unloaded  # blocked images are aborted: they fire "error"
     options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
     assert options["executable_path"] and options["headless"] is True
     for overrides, name in (
@@ -71,16 +72,21 @@ def test_resource_blocker():
     assert not ResourceBlocker([], [])
 
 
-def test_blocked_images_and_fonts_become_chromium_switches():
-    args = with_switches(["--mute-audio"], ["image", "font", "media"])
+def test_blocked_fonts_and_unloaded_images_become_chromium_switches():
+    # Blocked images stay with the route (they fire "error") unless unloaded.
+    assert with_switches(["--mute-audio"], ["image", "font", "media"]) == [
+        "--mute-audio",
+        "--disable-remote-fonts",
+    ]
+    args = with_switches(["--mute-audio"], ["font"], images_unloaded=True)
     assert args[:2] == ["--mute-audio", "--disable-remote-fonts"]
     # Playwright's own blink settings come first: Chromium keeps the last --blink-settings.
     assert args[2].startswith("--blink-settings=primaryHoverType=2,")
     assert args[2].endswith(",imagesEnabled=false")
-    assert with_switches(["--blink-settings=a=1"], ["image"]) == [
+    assert with_switches(["--blink-settings=a=1"], [], images_unloaded=True) == [
         "--blink-settings=a=1,imagesEnabled=false"
     ]
-    assert with_switches(args, ["image", "font"]) == args  # idempotent
+    assert with_switches(args, ["font"], images_unloaded=True) == args  # idempotent
     assert with_switches(["--mute-audio"], ["media", "stylesheet"]) == ["--mute-audio"]
 
 
@@ -101,11 +107,17 @@ def test_recycler_hands_out_generations_and_says_what_to_close():
 # --- real Chromium -----------------------------------------------------------------------
 async def _visit(
     site: JsSite, blocker: ResourceBlocker, route: bool = True
-) -> tuple[str, list[str]]:
+) -> tuple[str, list[str], bool]:
     """The site's first page in Chromium with the default launch options, the
-    switches for ``blocker``'s resource types and ``blocker`` as route handler."""
+    switches for ``blocker``'s resource types and ``blocker`` as route handler
+    (or, with ``route=False``, Chromium's switches alone): its title, its links
+    and whether its images are complete (loaded or failed)."""
     options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
-    options["args"] = with_switches(options["args"], blocker.resource_types)
+    # As the handler does; without the route, images are left unloaded instead.
+    images_unloaded = not route and "image" in blocker.resource_types
+    options["args"] = with_switches(
+        options["args"], blocker.resource_types, images_unloaded=images_unloaded
+    )
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(**options)
         page = await browser.new_page()
@@ -123,19 +135,26 @@ async def _visit(
         # pointer settings survive our --blink-settings.
         assert await page.eval_on_selector_all("img", "els => els.length") == site.images
         assert await page.evaluate("matchMedia('(hover: hover) and (pointer: fine)').matches")
+        complete = await page.eval_on_selector_all("img", "els => els.every(i => i.complete)")
         await browser.close()
-    return title, links
+    return title, links, complete
 
 
 def test_launch_options_start_debian_chromium_and_blocking_keeps_requests_off_the_wire():
     with JsSite(pages=3) as site:
-        title, links = asyncio.run(_visit(site, ResourceBlocker(["image", "font"], [TRACKER_HOST])))
-        assert title == "JS page 0"
+        title, links, complete = asyncio.run(
+            _visit(site, ResourceBlocker(["image", "font"], [TRACKER_HOST]))
+        )
+        assert title == "JS page 0" and complete  # aborted images failed: "error" fired
         assert set(links) == {site.page_url(1), site.page_url(2)}
         assert site.count("/img/") == site.count("/font/") == 0
         assert site.count("/t.js", host=TRACKER_HOST) == 0
-        # Images and fonts unloaded by Chromium's switches alone, without the route.
-        asyncio.run(_visit(site, ResourceBlocker(["image", "font"], []), route=False))
+        # Images and fonts unloaded by Chromium's switches alone, without the route
+        # (RENDER_IMAGES_UNLOADED): the images never complete, hence off by default.
+        _, _, complete = asyncio.run(
+            _visit(site, ResourceBlocker(["image", "font"], []), route=False)
+        )
+        assert not complete
         assert site.count("/img/") == site.count("/font/") == 0
         assert site.count("/t.js", host=TRACKER_HOST) == 1
         # Unblocked, the same page asks for all three (*.localhost is this machine).
