@@ -98,9 +98,23 @@ def crawl_shop(
         owners = {lease.decode().split(":")[1] for lease in r.zrange(SHOP.leases, 0, -1)}
         return [w for w in workers if str(w.pid) in owners]
 
+    frozen: list[Proc] = []
+
+    def freeze_a_lease_holder() -> bool:
+        """SIGSTOP a worker that holds leases, and keep it stopped only if it
+        still holds one (a running worker may ack its last lease between the
+        look and the kill, and then nothing would be left to reclaim)."""
+        for w in holding_leases():
+            w.signal(signal.SIGSTOP)
+            if w in holding_leases():
+                frozen.append(w)
+                return True
+            w.signal(signal.SIGCONT)
+        return False
+
     if kill:
-        wait_until(lambda: items_so_far() > 40 and holding_leases(), 90, what="leased work")
-        victim = holding_leases()[0]
+        wait_until(lambda: items_so_far() > 40 and freeze_a_lease_holder(), 90, what="leased work")
+        (victim,) = frozen
         victim.signal(signal.SIGKILL)
         at_kill = items_so_far()
         victim.wait(10)
