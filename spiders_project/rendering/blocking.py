@@ -80,11 +80,15 @@ def with_switches(
         result.append(_FONTS_OFF)
     if images_unloaded:
         at = next((i for i, arg in enumerate(result) if arg.startswith(_BLINK)), None)
+        given = result[at][len(_BLINK) :] if at is not None else ""
+        values = [v for v in given.split(",") if v] or list(_PLAYWRIGHT_BLINK)
+        if _IMAGES_OFF not in values:
+            values.append(_IMAGES_OFF)
+        blink = _BLINK + ",".join(values)
         if at is None:
-            result.append(_BLINK)
-            at = len(result) - 1
-        have = [v for v in result[at][len(_BLINK) :].split(",") if v] or _PLAYWRIGHT_BLINK
-        result[at] = _BLINK + ",".join(have + [v for v in [_IMAGES_OFF] if v not in have])
+            result.append(blink)
+        else:
+            result[at] = blink
     return result
 
 
