@@ -168,7 +168,7 @@ class RedisKeys:
     def seen(self) -> str:
         """Counter of fingerprints in the seen-set; its buckets (exact mode) are
         ``<spider>:seen:<level>:<n>``, its Bloom blocks ``<spider>:seen:b:<n>``
-        (frontier/lua/seen.lua)."""
+        (runtime/lua/seen.lua)."""
         return self._frontier_key("seen")
 
     @property
@@ -180,7 +180,7 @@ class RedisKeys:
 
     @property
     def seen_mode(self) -> str:
-        """The seen-set's mode, as its first worker recorded it (frontier/seen.py)."""
+        """The seen-set's mode, as its first worker recorded it (runtime/seen.py)."""
         return self._frontier_key("seen:mode")
 
     @property

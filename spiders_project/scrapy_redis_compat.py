@@ -22,7 +22,7 @@ from scrapy.settings import BaseSettings
 # Settings whose value is fixed: the frontier works only with these classes.
 FIXED_SETTINGS: dict[str, str] = {
     "SCHEDULER_QUEUE_CLASS": "spiders_project.frontier.queue.JsonPriorityQueue",
-    "SCHEDULER_SERIALIZER": "spiders_project.frontier.serialize",
+    "SCHEDULER_SERIALIZER": "spiders_project.runtime.serialize",
     "DUPEFILTER_CLASS": "spiders_project.frontier.dupefilter.FingerprintDupeFilter",
 }
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-# The request meta key carrying a seed's limits to everything crawled from it.
-SCOPE_META = "seed_scope"
+# Scrapy signal sent (with ``entry``, the raw start_urls bytes) when a seed's
+# request reaches the frontier: the seed reader rejects the seeds that a
+# spider middleware dropped on the way, instead of reading them again forever.
+seed_reached = object()
 
 
 class InvalidSeed(ValueError):

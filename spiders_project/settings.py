@@ -63,8 +63,8 @@ SCHEDULER = "spiders_project.frontier.scheduler.FrontierScheduler"
 DUPEFILTER_CLASS = "spiders_project.frontier.dupefilter.FingerprintDupeFilter"
 SCHEDULER_QUEUE_CLASS = "spiders_project.frontier.queue.JsonPriorityQueue"
 # JSON, never pickle: nothing read from Redis is ever unpickled.
-SCHEDULER_SERIALIZER = "spiders_project.frontier.serialize"
-# The shared seen-set (frontier/seen.py). "exact": about 10 bytes of Redis per
+SCHEDULER_SERIALIZER = "spiders_project.runtime.serialize"
+# The shared seen-set (runtime/seen.py). "exact": about 10 bytes of Redis per
 # URL, a false "seen" for about n / 2^73 of new URLs (1e-13 at 10^9). "bloom": a Bloom filter
 # sized for DUPEFILTER_CAPACITY URLs, which wrongly skips DUPEFILTER_ERROR_RATE
 # of new URLs once full (more beyond) and takes its memory up front
@@ -82,7 +82,7 @@ RECRAWL_AFTER = _env("RECRAWL_AFTER", 0.0)
 # Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
 # meta or cb_kwargs, as dotted paths, besides those found in the modules of
 # SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry
-# (spiders_project/frontier/values.py); any other value is refused at
+# (spiders_project/runtime/values.py); any other value is refused at
 # enqueue and kept in <spider>:requests:unserializable.
 ITEM_CLASSES: list[str] = []
 # Which of the frontier's queues this worker takes requests from. Requests
@@ -156,7 +156,7 @@ BAN_HTTP_CODES = _env("BAN_HTTP_CODES", [403, 429])
 BAN_BODY_PATTERNS: list[str] = _env("BAN_BODY_PATTERNS", [])
 DOWNLOADER_MIDDLEWARES = {
     # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
-    "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
+    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
     # Scrapy's RobotsTxtMiddleware, with each robots.txt fetched once per cluster.
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "spiders_project.politeness.robots.ClusterRobotsTxt": 100,

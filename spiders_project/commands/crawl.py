@@ -12,11 +12,11 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
-from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.seen import SeenConfig, mode_problem
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
 from spiders_project.rendering.config import RenderConfig
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.seen import SeenConfig, mode_problem
 from spiders_project.scrapy_redis_compat import setting_problems
 from spiders_project.shards import wanted_shards
 

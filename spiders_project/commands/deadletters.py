@@ -23,9 +23,7 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import exit_on_config_error
-from spiders_project.frontier.dead_letters import DeadLetter, requeue
-from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.values import ValueCodec
+from spiders_project.dead_letters.letters import DeadLetter, requeue
 from spiders_project.keys import RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import (
@@ -39,6 +37,8 @@ from spiders_project.redis_calls import (
 )
 from spiders_project.redis_connection import mask_url, unreachable_message
 from spiders_project.rendering.routing import RenderRouting
+from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.values import ValueCodec
 from spiders_project.shards import spider_keys
 
 ACTIONS = ("list", "requeue", "purge")

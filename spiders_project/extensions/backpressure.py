@@ -13,9 +13,9 @@ from scrapy.settings import BaseSettings
 
 from spiders_project import internals
 from spiders_project.config import SettingsReader
-from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
 

@@ -48,10 +48,10 @@ from spiders_project.contract import (
     RESPONSES,
     RUNNING,
 )
-from spiders_project.frontier.context import WorkerRedis, worker_id
-from spiders_project.frontier.tasks import spawn_loop, stop_tasks
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
+from spiders_project.runtime.context import WorkerRedis, worker_id
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def publish_call(
     now: int | str = "",
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``publish_stats.lua`` for one publish of ``stats`` (at ``now``: see
-    ``frontier/clock.py``)."""
+    ``runtime/clock.py``)."""
     counters = metric_counters(stats)
     others = {**flat_stats(stats), **(extra or {})}
     args: list[Any] = [

@@ -10,7 +10,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 
 from spiders_project import internals
-from spiders_project.frontier.tasks import stop_tasks
+from spiders_project.runtime.tasks import stop_tasks
 
 logger = logging.getLogger(__name__)
 

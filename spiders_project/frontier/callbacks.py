@@ -24,12 +24,19 @@ from scrapy_redis.spiders import RedisMixin
 _ALWAYS = frozenset({"parse", "_parse", "_parse_sitemap_seed"})
 
 
-@cache
-def _machinery() -> frozenset[str]:
-    from spiders_project.spiders.base import RedisSpider  # the spiders import this module
+# A class that sets this in its own body is machinery, like scrapy.Spider:
+# none of its names (nor those of its bases) may be a callback read from
+# Redis. The seed-reading spider (``spiders/base.py``) sets it; this module
+# does not import the spiders, which import the frontier.
+MACHINERY_FLAG = "_callback_machinery"
 
+
+@cache
+def _machinery(spidercls: type) -> frozenset[str]:
     names: set[str] = set()
-    for cls in (Spider, RedisMixin, RedisSpider):
+    roots = [Spider, RedisMixin]
+    roots += [k for k in spidercls.__mro__ if vars(k).get(MACHINERY_FLAG)]
+    for cls in roots:
         for klass in cls.__mro__:
             names.update(vars(klass))
     return frozenset(names - _ALWAYS)
@@ -54,7 +61,7 @@ def refusal(spidercls: type, name: str) -> str | None:
 def _judge(spidercls: type, name: str) -> str | None:
     if name.startswith("__") and name.endswith("__"):
         return f"callback {name!r} is a dunder name"
-    if name in _machinery():
+    if name in _machinery(spidercls):
         return f"callback {name!r} is part of the spider's machinery"
     if not inspect.isfunction(inspect.getattr_static(spidercls, name, None)):
         return f"callback {name!r} is not a method of {spidercls.__name__}"

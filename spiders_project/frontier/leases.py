@@ -17,10 +17,10 @@ from typing import Any
 
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.frontier.calls import expired_call, requeue_call
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisCalls, RedisUnavailable
+from spiders_project.runtime.calls import expired_call, requeue_call
+from spiders_project.runtime.context import WorkerRedis
 
 logger = logging.getLogger(__name__)
 

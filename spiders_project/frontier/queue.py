@@ -8,13 +8,12 @@ from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 from scrapy_redis.queue import Base
 
-from spiders_project.frontier import callbacks, serialize
-from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.values import ValueCodec
+from spiders_project.frontier import callbacks
+from spiders_project.runtime import serialize
+from spiders_project.runtime.calls import MAX_PRIORITY
+from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.values import ValueCodec
 from spiders_project.scrapy_redis_compat import not_here
-
-# The enqueue script keeps -priority * 2^40 + seq exact in a double.
-MAX_PRIORITY = 4000
 
 # A callback that is not a method of the spider, left to Scrapy to name (or refuse).
 _UNNAMED = object()

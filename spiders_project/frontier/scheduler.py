@@ -38,37 +38,29 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet.defer import Deferred
 
 from spiders_project import internals
-from spiders_project.frontier import serialize
 from spiders_project.frontier.bad_entries import BadEntries
-from spiders_project.frontier.calls import lease_call
-from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
 from spiders_project.frontier.leases import Lease, LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
-from spiders_project.frontier.seen import mode_mismatch
-from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
-from spiders_project.frontier.values import ValueCodec
 from spiders_project.keys import RedisKeys
+from spiders_project.meta import RETRY_WAIT, SCOPE_META, SEED_ENTRY
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.politeness.retries import RETRY_WAIT
 from spiders_project.proxies.middleware import forget_proxy
 from spiders_project.redis_calls import RedisCalls, RedisUnavailable
 from spiders_project.rendering.routing import RenderRouting
+from spiders_project.runtime import serialize
+from spiders_project.runtime.calls import lease_call
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.seen import mode_mismatch
+from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.runtime.values import ValueCodec
 from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
-from spiders_project.seeds import SCOPE_META
+from spiders_project.seeds import seed_reached
 
 logger = logging.getLogger(__name__)
-
-# Request meta key of a seed's raw start_urls entry (bytes as latin-1 text).
-SEED_ENTRY = "_seed_entry"
-
-# Scrapy signal sent (with ``entry``, the raw start_urls bytes) when a seed's
-# request reaches the scheduler: the seed reader rejects the seeds that a
-# spider middleware dropped on the way, instead of reading them again forever.
-seed_reached = object()
 
 
 class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships no types

@@ -36,7 +36,6 @@ from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.serialize import ScrapyJSONEncoder
 
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.item_buffer.identity import (
     ItemKeys,
     MissingKey,
@@ -44,6 +43,7 @@ from spiders_project.item_buffer.identity import (
     item_type_of,
     page_fingerprint,
 )
+from spiders_project.runtime.context import WorkerRedis
 
 logger = logging.getLogger(__name__)
 

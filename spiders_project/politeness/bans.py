@@ -18,10 +18,6 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 
-# Request meta of a request whose failure is its sender's business (robots.txt):
-# never a block, never retried with backoff, never a dead letter.
-OWN_FAILURES = "_own_failures"
-
 
 @dataclass(frozen=True)
 class BanRules:

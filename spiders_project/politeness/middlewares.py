@@ -11,10 +11,10 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 
 from spiders_project.config import SettingsReader
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
 from spiders_project.redis_calls import load_lua
+from spiders_project.runtime.context import WorkerRedis
 
 logger = logging.getLogger(__name__)
 

@@ -42,13 +42,13 @@ from scrapy.robotstxt import RobotParser
 from scrapy.utils.misc import build_from_crawler
 
 from spiders_project.config import SettingsReader
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.hosts import host_of
-from spiders_project.politeness.bans import OWN_FAILURES, BanRules
+from spiders_project.meta import GUARDED, OWN_FAILURES
+from spiders_project.politeness.bans import BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
 from spiders_project.redis_calls import load_lua
-from spiders_project.scope.networks import GUARDED
+from spiders_project.runtime.context import WorkerRedis
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)

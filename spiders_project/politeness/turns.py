@@ -26,9 +26,9 @@ from pathlib import Path
 from scrapy.crawler import Crawler
 
 from spiders_project.config import SettingsReader
-from spiders_project.frontier.context import WorkerRedis
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import load_lua
+from spiders_project.runtime.context import WorkerRedis
 
 LUA_DIR = Path(__file__).with_name("lua")
 

@@ -39,13 +39,11 @@ from scrapy.http import Response
 from twisted.internet.error import ConnectError, TimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
+from spiders_project.meta import PROXY_NAME
 from spiders_project.politeness.bans import BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.proxies.config import ProxyConfig
 from spiders_project.proxies.pool import ProxyPool
-
-# Request meta: the name of the pool's proxy this request went through.
-PROXY_NAME = "_proxy_name"
 
 # Failures of the connection to (or through) a proxy, not of the site's answer.
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (

@@ -58,7 +58,7 @@ from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
 from spiders_project import internals
-from spiders_project.frontier.tasks import spawn_loop, stop_tasks
+from spiders_project.meta import GUARDED
 from spiders_project.politeness.turns import HostTurns
 from spiders_project.rendering.blocking import (
     AbortPredicate,
@@ -73,7 +73,8 @@ from spiders_project.rendering.pages import PagePool
 from spiders_project.rendering.recycle import Recycler
 from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.slots import RenderSlots
-from spiders_project.scope.networks import GUARDED, NetworkGuard
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.scope.networks import NetworkGuard
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)

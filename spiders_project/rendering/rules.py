@@ -33,10 +33,10 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project import internals
-from spiders_project.frontier.config import FrontierConfig
 from spiders_project.keys import RENDER
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.slots import RenderSlots
+from spiders_project.runtime.config import FrontierConfig
 
 logger = logging.getLogger(__name__)
 

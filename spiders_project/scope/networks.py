@@ -55,11 +55,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import DNSLookupError
 
 from spiders_project.config import SettingsReader
+from spiders_project.meta import GUARDED
 
 logger = logging.getLogger(__name__)
 
-# Request meta: this request was reached from a public address; it must stay public.
-GUARDED = "_public_origin"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -28,10 +28,9 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from spiders_project.frontier.context import WorkerRedis
+from spiders_project.meta import COUNTED, GUARDED, SCOPE_META
 from spiders_project.redis_calls import load_lua
-from spiders_project.scope.networks import GUARDED
-from spiders_project.seeds import SCOPE_META
+from spiders_project.runtime.context import WorkerRedis
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -39,8 +38,6 @@ logger = logging.getLogger(__name__)
 LUA_DIR = Path(__file__).with_name("lua")
 # A seed's page counter outlives its last page by this long (a long crawl's lifetime).
 BUDGET_TTL = 30 * 24 * 3600
-# Meta key set on a request once it was counted against its seed's budget.
-COUNTED = "_seed_counted"
 
 
 class SeedBudgets:

@@ -33,12 +33,12 @@ from scrapy_redis import spiders as scrapy_redis_spiders
 
 from spiders_project import internals
 from spiders_project.contract import work_of, work_reads
-from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.scheduler import SEED_ENTRY, seed_reached
+from spiders_project.meta import SCOPE_META, SEED, SEED_ENTRY
 from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.context import WorkerRedis
 from spiders_project.scrapy_redis_compat import not_here
-from spiders_project.seeds import SCOPE_META, Seed, parse_seed
+from spiders_project.seeds import Seed, parse_seed, seed_reached
 from spiders_project.spiders.sitemaps import sitemap_requests
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
     """Seeds from ``<name>:start_urls`` (or ``redis_key``); subclasses define ``parse``."""
 
+    # Its names (and its bases') are never callbacks read from Redis (frontier/callbacks.py).
+    _callback_machinery = True
     redis_batch_size: int | None = None
     max_idle_time: float | None = None
 
@@ -98,7 +100,7 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
         A ``"sitemap": true`` seed is read by ``_parse_sitemap_seed``, which
         enqueues the pages its sitemap lists for ``parse``.
         """
-        meta = {**seed.meta, "seed": True, **({SCOPE_META: seed.scope} if seed.scope else {})}
+        meta = {**seed.meta, SEED: True, **({SCOPE_META: seed.scope} if seed.scope else {})}
         return Request(
             seed.url,
             callback=self._parse_sitemap_seed if seed.sitemap else None,

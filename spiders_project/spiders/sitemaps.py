@@ -27,15 +27,13 @@ from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
 from spiders_project.hosts import host_of
+from spiders_project.meta import SCOPE_META, SITEMAP_META
 from spiders_project.politeness.robots import ClusterRobotsTxt, origin_of
-from spiders_project.seeds import SCOPE_META
 
 logger = logging.getLogger(__name__)
 
 # The spider method that reads sitemap seeds (an allowed frontier callback).
 CALLBACK = "_parse_sitemap_seed"
-# Request meta: what this request of a sitemap seed is ("sitemap" or "robots").
-SITEMAP_META = "sitemap_seed"
 # The meta a listed page takes from its seed.
 CARRIED = (SCOPE_META, "scope", "render")
 # The sitemap protocol's limit on an uncompressed sitemap.

@@ -22,13 +22,13 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError
 
 from spiders_project.config import load_settings
-from spiders_project.frontier import serialize
-from spiders_project.frontier.dead_letters import (
+from spiders_project.dead_letters.letters import (
     DeadLetter,
     make_dead_letter,
     requeue,
 )
-from spiders_project.middlewares.dead_letters import DeadLetterMiddleware, DeadLetters
+from spiders_project.dead_letters.middleware import DeadLetterMiddleware, DeadLetters
+from spiders_project.runtime import serialize
 from tests.support.crawlers import project_crawler
 from tests.support.processes import PYTHON, ROOT, K, Proc, stat, worker
 
@@ -38,7 +38,7 @@ OK, FAIL = range(1, 6), range(1, 4)
 # (-s replaces the whole dict).
 MIDDLEWARES = {
     **load_settings().getdict("DOWNLOADER_MIDDLEWARES"),
-    "spiders_project.middlewares.dead_letters.DeadLetterMiddleware": 540,
+    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
 }
 WORKER_SETTINGS = (
     "MAX_IDLE_TIME_BEFORE_CLOSE=2",

@@ -7,9 +7,9 @@ import logging
 
 import redis.asyncio
 
-from spiders_project.frontier.batcher import RedisBatcher
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.redis_calls import RedisCalls, RedisState
+from spiders_project.runtime.batcher import RedisBatcher
 
 K = RedisKeys("b")
 

@@ -18,11 +18,11 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
-from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.seen import SeenConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig
 from spiders_project.rendering.config import RenderConfig
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.seen import SeenConfig
 
 READERS: list[Callable[[BaseSettings], Any]] = [
     FrontierConfig.from_settings,

@@ -5,9 +5,10 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.meta import SCOPE_META
 from spiders_project.scope.seed_limits import SeedScope
 from spiders_project.scope.urls import UrlRules
-from spiders_project.seeds import SCOPE_META, InvalidSeed, parse_seed
+from spiders_project.seeds import InvalidSeed, parse_seed
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 

@@ -7,10 +7,10 @@ from redis.crc import key_slot as redis_key_slot
 from redis.exceptions import ClusterDownError, MovedError, RedisClusterException, TryAgainError
 
 from spiders_project.contract import work_of, work_reads
-from spiders_project.frontier.batcher import lease_part
-from spiders_project.frontier.calls import ack_call, enqueue_call, lease_call, requeue_call
 from spiders_project.keys import HTTP, LANES, RENDER, SLOTS, RedisKeys, key_slot, shard_tag
 from spiders_project.redis_calls import ErrorKind, classify
+from spiders_project.runtime.batcher import lease_part
+from spiders_project.runtime.calls import ack_call, enqueue_call, lease_call, requeue_call
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 

@@ -15,6 +15,10 @@ from spiders_project.keys import RedisKeys
 
 Call = tuple[list[str], list[Any]]
 
+# The highest queue priority, either sign: the enqueue script keeps
+# -priority * 2^40 + seq exact in a double.
+MAX_PRIORITY = 4000
+
 
 def refuse_guard(keys: RedisKeys) -> tuple[Any, ...]:
     """A write that changes nothing but that Redis refuses when queued under OOM.

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 import redis.asyncio
 from scrapy.crawler import Crawler
 
-from spiders_project.frontier.batcher import RedisBatcher, lease_part
-from spiders_project.frontier.clock import ScriptClock
-from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import RedisConfig, async_client
+from spiders_project.runtime.batcher import RedisBatcher, lease_part
+from spiders_project.runtime.clock import ScriptClock
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.scripts import FrontierScripts
+from spiders_project.runtime.seen import EXACT, SeenConfig
 from spiders_project.shards import spider_keys
 from spiders_project.wiring import shared
 

@@ -20,13 +20,13 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.misc import load_object
 
-from spiders_project.frontier import serialize
-from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.dead_letters import make_dead_letter
-from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.values import Unstorable, ValueCodec
-from spiders_project.politeness.bans import OWN_FAILURES
+from spiders_project.dead_letters.letters import make_dead_letter
+from spiders_project.meta import OWN_FAILURES
 from spiders_project.proxies.middleware import forget_proxy
+from spiders_project.runtime import serialize
+from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.values import Unstorable, ValueCodec
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@
 --   spec    "exact", "timed <unit ms>", or "bloom <blocks> <bits per block> <hashes>"
 --   now     the caller's time, in ms since the epoch (timed mode only)
 --
--- A fingerprint reaches Redis as a token the worker builds (frontier/seen.py):
+-- A fingerprint reaches Redis as a token the worker builds (runtime/seen.py):
 --   exact  "<root> <v>[ <hex>]": v, the first 8 bytes of Scrapy's fingerprint
 --          as a signed 64-bit integer in decimal; root, 9 other bits of it
 --          (0..511); the full hex only while the legacy set exists

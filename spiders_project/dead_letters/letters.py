@@ -1,6 +1,6 @@
 """Dead letters: requests that failed for good, kept in ``<spider>:dead``.
 
-A worker's :class:`~spiders_project.middlewares.dead_letters.DeadLetterMiddleware`
+A worker's :class:`~spiders_project.dead_letters.middleware.DeadLetterMiddleware`
 LPUSHes one JSON entry per request on which RetryMiddleware gave up::
 
     {"request": {...}, "url": "...", "error": "HTTP 503", "attempts": 3,
@@ -23,14 +23,13 @@ from typing import Any
 
 import redis
 
-from spiders_project.frontier import serialize
-from spiders_project.frontier.calls import enqueue_call, refuse_guard
-from spiders_project.frontier.queue import MAX_PRIORITY
-from spiders_project.frontier.scripts import lua_source
-from spiders_project.frontier.serialize import InvalidEntry
-from spiders_project.frontier.values import ValueCodec
 from spiders_project.hosts import host_of
 from spiders_project.keys import HTTP, RedisKeys
+from spiders_project.runtime import serialize
+from spiders_project.runtime.calls import MAX_PRIORITY, enqueue_call, refuse_guard
+from spiders_project.runtime.scripts import lua_source
+from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.values import ValueCodec
 
 # Entries moved per MULTI/EXEC when requeueing, so one transaction stays small.
 REQUEUE_BATCH = 500

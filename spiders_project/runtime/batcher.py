@@ -37,10 +37,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.frontier.calls import ack_call, enqueue_call, refuse_guard, seed_digest
-from spiders_project.frontier.clock import ScriptClock
-from spiders_project.frontier.scripts import FrontierScripts
-from spiders_project.frontier.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.keys import HTTP, LANES, RedisKeys
 from spiders_project.redis_calls import (
     ErrorKind,
@@ -50,6 +46,10 @@ from spiders_project.redis_calls import (
     RedisUnavailable,
     classify,
 )
+from spiders_project.runtime.calls import ack_call, enqueue_call, refuse_guard, seed_digest
+from spiders_project.runtime.clock import ScriptClock
+from spiders_project.runtime.scripts import FrontierScripts
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.wiring import Subscribers
 
 logger = logging.getLogger(__name__)

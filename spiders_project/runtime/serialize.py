@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from spiders_project.frontier.values import TAG_MARK, BadValue, Unstorable, ValueCodec
+from spiders_project.runtime.values import TAG_MARK, BadValue, Unstorable, ValueCodec
 
 ALLOWED_CLASSES = frozenset(
     {

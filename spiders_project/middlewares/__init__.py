@@ -1,1 +1,0 @@
-"""Downloader and spider middlewares of the project (dead letters, ...)."""
