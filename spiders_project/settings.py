@@ -119,6 +119,28 @@ FRONTIER_LEASE_TIMEOUT = 30.0
 # How long (seconds) a closing worker keeps trying to hand its writes and
 # unfinished leases back to Redis before giving up (its leases then expire).
 FRONTIER_CLOSE_TIMEOUT = 10.0
+# What happens to a request on its way into the frontier and after a worker
+# leases it: the steps the scheduler runs, {dotted path: order}, lowest order
+# first, as Scrapy builds its middlewares (FRONTIER_STEPS is merged over
+# FRONTIER_STEPS_BASE; a path set to None switches a step off). The scheduler
+# itself knows none of them (runtime/steps.py says what a step may do).
+FRONTIER_STEPS_BASE = {
+    # A seed's start_urls entry, claimed by the script that enqueues it.
+    "spiders_project.scope.steps.SeedEntryStep": 100,
+    # One URL, one fetch: normalised (URL_STRIP_PARAMS), traps not followed.
+    "spiders_project.scope.steps.UrlRulesStep": 200,
+    # A seed's own recrawl_after.
+    "spiders_project.scope.steps.SeedLimitsStep": 300,
+    # A pool proxy's name and credentials are never stored.
+    "spiders_project.proxies.steps.ForgetProxyStep": 400,
+    # A retry waits out its backoff in the frontier.
+    "spiders_project.politeness.retries.RetryWaitStep": 500,
+    # Requests that render go to the render queue.
+    "spiders_project.rendering.routing.RenderRouteStep": 600,
+    # The politeness group a request queues under, and each group's delay.
+    "spiders_project.politeness.steps.PolitenessKeyStep": 700,
+}
+FRONTIER_STEPS: dict[str, int | None] = {}
 
 # --- Politeness, cluster-wide --------------------------------------------------
 # Seconds between two fetches from one host by the whole cluster (not per
