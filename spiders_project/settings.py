@@ -134,9 +134,9 @@ FRONTIER_STEPS_BASE = {
     # A pool proxy's name and credentials are never stored.
     "spiders_project.proxies.steps.ForgetProxyStep": 400,
     # A retry waits out its backoff in the frontier.
-    "spiders_project.politeness.retries.RetryWaitStep": 500,
+    "spiders_project.politeness.steps.RetryWaitStep": 500,
     # Requests that render go to the render queue.
-    "spiders_project.rendering.routing.RenderRouteStep": 600,
+    "spiders_project.rendering.steps.RenderRouteStep": 600,
     # The politeness group a request queues under, and each group's delay.
     "spiders_project.politeness.steps.PolitenessKeyStep": 700,
 }

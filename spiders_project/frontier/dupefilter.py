@@ -12,11 +12,11 @@ from scrapy.utils.request import RequestFingerprinterProtocol
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 from spiders_project.keys import RedisKeys
-from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import sync_client
 from spiders_project.runtime.calls import seen_add_call
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT, SeenConfig
+from spiders_project.runtime.steps import FrontierSteps
 from spiders_project.shards import spider_keys
 
 
@@ -68,7 +68,7 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
             # scheduler never calls request_seen, so it would log nothing.
             fingerprinter=crawler.request_fingerprinter,
             seen=SeenConfig.from_settings(crawler.settings),
-            group_of=HostPoliteness.of(crawler).key_of if keys.sharded else None,
+            group_of=FrontierSteps.of(crawler).group_of if keys.sharded else None,
         )
 
     @classmethod

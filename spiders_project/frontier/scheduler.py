@@ -19,6 +19,11 @@ does the Redis work in asyncio tasks:
   (``leases.py``); entries no worker can use are set aside (``bad_entries.py``).
 - Every Redis call goes through the worker's one call path; a background loop
   that ends for any reason but shutdown exits the worker (``spawn_loop``).
+
+It knows no feature: what seeds, URL rules, proxies, retries, rendering and
+politeness do to a request on its way in is a list of steps built from
+``FRONTIER_STEPS`` (``runtime/steps.py``). The lease call is in ``taking.py``,
+the checks on the shared seen-set in ``seen_guard.py``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
-from typing import Any
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
@@ -39,26 +42,21 @@ from twisted.internet.defer import Deferred
 
 from spiders_project import internals
 from spiders_project.frontier.bad_entries import BadEntries
+from spiders_project.frontier.clear import clear_frontier
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
 from spiders_project.frontier.leases import Lease, LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
-from spiders_project.keys import RedisKeys
-from spiders_project.meta import RETRY_WAIT, SCOPE_META, SEED_ENTRY
-from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.proxies.middleware import forget_proxy
-from spiders_project.redis_calls import RedisCalls, RedisUnavailable
-from spiders_project.rendering.routing import RenderRouting
+from spiders_project.frontier.seen_guard import SeenGuard
+from spiders_project.frontier.taking import LeaseTaker
+from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
-from spiders_project.runtime.calls import lease_call
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.seen import mode_mismatch
 from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.runtime.steps import Enqueue, FrontierSteps
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.runtime.values import ValueCodec
-from spiders_project.scope.urls import UrlRules
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
-from spiders_project.seeds import seed_reached
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +70,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         redis: WorkerRedis,
         dupefilter: FingerprintDupeFilter,
         config: FrontierConfig,
-        politeness: HostPoliteness,
-        urls: UrlRules,
-        render: RenderRouting,
+        steps: FrontierSteps,
     ) -> None:
         super().__init__(
             server=redis.client,
@@ -91,15 +87,12 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.redis = redis
         self.keys = redis.keys
         self.config = config
-        self.politeness = politeness
-        self.urls = urls
-        # Which requests render, and so go to the frontier's render queue.
-        self.render = render
-        # Hosts the last lease call of each queue (by lane prefix) named ready.
-        self._candidates: dict[str, list[str]] = {}
-        self.lease_ms = int(config.lease_timeout * 1000)
-        self.leases = LeaseKeeper(redis, self.lease_ms, self.stats)
+        # What features do to a request on its way in (FRONTIER_STEPS).
+        self.steps = steps
+        self.leases = LeaseKeeper(redis, int(config.lease_timeout * 1000), self.stats)
+        self.lease_ms = self.leases.lease_ms
         self.bad_entries = BadEntries(redis, self.stats)
+        self.taker = LeaseTaker(redis, config, self.bad_entries, steps.delay_ms)
         self._prefetched: deque[tuple[Request, Lease]] = deque()
         self._active: dict[Request, Lease] = {}
         # Lease ids whose cap slot was given back (download ended), and those
@@ -110,17 +103,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
         self.sent = SentFingerprints(config.seen_cache, redis.seen.recrawl_after or None)
-        self._next_lease_id = 0
-        self._leasing: asyncio.Future[Any] | None = None  # the lease call in flight
-        self._run_id: str | None = None
-        # Whether the previous release's set of hex fingerprints still exists
-        # (until `scrapy dupefilter migrate` empties it): links then carry
-        # their hex too, for enqueue.lua to look there.
-        self._legacy_seen = True
+        self.seen_guard = SeenGuard(redis, self.sent, self.stats)
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
         crawler.signals.connect(self._download_ended, signal=signals.request_left_downloader)
-        redis.state.on_reconnect.append(lambda: self._forget_sent("reconnected"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -136,9 +122,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             WorkerRedis.of(crawler),
             FingerprintDupeFilter.from_crawler(crawler),
             FrontierConfig.from_settings(settings),
-            HostPoliteness.of(crawler),
-            UrlRules.from_settings(settings),
-            RenderRouting.of(crawler),
+            FrontierSteps.of(crawler),
         )
 
     # Base.clear would call the asyncio client synchronously: nothing would be deleted.
@@ -163,9 +147,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self.spider.name,
             )
         self.remote_size = await self.redis.frontier_size()
-        await self._check_seen_mode()
+        await self.seen_guard.check_mode()
         with contextlib.suppress(RedisUnavailable):
-            await self._check_run_id()  # the lease loop checks again
+            await self.seen_guard.check_run_id()  # the lease loop checks again
         logger.info(
             "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
         )
@@ -203,7 +187,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self._tasks = []
         self._ack_finished()
         unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
-        unfinished += await self.leases.of_call(self._leasing, self.config.close_timeout)
+        unfinished += await self.leases.of_call(self.taker.in_flight, self.config.close_timeout)
         self._prefetched.clear()
         self._active.clear()
         self._released.clear()
@@ -215,107 +199,55 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
 
     async def _clear_frontier(self) -> None:
         """Forget every queued and leased request and every fingerprint (every shard)."""
-        await self.redis.per_shard(self._clear_shard)
+        await clear_frontier(self.redis)
         self.sent.clear()
-
-    async def _clear_shard(self, keys: RedisKeys, calls: RedisCalls) -> None:
-        """Forget one shard's queued and leased requests (both lanes) and fingerprints.
-
-        Host queues are found through the ready-set and the hosts at their
-        cap: the lease script forgets a host only once its queue is empty
-        (leased requests go with the leases, deleted whole).
-        """
-        client = calls.client
-        doomed = [keys.requests_seq, keys.dupefilter, keys.seen]
-        for lane in keys.all_lanes:  # the HTTP queue and the render queue
-            hosts = await calls.command("ZRANGE", lane.hosts, 0, -1, writes=False)
-            hosts += await calls.command("HKEYS", lane.cap_waiters, writes=False)  # out of it
-            names = {h.decode("utf-8", "replace") for h in hosts}
-            doomed += [
-                *(lane.host_queue(h) for h in names),
-                *(lane.host_later(h) for h in names),
-                *(lane.host_list(h) for h in names),
-                lane.in_flight,
-                lane.cap_waiters,
-                lane.cap_handover,
-                lane.released,
-                lane.hosts,
-                lane.requests_size,
-                lane.leases,
-                lane.lease_info,
-            ]
-        await calls.call("DEL frontier", lambda: client.delete(*doomed))
-        # The seen-set's buckets (or Bloom blocks) and its recorded mode.
-        cursor: int = 0
-        while True:
-            cursor, found = await calls.command(
-                "SCAN", cursor, "MATCH", keys.seen_parts, "COUNT", 1000, writes=False
-            )
-            if found:
-                await calls.command("UNLINK", *found)
-            if not int(cursor):
-                break
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
-        # A seed carries its raw start_urls entry, claimed in the same script
-        # that enqueues it (never stored with the request).
-        seed_entry = request.meta.pop(SEED_ENTRY, "").encode("latin-1")
-        if seed_entry:
-            self.crawler.signals.send_catch_log(seed_reached, entry=seed_entry)
-        # One URL, one fetch: normalised before fingerprinting (scope/urls.py).
-        scope = request.meta.get(SCOPE_META)
-        url = self.urls.normalise(request.url, not scope or scope.get("strip_params", True))
-        if url != request.url:
-            request = request.replace(url=url)
-        if not seed_entry:
-            trap = self.urls.trap(url)
-            if trap is not None:
-                self.stats.inc_value(f"scope/{trap}")
-                logger.debug("Not following %.200s: %s", url, trap)
-                return False
-        forget_proxy(request)  # never store a proxy's credentials
-        # A retry's backoff (politeness/retries.py): the frontier keeps it that long.
-        wait_ms = int(request.meta.pop(RETRY_WAIT, 0) or 0)
+        """Run the request through the steps, the seen-cache and the encoder, then hand
+        it to the write batcher: deduplicated and queued in Redis, a batch per tick."""
+        entry = Enqueue()
+        admitted = self.steps.admit(request, entry)
+        if admitted is None:
+            return False
+        request = admitted
         seen = self.redis.seen
-        recrawl_after = scope.get("recrawl_after") if scope else None
-        if recrawl_after is not None and not seen.timed:
-            # A seed is refused (one line, kept in start_urls:rejected); the
-            # pages of one taken before RECRAWL_AFTER was unset just lose it.
-            if seed_entry:
-                why = "recrawl_after needs RECRAWL_AFTER set (the seen-set keeps no times)"
-                self.redis.batcher.reject_seed(seed_entry, why)
-                return False
-            recrawl_after = None
         # The worker's pre-filter holds a fingerprint up to RECRAWL_AFTER (its
-        # generations turn every half of it), so a shorter seed's own is not
-        # held there at all.
-        prefilter = recrawl_after is None or recrawl_after >= seen.recrawl_after
+        # generations turn every half of it), so a shorter recrawl interval's
+        # own is not held there at all.
+        prefilter = entry.recrawl_after is None or entry.recrawl_after >= seen.recrawl_after
         raw = None
-        if not request.dont_filter or request.meta.get("seed"):
+        if not request.dont_filter or entry.record:
             raw = self.df.fingerprint(request)
-            if prefilter and not request.dont_filter and not seed_entry and raw in self.sent:
+            if prefilter and not request.dont_filter and not entry.seed_entry and raw in self.sent:
                 # Already sent to the shared dupefilter by this worker.
                 self.stats.inc_value("dupefilter/filtered")
                 return False
-        # Before encoding: a request auto mode sends to the browser is marked so.
-        lane = self.render.lane_of(request)
+        self.steps.route(request, entry)
         try:
             priority, payload = self.queue.encode(request)
         except InvalidEntry as exc:
             self.bad_entries.unserializable(request, exc)
-            if seed_entry:
-                self.redis.batcher.reject_seed(seed_entry, f"cannot be stored: {exc}")
+            if entry.seed_entry:
+                self.redis.batcher.reject_seed(entry.seed_entry, f"cannot be stored: {exc}")
             return False
         if raw is None:
             fingerprint = ""
         else:
             if prefilter:
                 self.sent.add(raw)
-            token = seen.token(raw, legacy=self._legacy_seen, recrawl_after=recrawl_after)
+            token = seen.token(
+                raw, legacy=self.seen_guard.legacy_seen, recrawl_after=entry.recrawl_after
+            )
             fingerprint = ("!" if request.dont_filter else "") + token
         self.redis.batcher.enqueue(
-            self.politeness.key_of(url), fingerprint, priority, payload, seed_entry, wait_ms, lane
+            self.steps.group_of(request.url),
+            fingerprint,
+            priority,
+            payload,
+            entry.seed_entry,
+            entry.wait_ms,
+            entry.lane,
         )
         self.stats.inc_value("scheduler/enqueued/redis")
         return True
@@ -339,76 +271,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
     def is_idle(self) -> bool:
         """Nothing prefetched, in flight, or waiting to be written."""
         return not self._prefetched and not self._active and not len(self.redis.batcher)
-
-    # --- the seen-cache -------------------------------------------------------------------
-    def _forget_sent(self, why: str) -> None:
-        """Empty FRONTIER_SEEN_CACHE: Redis may have lost fingerprints it had acknowledged.
-
-        A Redis that restarted (``appendfsync everysec`` loses up to a second
-        of writes) or failed over to a replica that lagged may have lost
-        links this worker sent. A link found in the cache is never sent
-        again, so the cache must not outlive what Redis knows: it is cleared
-        whenever the connection comes back and whenever Redis' run_id changes.
-        """
-        if len(self.sent):
-            logger.info("Forgot %d fingerprints of the seen-cache (%s)", len(self.sent), why)
-        self.sent.clear()
-        self.stats.inc_value("frontier/seen_cache_cleared")
-
-    async def _check_seen_mode(self) -> None:
-        """Record the seen-set's mode, or refuse to start with another one.
-
-        Workers of one spider in different DUPEFILTER_MODEs (or Bloom sizes)
-        would each miss what the others recorded: every URL crawled again.
-        """
-        seen = self.redis.seen
-        spec = seen.spec
-
-        async def check(keys: RedisKeys, calls: RedisCalls) -> str | None:
-            client = calls.client
-            reply = await calls.call(
-                "seen mode",
-                lambda: client.set(
-                    keys.seen_mode, seen.recorded(int(time.time() * 1000)), nx=True, get=True
-                ),
-            )
-            return mode_mismatch(keys, spec, reply if isinstance(reply, bytes) else None)
-
-        for problem in await self.redis.per_shard(check):
-            if problem is not None:
-                raise NotConfigured(problem)
-        await self._check_legacy_seen()
-
-    async def _check_legacy_seen(self) -> None:
-        if self.keys.sharded:
-            # A cluster's frontier is new: no set of the release before exists.
-            self._legacy_seen = False
-            return
-        client = self.redis.client
-        self._legacy_seen = bool(
-            await self.redis.calls.call(
-                "EXISTS dupefilter",
-                lambda: client.exists(self.keys.dupefilter),
-                retry=False,
-                writes=False,
-            )
-        )
-
-    async def _check_run_id(self) -> None:
-        """Clear the seen-cache if Redis is not the server it was (restart, failover):
-        any shard's master, on a sharded frontier."""
-
-        async def run_id_of(keys: RedisKeys, calls: RedisCalls) -> str:
-            client = calls.client
-            info = await calls.call(
-                "INFO server", lambda: client.info("server"), retry=False, writes=False
-            )
-            return str(info.get("run_id", ""))
-
-        run_id = ",".join(await self.redis.per_shard(run_id_of))
-        if self._run_id is not None and run_id != self._run_id:
-            self._forget_sent(f"Redis run_id changed from {self._run_id} to {run_id}")
-        self._run_id = run_id
 
     def _count_enqueued(self, sent: int, added: int) -> None:
         if added:
@@ -481,14 +343,20 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                     break
                 keys, calls = shards[(turn + i) % len(shards)]
                 try:
-                    got, ready, wait_ms = await self._lease_from(keys, calls, wanted)
+                    taken = await self.taker.take(keys, calls, wanted, self.queue)
                 except RedisUnavailable as exc:
                     backoff = max(backoff, exc.delay)
                     continue
-                leased |= got > 0
-                more |= ready
-                if wait_ms >= 0:
-                    waits.append(wait_ms)
+                for request, lease, at_cap in taken.requests:
+                    self._prefetched.append((request, lease))
+                    if at_cap:
+                        self._at_cap.add(lease[0])
+                if taken.requests:
+                    internals.wake_engine(self.crawler.engine)
+                leased |= taken.leased > 0
+                more |= taken.more
+                if taken.wait_ms >= 0:
+                    waits.append(taken.wait_ms)
             turn += 1
             if backoff and not leased:
                 await asyncio.sleep(backoff)
@@ -502,51 +370,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await wait_event(self._want, max(delay, 0.001))
                 self._want.set()
 
-    async def _lease_from(
-        self, keys: RedisKeys, calls: RedisCalls, wanted: int
-    ) -> tuple[int, bool, int]:
-        """One lease call to one queue: (requests leased, whether more hosts
-        are ready there, ms until its next host's turn or -1)."""
-        prefix = keys.lane_prefix
-        candidates = [(h, self.politeness.delay_ms(h)) for h in self._candidates.get(prefix, [])]
-        first_id = self._next_lease_id
-        # Never reused, even if this call's reply is lost (lua/lease.lua).
-        self._next_lease_id += wanted
-        lease_keys, args = lease_call(
-            keys,
-            wanted,
-            self.lease_ms,
-            candidates,
-            next_hosts=max(8, 2 * self.config.concurrency),
-            per_host=self.config.per_host,
-            owner=self.redis.lease_owner_of(keys),
-            first_id=first_id,
-            now=self.redis.clock.arg(),
-        )
-        # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
-        call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
-        self._leasing = asyncio.ensure_future(call)
-        try:
-            leased, next_hosts, wait_ms, full = await asyncio.shield(self._leasing)
-        except RedisUnavailable:
-            self._leasing = None
-            raise
-        # (Cancelled at shutdown, the call stays in _leasing for hand_back.)
-        self._leasing = None
-        self._candidates[prefix] = self.bad_entries.host_names(next_hosts, keys)
-        added = 0
-        for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
-            request = self.bad_entries.decode(self.queue, lease_id, member)
-            if request is None:
-                continue
-            self._prefetched.append((request, (lease_id, member, host.decode())))
-            if host in full:
-                self._at_cap.add(lease_id)
-            added += 1
-        if added:
-            internals.wake_engine(self.crawler.engine)
-        return len(leased) // 3, bool(self._candidates[prefix]), int(wait_ms)
-
     async def _lease_loop(self) -> None:
         """Renew our leases, put back expired leases, and notice a Redis that changed."""
         while True:
@@ -556,9 +379,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             try:
                 await self.leases.renew(ids)
                 moved = await self.leases.reclaim_expired()
-                await self._check_run_id()
-                if self._legacy_seen:
-                    await self._check_legacy_seen()
+                await self.seen_guard.check_run_id()
+                if self.seen_guard.legacy_seen:
+                    await self.seen_guard.check_legacy()
             except RedisUnavailable:
                 continue  # the call path logged it; try again next period
             if moved:

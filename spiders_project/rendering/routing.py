@@ -23,6 +23,7 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
 
 from spiders_project.keys import HTTP, RENDER
+from spiders_project.meta import RENDER as RENDER_META
 from spiders_project.rendering.auto import AutoRender
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.rendering.rules import RenderRules
@@ -54,7 +55,7 @@ class RenderRouting:
         if (
             lane == HTTP
             and self.auto is not None
-            and request.meta.get("render") is not False
+            and request.meta.get(RENDER_META) is not False
             and self.auto.renders_directly(request.url)
         ):
             request.meta["playwright"] = True

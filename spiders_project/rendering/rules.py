@@ -34,6 +34,8 @@ from scrapy.statscollectors import StatsCollector
 
 from spiders_project import internals
 from spiders_project.keys import RENDER
+from spiders_project.meta import RENDER as RENDER_META
+from spiders_project.meta import RENDER_WAIT_SELECTOR
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.slots import RenderSlots
 from spiders_project.runtime.config import FrontierConfig
@@ -56,15 +58,15 @@ class RenderRules:
     def decide(self, url: str, meta: Mapping[str, Any]) -> tuple[bool, str | None]:
         """(render?, CSS selector to wait for) for a request to ``url`` with ``meta``."""
         rule = self._match(url)
-        if "render" in meta:
-            render = meta["render"] is True
+        if RENDER_META in meta:
+            render = meta[RENDER_META] is True
         elif meta.get("playwright") is True:
             render = True
         else:
             render = rule is not None
         if not render:
             return False, None
-        selector = meta.get("render_wait_selector")
+        selector = meta.get(RENDER_WAIT_SELECTOR)
         if not isinstance(selector, str) or not selector.strip():
             selector = rule.wait_selector if rule is not None else None
         return True, selector
@@ -138,7 +140,7 @@ class RenderMiddleware:
         if render:
             self.stats.inc_value("render/requests")
             if selector is not None:
-                request.meta["render_wait_selector"] = selector
+                request.meta[RENDER_WAIT_SELECTOR] = selector
             await self.slots.acquire(request)
 
     def _hand_to_render_pool(self, request: Request) -> None:

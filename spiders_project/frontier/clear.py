@@ -1,0 +1,56 @@
+"""Forgetting a spider's whole frontier: SCHEDULER_FLUSH_ON_START, and SCHEDULER_PERSIST off.
+
+Only ever run on purpose (both settings are off by default: crawl state is
+shared by the cluster, and one worker stopping must not empty it for the
+others).
+"""
+
+from __future__ import annotations
+
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import RedisCalls
+from spiders_project.runtime.context import WorkerRedis
+
+
+async def clear_frontier(redis: WorkerRedis) -> None:
+    """Forget every queued and leased request and every fingerprint (every shard)."""
+    await redis.per_shard(_clear_shard)
+
+
+async def _clear_shard(keys: RedisKeys, calls: RedisCalls) -> None:
+    """Forget one shard's queued and leased requests (both lanes) and fingerprints.
+
+    Host queues are found through the ready-set and the hosts at their
+    cap: the lease script forgets a host only once its queue is empty
+    (leased requests go with the leases, deleted whole).
+    """
+    client = calls.client
+    doomed = [keys.requests_seq, keys.dupefilter, keys.seen]
+    for lane in keys.all_lanes:  # the HTTP queue and the render queue
+        hosts = await calls.command("ZRANGE", lane.hosts, 0, -1, writes=False)
+        hosts += await calls.command("HKEYS", lane.cap_waiters, writes=False)  # out of it
+        names = {h.decode("utf-8", "replace") for h in hosts}
+        doomed += [
+            *(lane.host_queue(h) for h in names),
+            *(lane.host_later(h) for h in names),
+            *(lane.host_list(h) for h in names),
+            lane.in_flight,
+            lane.cap_waiters,
+            lane.cap_handover,
+            lane.released,
+            lane.hosts,
+            lane.requests_size,
+            lane.leases,
+            lane.lease_info,
+        ]
+    await calls.call("DEL frontier", lambda: client.delete(*doomed))
+    # The seen-set's buckets (or Bloom blocks) and its recorded mode.
+    cursor: int = 0
+    while True:
+        cursor, found = await calls.command(
+            "SCAN", cursor, "MATCH", keys.seen_parts, "COUNT", 1000, writes=False
+        )
+        if found:
+            await calls.command("UNLINK", *found)
+        if not int(cursor):
+            break

@@ -1,0 +1,99 @@
+"""Taking leases: one lease call to one queue, and what it gave, decoded.
+
+Apart from the scheduler because the lease call has state of its own that
+must survive a cancelled call: the hosts the last call named ready (asked
+for first next time, with their delays), lease ids never reused, and the
+call in flight, which ``hand_back`` still waits for at shutdown so that
+the leases it took go back to their queues instead of expiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy import Request
+
+from spiders_project.frontier.bad_entries import BadEntries
+from spiders_project.frontier.leases import Lease
+from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import RedisCalls, RedisUnavailable
+from spiders_project.runtime.calls import lease_call
+from spiders_project.runtime.config import FrontierConfig
+from spiders_project.runtime.context import WorkerRedis
+
+
+@dataclass
+class Taken:
+    """What one lease call gave."""
+
+    # The requests leased and decoded, each with its lease and whether its
+    # host was at its cap (its slot's release is then urgent).
+    requests: list[tuple[Request, Lease, bool]] = field(default_factory=list)
+    leased: int = 0  # leases taken, entries that could not be decoded included
+    more: bool = False  # more hosts are ready in this queue: ask again
+    wait_ms: int = -1  # ms until this queue's next host's turn, or -1
+
+
+class LeaseTaker:
+    """This worker's lease calls (``runtime/lua/lease.lua``)."""
+
+    def __init__(
+        self,
+        redis: WorkerRedis,
+        config: FrontierConfig,
+        bad_entries: BadEntries,
+        delay_ms: Callable[[str], int],
+    ) -> None:
+        self.redis = redis
+        self.config = config
+        self.bad_entries = bad_entries
+        # The spacing of a politeness group's turns (FrontierSteps.delay_ms).
+        self.delay_ms = delay_ms
+        self.lease_ms = int(config.lease_timeout * 1000)
+        # Hosts the last lease call of each queue (by lane prefix) named ready.
+        self._candidates: dict[str, list[str]] = {}
+        self._next_lease_id = 0
+        self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
+
+    async def take(
+        self, keys: RedisKeys, calls: RedisCalls, wanted: int, queue: JsonPriorityQueue
+    ) -> Taken:
+        """Lease up to ``wanted`` requests from one queue; raises RedisUnavailable."""
+        prefix = keys.lane_prefix
+        candidates = [(h, self.delay_ms(h)) for h in self._candidates.get(prefix, [])]
+        first_id = self._next_lease_id
+        # Never reused, even if this call's reply is lost (lua/lease.lua).
+        self._next_lease_id += wanted
+        lease_keys, args = lease_call(
+            keys,
+            wanted,
+            self.lease_ms,
+            candidates,
+            next_hosts=max(8, 2 * self.config.concurrency),
+            per_host=self.config.per_host,
+            owner=self.redis.lease_owner_of(keys),
+            first_id=first_id,
+            now=self.redis.clock.arg(),
+        )
+        # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
+        call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
+        self.in_flight = asyncio.ensure_future(call)
+        try:
+            leased, next_hosts, wait_ms, full = await asyncio.shield(self.in_flight)
+        except RedisUnavailable:
+            self.in_flight = None
+            raise
+        # (Cancelled at shutdown, the call stays in in_flight for hand_back.)
+        self.in_flight = None
+        self._candidates[prefix] = self.bad_entries.host_names(next_hosts, keys)
+        taken = Taken(leased=len(leased) // 3, more=bool(self._candidates[prefix]))
+        taken.wait_ms = int(wait_ms)
+        for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
+            request = self.bad_entries.decode(queue, lease_id, member)
+            if request is not None:
+                taken.requests.append((request, (lease_id, member, host.decode()), host in full))
+        return taken

@@ -1,0 +1,123 @@
+"""The steps a request takes into the frontier, built from ``FRONTIER_STEPS``.
+
+The scheduler stores and leases requests; what a feature does to a request
+on its way (claim a seed's entry, normalise its URL, drop a trap, forget a
+proxy's credentials, keep a retry waiting, send it to the render queue, name
+its politeness group) is a step, listed in the setting with an order, the
+way Scrapy builds its middlewares from ``DOWNLOADER_MIDDLEWARES(_BASE)``.
+So the scheduler imports no feature, and a new feature (jobs, archives)
+adds a step instead of another branch in ``enqueue_request``.
+
+A step is any object built with ``from_crawler(crawler)`` (or ``cls()``) that
+defines one or more of these hooks:
+
+- ``admit(request, entry) -> Request | None``: before the dedup pre-filter,
+  in order. Returns the request (maybe replaced, e.g. with its normalised
+  URL) or None to drop it; a step that drops says why with a stat or a line.
+- ``route(request, entry) -> None``: after the pre-filter, before the request
+  is encoded, in order; for choices about requests that will be queued.
+- ``group_of(url) -> str``: the politeness group (queue) of a URL, used for
+  every request queued and, on a sharded frontier, for the shard of its
+  fingerprint. The last step that defines it wins; without any, the host.
+- ``delay_ms(group) -> int``: the spacing of a group's turns, sent with each
+  lease call. The last step that defines it wins; without any, 0.
+
+A path naming an object with none of these hooks stops the worker at start:
+a misspelt hook would otherwise switch the step off without a word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from spiders_project.hosts import host_of
+from spiders_project.keys import HTTP
+from spiders_project.wiring import shared
+
+HOOKS = ("admit", "route", "group_of", "delay_ms")
+
+
+@dataclass(slots=True)
+class Enqueue:
+    """What the steps decided about one request on its way to its queue.
+
+    The scheduler reads it after the steps ran and passes it to the write
+    batcher's enqueue; a step changes only the fields it owns.
+    """
+
+    # The raw start_urls entry this request claims (a seed's), removed from
+    # the seed list by the script that enqueues the request; b"" for others.
+    seed_entry: bytes = b""
+    # Fingerprint it even though it is dont_filter (a seed: recorded as seen,
+    # never filtered).
+    record: bool = False
+    # Milliseconds the request waits in its host's later-set (a retry's backoff).
+    wait_ms: int = 0
+    # This request's own recrawl interval (a seed's "recrawl_after"), or None
+    # for RECRAWL_AFTER.
+    recrawl_after: float | None = None
+    # The queue lane: HTTP, or RENDER for a request that renders.
+    lane: str = HTTP
+
+
+def _no_delay(group: str) -> int:
+    return 0
+
+
+class FrontierSteps:
+    """The ordered steps of one worker, with each hook's callables gathered once.
+
+    Gathered at start, so a request pays one loop per hook, not a lookup per
+    step; built once per crawler (``of``) and shared by the scheduler and the
+    dupefilter.
+    """
+
+    def __init__(self, steps: Sequence[object]) -> None:
+        for step in steps:
+            if not any(callable(getattr(step, hook, None)) for hook in HOOKS):
+                raise NotConfigured(
+                    f"FRONTIER_STEPS: {type(step).__module__}.{type(step).__qualname__} "
+                    f"defines none of the hooks {', '.join(HOOKS)}"
+                )
+        self.steps = list(steps)
+        self._admit = self._hooks("admit")
+        self._route = self._hooks("route")
+        groups = self._hooks("group_of")
+        delays = self._hooks("delay_ms")
+        self.group_of: Callable[[str], str] = groups[-1] if groups else host_of
+        self.delay_ms: Callable[[str], int] = delays[-1] if delays else _no_delay
+
+    def _hooks(self, name: str) -> list[Callable[..., Any]]:
+        return [getattr(s, name) for s in self.steps if callable(getattr(s, name, None))]
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> FrontierSteps:
+        """The crawler's steps, built from FRONTIER_STEPS_BASE and FRONTIER_STEPS."""
+
+        def build() -> FrontierSteps:
+            paths = build_component_list(crawler.settings.getwithbase("FRONTIER_STEPS"))
+            return cls([build_from_crawler(load_object(path), crawler) for path in paths])
+
+        return shared(crawler, cls, build)
+
+    def admit(self, request: Request, entry: Enqueue) -> Request | None:
+        """Run every ``admit`` hook in order; None once one drops the request."""
+        for admit in self._admit:
+            admitted = admit(request, entry)
+            if admitted is None:
+                return None
+            request = admitted
+        return request
+
+    def route(self, request: Request, entry: Enqueue) -> None:
+        """Run every ``route`` hook in order."""
+        for route in self._route:
+            route(request, entry)
