@@ -18,8 +18,8 @@ the frontier stores a request's whole meta as JSON (``runtime/serialize.py``).
 SEED = "seed"
 
 # A seed's raw start_urls entry (bytes as latin-1 text). Written by the seed
-# reader (spiders/base.py); popped by the seeds step (scope/steps.py), which
-# claims the entry in the script that enqueues its request. Never stored.
+# reader (spiders/base.py); read (popped) by SeedEntryStep (scope/steps.py),
+# which claims the entry in the script that enqueues its request. Never stored.
 SEED_ENTRY = "_seed_entry"
 
 # A JSON seed's limits ({"id", "max_pages", "max_depth", "allow", "deny",
@@ -29,13 +29,13 @@ SEED_ENTRY = "_seed_entry"
 # Stored.
 SCOPE_META = "seed_scope"
 
-# Set once a request was counted against its seed's max_pages. Written and
-# read by SeedBudget (scope/seed_limits.py), so retries are not counted twice.
-# Stored (a retry keeps it).
+# Set once a request was counted against its seed's max_pages. Written by
+# SeedBudget (scope/seed_limits.py) and read by it, so a retry is not counted
+# twice. Stored (a retry keeps it).
 COUNTED = "_seed_counted"
 
 # What a "sitemap": true seed's response is ("sitemap" or "robots"). Written
-# and read by spiders/sitemaps.py. Stored.
+# by spiders/sitemaps.py and read by it. Stored.
 SITEMAP_META = "sitemap_seed"
 
 # --- Scope of the network --------------------------------------------------------
@@ -46,8 +46,8 @@ GUARDED = "_public_origin"
 
 # --- Retries, bans and dead letters ----------------------------------------------
 # Milliseconds the frontier keeps a retry before any worker may fetch it.
-# Written by BackoffRetryMiddleware (politeness/retries.py); popped by the
-# retry step (politeness/retries.py) into the enqueue call. Never stored.
+# Written by BackoffRetryMiddleware (politeness/retries.py); read (popped) by
+# RetryWaitStep (politeness/steps.py) into the enqueue call. Never stored.
 RETRY_WAIT = "_retry_wait_ms"
 
 # Why the last attempt was a block. Written by BackoffRetryMiddleware; read by
@@ -57,21 +57,22 @@ BLOCKED = "_blocked"
 # True on a request whose sender handles its failures itself (robots.txt):
 # no retry, no dead letter. Written by the robots middleware
 # (politeness/robots.py); read by BackoffRetryMiddleware and the dead letters
-# (dead_letters/middleware.py).
+# (dead_letters/middleware.py). Never stored: a robots.txt request is sent to
+# the engine directly, never queued in the frontier.
 OWN_FAILURES = "_own_failures"
 
 # --- Proxies ------------------------------------------------------------------------
 # The name of the pool proxy a request goes through. Written by
 # ProxyMiddleware (proxies/middleware.py); read by it and removed, with the
 # proxy's credentials, by forget_proxy before the frontier or a dead letter
-# stores the request (the proxy step, proxies/middleware.py). Never stored.
+# stores the request (ForgetProxyStep, proxies/steps.py). Never stored.
 PROXY_NAME = "_proxy_name"
 
 # --- Rendering -------------------------------------------------------------------------
 # True: render this request in Chromium; False: never render it (wins over
 # RENDER_RULES and auto mode). Written by spiders and seeds; read by
-# RenderRules (rendering/rules.py) and the render step (rendering/routing.py).
-# Stored.
+# RenderRules (rendering/rules.py), RenderRouting (rendering/routing.py) and
+# auto mode (rendering/auto.py). Stored.
 RENDER = "render"
 
 # A CSS selector the rendered page must show before it counts as loaded.
@@ -81,5 +82,5 @@ RENDER_WAIT_SELECTOR = "render_wait_selector"
 
 # --- The demo spider -------------------------------------------------------------------
 # The host a page of the demo spider belongs to (its links elsewhere are not
-# followed). Written and read by spiders/distributed.py. Stored.
+# followed). Written by spiders/distributed.py and read by it. Stored.
 SPIDER_SCOPE = "scope"

@@ -17,6 +17,7 @@ from spiders_project.redis_connection import RedisConfig, ping_or_message
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.seen import SeenConfig, mode_problem
+from spiders_project.runtime.steps import StepsConfig
 from spiders_project.scrapy_redis_compat import setting_problems
 from spiders_project.shards import wanted_shards
 
@@ -31,6 +32,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
     SeenConfig.from_settings(settings)
+    StepsConfig.from_settings(settings)
     wanted_shards(settings)
     read = SettingsReader(settings)
     # Scrapy's own settings that deployments set from the environment.

@@ -42,6 +42,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.meta import RENDER as RENDER_META
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.rules import to_render_queue
@@ -215,7 +216,7 @@ class AutoRenderMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         if not self.auto.enabled or "playwright" in response.flags:
             return response
-        if request.meta.get("render") is False or response.status != 200:
+        if request.meta.get(RENDER_META) is False or response.status != 200:
             return response
         if not isinstance(response, TextResponse) or b"html" not in (
             response.headers.get(b"Content-Type") or b""

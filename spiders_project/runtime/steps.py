@@ -35,9 +35,11 @@ from typing import Any
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from spiders_project.config import SettingsReader
 from spiders_project.hosts import host_of
 from spiders_project.keys import HTTP
 from spiders_project.wiring import shared
@@ -66,6 +68,29 @@ class Enqueue:
     recrawl_after: float | None = None
     # The queue lane: HTTP, or RENDER for a request that renders.
     lane: str = HTTP
+
+
+@dataclass(frozen=True)
+class StepsConfig:
+    """FRONTIER_STEPS_BASE merged with FRONTIER_STEPS: the steps' classes, in order."""
+
+    classes: tuple[type, ...]
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> StepsConfig:
+        """Each path loaded, so a misspelt one stops the worker with one line naming it."""
+        read = SettingsReader(settings)
+        try:
+            paths = build_component_list(settings.getwithbase("FRONTIER_STEPS"))
+        except (TypeError, ValueError) as exc:
+            read.fail("FRONTIER_STEPS", f"not a dict of dotted paths and orders ({exc})")
+        classes = []
+        for path in paths:
+            try:
+                classes.append(load_object(path))
+            except (ImportError, NameError, ValueError) as exc:
+                read.fail("FRONTIER_STEPS", f"cannot load {path}: {exc}")
+        return cls(tuple(classes))
 
 
 def _no_delay(group: str) -> int:
@@ -103,8 +128,8 @@ class FrontierSteps:
         """The crawler's steps, built from FRONTIER_STEPS_BASE and FRONTIER_STEPS."""
 
         def build() -> FrontierSteps:
-            paths = build_component_list(crawler.settings.getwithbase("FRONTIER_STEPS"))
-            return cls([build_from_crawler(load_object(path), crawler) for path in paths])
+            classes = StepsConfig.from_settings(crawler.settings).classes
+            return cls([build_from_crawler(step, crawler) for step in classes])
 
         return shared(crawler, cls, build)
 

@@ -13,6 +13,7 @@ from w3lib.url import canonicalize_url
 
 from spiders_project.hosts import host_key, host_of
 from spiders_project.items import PageItem
+from spiders_project.meta import RENDER, SPIDER_SCOPE
 from spiders_project.seeds import Seed
 from spiders_project.spiders.base import RedisSpider
 
@@ -25,11 +26,11 @@ class DistributedSpider(RedisSpider):
         if seed.sitemap:
             # The pages a sitemap lists keep its seed's host as their scope
             # (sitemaps.carried), wherever the sitemaps themselves are.
-            request.meta.setdefault("scope", host_of(seed.url))
+            request.meta.setdefault(SPIDER_SCOPE, host_of(seed.url))
         # A seed's {"playwright": true} renders the seed and the pages followed
         # from it on its host: "render" is what the links carry (see rendering.rules).
         if request.meta.get("playwright") is True:
-            request.meta.setdefault("render", True)
+            request.meta.setdefault(RENDER, True)
         return request
 
     def parse(self, response: Response) -> Iterator[Any]:
@@ -43,7 +44,7 @@ class DistributedSpider(RedisSpider):
         # host_key: requests queued by an older release carry the scope as it
         # was written then (IDN, ":80"); links are compared in host_of's form.
         first_url = (response.meta.get("redirect_urls") or [response.url])[0]
-        scope = host_key(response.meta.get("scope") or host_of(first_url))
+        scope = host_key(response.meta.get(SPIDER_SCOPE) or host_of(first_url))
         yield PageItem(
             url=canonicalize_url(response.url),
             status=response.status,
@@ -56,8 +57,8 @@ class DistributedSpider(RedisSpider):
             rendered="playwright" in response.flags,
         )
         follow_meta: dict[str, Any] = {}
-        if response.meta.get("render") is True:
-            follow_meta["render"] = True
+        if response.meta.get(RENDER) is True:
+            follow_meta[RENDER] = True
         seen: set[str] = set()
         for href in response.xpath("//a/@href").getall():
             url = urljoin(response.url, href.strip()).split("#", 1)[0]

@@ -6,8 +6,9 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
+from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import HTTP
-from spiders_project.runtime.steps import Enqueue, FrontierSteps
+from spiders_project.runtime.steps import Enqueue, FrontierSteps, StepsConfig
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 
@@ -119,3 +120,16 @@ def test_an_entry_starts_as_a_plain_http_request():
         None,
         HTTP,
     )
+
+
+@pytest.mark.parametrize(
+    ("steps", "problem"),
+    [
+        ({"spiders_project.no_such_module.Step": 10}, "cannot load spiders_project.no_such"),
+        ({"spiders_project.scope.steps.NoSuchStep": 10}, "cannot load spiders_project.scope"),
+        ("not a dict", "FRONTIER_STEPS="),
+    ],
+)
+def test_a_path_that_does_not_load_is_one_config_error_naming_the_setting(steps, problem):
+    with pytest.raises(ConfigError, match=problem):
+        StepsConfig.from_settings(load_settings({"FRONTIER_STEPS": steps}))
