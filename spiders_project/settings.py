@@ -47,7 +47,8 @@ REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
 REDIS_CLUSTER = _env("REDIS_CLUSTER", "false")
 # Redis Cluster: the frontier split into this many shards by host, each in a
 # slot of its own ("auto": one per master, counted when the spider's first
-# worker starts; recorded in {<spider>}:frontier:shards). Always 1 on a single Redis.
+# worker starts; recorded in {<spider>}:frontier:shards, and a worker told
+# another count refuses to start). Always 1 on a single Redis.
 FRONTIER_SHARDS = _env("FRONTIER_SHARDS", "auto")
 # Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
 # by this many replicas, or by all connected ones if fewer, before a worker
@@ -149,11 +150,13 @@ FRONTIER_STEPS: dict[str, int | None] = {}
 # worker). Enforced by the frontier; each worker's own downloader delay is 0.
 DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
 # What one delay and one cap apply to: host (host[:port], the default), domain
-# (its registrable domain, from the Public Suffix List) or ip (the address it
-# resolves to). Queues, turns, caps and pauses are kept per group.
+# (its registrable domain, from the Public Suffix List bundled with tldextract)
+# or ip (the address it resolves to, kept 5 minutes). Queues, turns, caps and
+# pauses are kept per group.
 POLITENESS_KEY = _env("POLITENESS_KEY", "host")
 # Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
-# names it: lower-case, punycode for IDN, without the scheme's default port.
+# names it: lower-case, punycode for IDN, without the scheme's default port
+# (other spellings are converted).
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
 # Added to every non-zero delay by the dispatch gate (seconds): absorbs the
 # time between a granted turn and the request reaching the wire (20 ms seen
@@ -338,9 +341,10 @@ CONCURRENT_ITEMS = 16
 # Seconds a download may take before it fails (and is retried), Scrapy's.
 DOWNLOAD_TIMEOUT = _env("DOWNLOAD_TIMEOUT", 30)
 # robots.txt is obeyed, as in Scrapy's project template. Each origin's file is
-# fetched by one worker and shared in Redis for ROBOTSTXT_TTL seconds (a
-# failed fetch, or a 5xx, allows all for ROBOTSTXT_ERROR_TTL); its
-# Crawl-delay spaces the host's fetches cluster-wide (politeness/robots.py).
+# fetched by one worker and shared in <spider>:robots:<origin> for
+# ROBOTSTXT_TTL seconds (a failed fetch, or a 5xx, allows all for
+# ROBOTSTXT_ERROR_TTL); its Crawl-delay spaces the host's fetches
+# cluster-wide (politeness/robots.py).
 ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", True)
 ROBOTSTXT_TTL = _env("ROBOTSTXT_TTL", 86400.0)
 ROBOTSTXT_ERROR_TTL = 300.0
@@ -454,8 +458,9 @@ RENDER_DEADLINE = 90.0
 # Pages rendering at once per worker; the rest wait in RenderMiddleware, before
 # their host's turn is granted. A page costs 0.12 to 0.15 CPU-s but mostly waits
 # on the network; at 4 a worker with its browser takes about 0.5 GB (PSS;
-# docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
-# CONCURRENT_REQUESTS only.
+# docs/BENCHMARKS.md), and one such worker per core is the sizing of
+# docs/OPERATIONS.md ("Sizing the HTTP and render pools"). Plain HTTP is
+# capped by CONCURRENT_REQUESTS only.
 RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # Bounded memory: a browser context is closed and replaced after this many
 # pages, and Chromium restarted after this many (when its pages are done).
@@ -556,7 +561,8 @@ STATS_HEARTBEAT_TTL = 15.0
 # down) stays listed this many seconds (crawler_worker_up 0, its last counters),
 # then is forgotten. A worker that stops cleanly leaves the list at once.
 STATS_WORKER_RETENTION = 900.0
-# Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`.
+# Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`
+# (its longest --window).
 STATS_SAMPLES_RETENTION = 300.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
