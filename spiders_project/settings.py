@@ -9,6 +9,8 @@ and the monitor load this same module, so a default never lives twice.
 import os
 from typing import Any
 
+# Scrapy's project names: where `scrapy crawl` finds spiders, `scrapy
+# genspider` writes new ones, and our commands (crawlstatus, deadletters, ...) live.
 BOT_NAME = "spiders_project"
 SPIDER_MODULES = ["spiders_project.spiders"]
 NEWSPIDER_MODULE = "spiders_project.spiders"
@@ -45,7 +47,8 @@ REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
 REDIS_CLUSTER = _env("REDIS_CLUSTER", "false")
 # Redis Cluster: the frontier split into this many shards by host, each in a
 # slot of its own ("auto": one per master, counted when the spider's first
-# worker starts; recorded in {<spider>}:frontier:shards). Always 1 on a single Redis.
+# worker starts; recorded in {<spider>}:frontier:shards, and a worker told
+# another count refuses to start). Always 1 on a single Redis.
 FRONTIER_SHARDS = _env("FRONTIER_SHARDS", "auto")
 # Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
 # by this many replicas, or by all connected ones if fewer, before a worker
@@ -147,11 +150,13 @@ FRONTIER_STEPS: dict[str, int | None] = {}
 # worker). Enforced by the frontier; each worker's own downloader delay is 0.
 DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
 # What one delay and one cap apply to: host (host[:port], the default), domain
-# (its registrable domain, from the Public Suffix List) or ip (the address it
-# resolves to). Queues, turns, caps and pauses are kept per group.
+# (its registrable domain, from the Public Suffix List bundled with tldextract)
+# or ip (the address it resolves to, kept 5 minutes). Queues, turns, caps and
+# pauses are kept per group.
 POLITENESS_KEY = _env("POLITENESS_KEY", "host")
 # Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
-# names it: lower-case, punycode for IDN, without the scheme's default port.
+# names it: lower-case, punycode for IDN, without the scheme's default port
+# (other spellings are converted).
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
 # Added to every non-zero delay by the dispatch gate (seconds): absorbs the
 # time between a granted turn and the request reaching the wire (20 ms seen
@@ -176,6 +181,8 @@ RETRY_BACKOFF_MAX = _env("RETRY_BACKOFF_MAX", 300.0)
 # the proxy. On the command line: -s 'BAN_BODY_PATTERNS=["captcha", "Access denied"]'.
 BAN_HTTP_CODES = _env("BAN_HTTP_CODES", [403, 429])
 BAN_BODY_PATTERNS: list[str] = _env("BAN_BODY_PATTERNS", [])
+# Scrapy's downloader middlewares, two of them replaced by cluster-wide ones;
+# the features below add theirs to this dict.
 DOWNLOADER_MIDDLEWARES = {
     # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
     "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
@@ -237,6 +244,8 @@ DOWNLOADER_MIDDLEWARES["spiders_project.proxies.middleware.ProxyMiddleware"] = 7
 ALLOW_PRIVATE_NETWORKS = _env("ALLOW_PRIVATE_NETWORKS", False)
 # Networks (CIDR) the guard treats as public anyway: your own ranges.
 NETWORK_GUARD_PUBLIC: list[str] = []
+# The resolver that refuses a public page's link to a private address, so a
+# name that resolves inward (or rebinds) is caught on the address connected to.
 TWISTED_DNS_RESOLVER = "spiders_project.scope.networks.GuardedResolver"
 # After RetryMiddleware (a refusal is never retried), before RedirectMiddleware
 # (600) on the way back (a redirect keeps the mark of a public page).
@@ -247,6 +256,8 @@ DOWNLOADER_MIDDLEWARES["spiders_project.scope.networks.NetworkGuardMiddleware"] 
 # error or a RETRY_HTTP_CODES status) are kept as JSON in <spider>:dead for
 # `scrapy deadletters list|requeue|purge`. False drops them after the log line.
 DEAD_LETTERS_ENABLED = True
+
+# --- Seeds ---------------------------------------------------------------------
 # Seeds are read from <spider>:start_urls in batches of this size whenever the
 # worker has room, and polled this often (seconds) when the list is empty.
 SEED_BATCH_SIZE = 16
@@ -273,6 +284,7 @@ ITEM_KEYS: dict[str, list[str]] = {"PageItem": ["url"]}
 # An item type's own table, {"ProductItem": "products"}, with the columns of
 # `items`; the rest go to `items`. Read by the db_writer.
 ITEM_TABLES: dict[str, str] = {}
+# Scrapy's spider middlewares, and two of ours:
 SPIDER_MIDDLEWARES = {
     # Near the engine: numbers each page's items in the order they were yielded.
     "spiders_project.item_buffer.identity.PagePositions": 10,
@@ -315,23 +327,34 @@ DB_WRITER_SPIDERS_POLL = 5.0
 # --- The spider ----------------------------------------------------------------
 # Link extraction stays on the seed's host; set 0 for no depth limit.
 DEPTH_LIMIT = _env("DEPTH_LIMIT", 0)
+# Downloads in flight per worker (each holds a lease).
 CONCURRENT_REQUESTS = _env("CONCURRENT_REQUESTS", 32)
+# Downloads in flight from one host (politeness group) by the whole cluster,
+# not per worker: a slot comes back when its download ends, a killed worker's
+# with its leases.
 CONCURRENT_REQUESTS_PER_DOMAIN = _env("CONCURRENT_REQUESTS_PER_DOMAIN", 16)
 # Outputs (items and requests) of one response processed in parallel. Scrapy
 # 2.19 starts this many asyncio tasks for every response whatever it yields;
 # its default of 100 cost a third of a worker's CPU (docs/BENCHMARKS.md), and
 # our pipelines never wait, so a few are plenty.
 CONCURRENT_ITEMS = 16
+# Seconds a download may take before it fails (and is retried), Scrapy's.
 DOWNLOAD_TIMEOUT = _env("DOWNLOAD_TIMEOUT", 30)
 # robots.txt is obeyed, as in Scrapy's project template. Each origin's file is
-# fetched by one worker and shared in Redis for ROBOTSTXT_TTL seconds (a
-# failed fetch, or a 5xx, allows all for ROBOTSTXT_ERROR_TTL); its
-# Crawl-delay spaces the host's fetches cluster-wide (politeness/robots.py).
+# fetched by one worker and shared in <spider>:robots:<origin> for
+# ROBOTSTXT_TTL seconds (a failed fetch, or a 5xx, allows all for
+# ROBOTSTXT_ERROR_TTL); its Crawl-delay spaces the host's fetches
+# cluster-wide (politeness/robots.py).
 ROBOTSTXT_OBEY = _env("ROBOTSTXT_OBEY", True)
 ROBOTSTXT_TTL = _env("ROBOTSTXT_TTL", 86400.0)
 ROBOTSTXT_ERROR_TTL = 300.0
+# Sent with every request, and matched against robots.txt: name your crawler
+# and give a URL or address where sites can reach you.
 USER_AGENT = _env("USER_AGENT", "spiders_project (+https://example.invalid/bot)")
+# Retries of a failed download (network error, 5xx, timeout, a block) before
+# it is a dead letter; each waits its backoff (RETRY_BACKOFF_BASE).
 RETRY_TIMES = _env("RETRY_TIMES", 2)
+# Log level of every program: workers, db_writer, monitor.
 LOG_LEVEL = _env("LOG_LEVEL", "INFO")
 
 # --- Rendering -------------------------------------------------------------------
@@ -352,7 +375,9 @@ DOWNLOADER_MIDDLEWARES["spiders_project.rendering.rules.RenderMiddleware"] = 570
 # RENDER_MODE=auto: pages fetched over HTTP that need JavaScript go to the
 # render queue (after redirects are followed, 600).
 DOWNLOADER_MIDDLEWARES["spiders_project.rendering.auto.AutoRenderMiddleware"] = 580
+# scrapy-playwright's browser: Chromium, the one make setup installs.
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
+# How Chromium is started (CHROMIUM_PATH picks the binary).
 PLAYWRIGHT_LAUNCH_OPTIONS = {
     # Debian's chromium-headless-shell package (make setup): the same Chromium
     # without the desktop browser around it, as Playwright's own headless mode
@@ -383,11 +408,12 @@ PLAYWRIGHT_LAUNCH_OPTIONS = {
 # when the driver starts, unless NODE_OPTIONS is set already): a 1 MB young
 # generation instead of 16 MB takes about 30 MB off its RSS. "" leaves Node's default.
 RENDER_DRIVER_NODE_OPTIONS = "--max-semi-space-size=1"
+# Scrapy's own list of errors that are retried, extended just below.
+from scrapy.settings.default_settings import RETRY_EXCEPTIONS as _SCRAPY_RETRY  # noqa: E402
+
 # Playwright errors (timeouts, a crashed page, a dead browser) and our own
 # RenderError are retried like network errors, and become dead letters when
 # the retries are used up.
-from scrapy.settings.default_settings import RETRY_EXCEPTIONS as _SCRAPY_RETRY  # noqa: E402
-
 RETRY_EXCEPTIONS = [
     *_SCRAPY_RETRY,
     "playwright.async_api.TimeoutError",
@@ -413,6 +439,8 @@ RENDER_MODE = _env("RENDER_MODE", "rules")
 # {URL regex: CSS selector its HTTP response must match}, e.g.
 # -s 'RENDER_AUTO_RULES={"/product/": "#price"}'.
 RENDER_AUTO_RULES: dict[str, str] = {}
+# Pages of a site section that needed rendering (half of them checked) before
+# RENDER_MODE=auto renders that section's pages directly, for the whole cluster.
 RENDER_AUTO_LEARN = 5
 # Navigation ends at this event: commit, domcontentloaded, load or networkidle.
 RENDER_WAIT_UNTIL = "load"
@@ -430,8 +458,9 @@ RENDER_DEADLINE = 90.0
 # Pages rendering at once per worker; the rest wait in RenderMiddleware, before
 # their host's turn is granted. A page costs 0.12 to 0.15 CPU-s but mostly waits
 # on the network; at 4 a worker with its browser takes about 0.5 GB (PSS;
-# docs/BENCHMARKS.md). 2 per core is a safe start. Plain HTTP is capped by
-# CONCURRENT_REQUESTS only.
+# docs/BENCHMARKS.md), and one such worker per core is the sizing of
+# docs/OPERATIONS.md ("Sizing the HTTP and render pools"). Plain HTTP is
+# capped by CONCURRENT_REQUESTS only.
 RENDER_CONCURRENCY = _env("RENDER_CONCURRENCY", 4)
 # Bounded memory: a browser context is closed and replaced after this many
 # pages, and Chromium restarted after this many (when its pages are done).
@@ -496,10 +525,12 @@ RENDER_CRASH_RETRIES = 2
 # through Redis and the monitor instead.
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
+# The asyncio reactor, which scrapy-playwright and our asyncio Redis client need.
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 # Scrapy's per-worker random delay factor: the frontier spaces a host's
 # fetches cluster-wide, and ClusterPoliteness zeroes the per-worker delay.
 DOWNLOAD_DELAY_JITTER = 0
+# Our extensions, in the order they start:
 EXTENSIONS = {
     # First: refuse to run if a Scrapy/Playwright internal we use is missing.
     "spiders_project.extensions.internals_check.InternalsCheck": 50,
@@ -514,6 +545,7 @@ EXTENSIONS = {
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
 SHUTDOWN_GRACE_PERIOD = _env("SHUTDOWN_GRACE_PERIOD", 30.0)
+# `scrapy crawl -o` feeds in UTF-8, not \u-escaped.
 FEED_EXPORT_ENCODING = "utf-8"
 
 # --- Monitoring ------------------------------------------------------------------
@@ -529,7 +561,8 @@ STATS_HEARTBEAT_TTL = 15.0
 # down) stays listed this many seconds (crawler_worker_up 0, its last counters),
 # then is forgotten. A worker that stops cleanly leaves the list at once.
 STATS_WORKER_RETENTION = 900.0
-# Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`.
+# Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`
+# (its longest --window).
 STATS_SAMPLES_RETENTION = 300.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")

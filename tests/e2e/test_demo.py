@@ -250,17 +250,6 @@ def test_run_with_env_exports_the_env_file_and_keeps_the_pid(tmp_path):
     assert missing.returncode == 78 and "cannot read the env file" in missing.stderr
 
 
-def test_env_example_documents_every_environment_setting():
-    settings = (ROOT / "spiders_project" / "settings.py").read_text()
-    example = (ROOT / "deploy" / "env.example").read_text()
-    names = re.findall(r'_env\(\s*"(\w+)",\s*"([^"]*)"', settings)
-    assert names
-    for name, default in names:
-        line = re.search(rf"^#?{name}=(.*)$", example, re.MULTILINE)
-        assert line, f"{name} is missing from deploy/env.example"
-        assert line.group(1).strip("'") == default, f"{name}: default is {default!r}"
-
-
 @pytest.mark.parametrize("with_monitor", [False, True])
 def test_demo_config_is_the_production_one_with_its_own_supervisord(tmp_path, with_monitor):
     env = {
