@@ -253,14 +253,20 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return True
 
     def next_request(self) -> Request | None:
-        if not self._prefetched:
-            self._want.set()
-            return None
-        request, lease = self._prefetched.popleft()
-        self._active[request] = lease
         self._want.set()
-        self.stats.inc_value("scheduler/dequeued/redis")
-        return request
+        while self._prefetched:
+            request, lease = self._prefetched.popleft()
+            kept = self.steps.leased(request)
+            if kept is None:
+                # A step dropped it after the lease (and counted why): the lease
+                # ends now, giving its host's slot back, and nobody fetches it.
+                self._at_cap.discard(lease[0])
+                self.redis.batcher.ack(lease[0])
+                continue
+            self._active[kept] = lease
+            self.stats.inc_value("scheduler/dequeued/redis")
+            return kept
+        return None
 
     def has_pending_requests(self) -> bool:
         return bool(self._prefetched) or self.redis.batcher.has_pending_requests()

@@ -1,4 +1,4 @@
-"""The steps a request takes into the frontier, built from ``FRONTIER_STEPS``.
+"""The steps a request takes into and out of the frontier, built from ``FRONTIER_STEPS``.
 
 The scheduler stores and leases requests; what a feature does to a request
 on its way (claim a seed's entry, normalise its URL, drop a trap, forget a
@@ -16,6 +16,10 @@ defines one or more of these hooks:
   URL) or None to drop it; a step that drops says why with a stat or a line.
 - ``route(request, entry) -> None``: after the pre-filter, before the request
   is encoded, in order; for choices about requests that will be queued.
+- ``leased(request) -> Request | None``: after a worker leased the request,
+  before the engine gets it, in order. None drops it: its lease ends at
+  once (acked, its host's slot given back), so no worker fetches it; the
+  step says why with a stat.
 - ``group_of(url) -> str``: the politeness group (queue) of a URL, used for
   every request queued and, on a sharded frontier, for the shard of its
   fingerprint. The last step that defines it wins; without any, the host.
@@ -44,7 +48,7 @@ from spiders_project.hosts import host_of
 from spiders_project.keys import HTTP
 from spiders_project.wiring import shared
 
-HOOKS = ("admit", "route", "group_of", "delay_ms")
+HOOKS = ("admit", "route", "leased", "group_of", "delay_ms")
 
 
 @dataclass(slots=True)
@@ -115,6 +119,7 @@ class FrontierSteps:
         self.steps = list(steps)
         self._admit = self._hooks("admit")
         self._route = self._hooks("route")
+        self._leased = self._hooks("leased")
         groups = self._hooks("group_of")
         delays = self._hooks("delay_ms")
         self.group_of: Callable[[str], str] = groups[-1] if groups else host_of
@@ -146,3 +151,12 @@ class FrontierSteps:
         """Run every ``route`` hook in order."""
         for route in self._route:
             route(request, entry)
+
+    def leased(self, request: Request) -> Request | None:
+        """Run every ``leased`` hook in order; None once one drops the request."""
+        for leased in self._leased:
+            kept = leased(request)
+            if kept is None:
+                return None
+            request = kept
+        return request

@@ -163,6 +163,71 @@ def test_close_hands_back_what_was_prefetched(redis_url, r):
     assert r.zcard(K.leases) == 0 and int(r.get(K.requests_size)) == 1
 
 
+class DropsAfterLease:
+    """A step that drops, after their lease, the requests whose URL says so."""
+
+    def __init__(self, crawler) -> None:
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler) -> DropsAfterLease:
+        return cls(crawler)
+
+    def leased(self, request: Request) -> Request | None:
+        if "drop" in request.url:
+            self.stats.inc_value("test/dropped_after_lease")
+            return None
+        return request
+
+
+def test_a_step_that_drops_a_leased_request_ends_its_lease(redis_url, r):
+    async def test(scheduler: FrontierScheduler) -> None:
+        for path in ("drop-1", "keep", "drop-2"):
+            scheduler.enqueue_request(Request(f"http://a.example/{path}"))
+        await scheduler.redis.batcher.flush()
+        leased = await lease(scheduler, "a.example", 3, "w")
+        for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
+            request = scheduler.queue.decode(member)
+            scheduler._prefetched.append((request, (lease_id, member, host.decode())))
+        assert r.zcard(K.leases) == 3
+        kept = scheduler.next_request()
+        assert kept is not None and kept.url == "http://a.example/keep"
+        assert scheduler.next_request() is None  # the last one was dropped too
+        assert scheduler.stats.get_value("test/dropped_after_lease") == 2
+        assert scheduler.stats.get_value("scheduler/dequeued/redis") == 1
+        await scheduler.redis.batcher.flush()
+        # The two dropped leases ended; the kept one is still held.
+        assert r.zcard(K.leases) == 1
+        # Unfinished (no engine here): handed back at the end, like a prefetched one.
+        scheduler._prefetched.append((kept, scheduler._active.pop(kept)))
+
+    with_scheduler(
+        redis_url,
+        test,
+        FRONTIER_STEPS={f"{__name__}.DropsAfterLease": 800},
+        CONCURRENT_REQUESTS_PER_DOMAIN=3,
+    )
+
+
+def test_the_steps_decide_url_group_lane_and_wait_of_what_is_queued(redis_url, r):
+    """The default steps, through the scheduler: a normalised URL under its
+    politeness group, a retry waiting its backoff, a trap not queued."""
+
+    async def test(scheduler: FrontierScheduler) -> None:
+        assert scheduler.enqueue_request(Request("http://A.example:80/p?utm_source=x&q=1"))
+        retry = Request("http://b.example/r", meta={"_retry_wait_ms": 60_000}, dont_filter=True)
+        assert scheduler.enqueue_request(retry)
+        assert not scheduler.enqueue_request(Request("http://a.example/" + "x/" * 2100))
+        await scheduler.redis.batcher.flush()
+        assert scheduler.stats.get_value("scope/url_too_long") == 1
+
+    with_scheduler(redis_url, test)
+    (member,) = r.lrange(K.host_list("a.example"), 0, -1)
+    assert b'"http://a.example/p?q=1"' in member
+    assert r.zcard(K.host_queue("b.example")) == 0  # waiting out its backoff
+    assert r.zcard(K.host_later("b.example")) == 1
+
+
 @pytest.mark.parametrize(
     ("setting", "value"),
     [
