@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 from redis.crc import key_slot as redis_key_slot
-from redis.exceptions import ClusterDownError, MovedError, RedisClusterException, TryAgainError
 
 from spiders_project.contract import work_of, work_reads
 from spiders_project.keys import HTTP, LANES, RENDER, SLOTS, RedisKeys, key_slot, shard_tag
-from spiders_project.redis_calls import ErrorKind, classify
 from spiders_project.runtime.batcher import lease_part
 from spiders_project.runtime.calls import ack_call, enqueue_call, lease_call, requeue_call
 
@@ -114,16 +112,3 @@ def test_work_sums_the_shards_and_lanes() -> None:
     ]
     replies = [1, b"2", 3, 4, 5, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
     assert work_of(replies) == work_of([1, 17, 56, 4, 5])
-
-
-@pytest.mark.parametrize(
-    ("exc", "kind"),
-    [
-        (ClusterDownError("CLUSTERDOWN The cluster is down"), ErrorKind.REFUSED_WRITES),
-        (TryAgainError("TRYAGAIN"), ErrorKind.REFUSED_WRITES),
-        (MovedError("3999 127.0.0.1:6381"), ErrorKind.CONNECTION),
-        (RedisClusterException("Redis Cluster cannot be connected"), ErrorKind.CONNECTION),
-    ],
-)
-def test_cluster_errors_pass(exc: Exception, kind: ErrorKind) -> None:
-    assert classify(exc) is kind
