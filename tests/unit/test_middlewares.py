@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import pytest
 from scrapy import Request
 from scrapy.http import Response
 
@@ -28,6 +29,7 @@ def test_retry_after_in_seconds_or_as_a_date():
     assert retry_after_seconds(b"soon") is None and retry_after_seconds(None) is None
 
 
+@pytest.mark.redis
 def test_retry_after_pauses_the_host_for_the_cluster(redis_url, r):
     async def main() -> None:
         crawler = project_crawler(

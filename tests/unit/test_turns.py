@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from spiders_project.politeness.turns import HostTurns
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
@@ -16,6 +18,7 @@ from tests.support.processes import K
 T0 = 1_700_000_000_000  # the scripts' clock at the start (ms since the epoch)
 
 
+@pytest.mark.redis
 def test_the_gate_grants_one_send_per_delay_on_the_scripts_clock(redis_url, r):
     async def main() -> None:
         crawler = project_crawler(
