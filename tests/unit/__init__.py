@@ -14,6 +14,8 @@
 - A case belongs to the module whose promise it checks, even when it reaches
   that module through another: test_callbacks.py decodes entries with the
   queue, since the refusal of a callback is callbacks.py's rule.
+- A test of the whole tree rather than of one module is named by what it
+  checks: test_layers.py (imports and layers).
 - A unit test that needs a redis-server carries ``@pytest.mark.redis``
   (tests/support/markers.py; tests/unit/conftest.py fails one without).
 
