@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
-from scrapy.http import HtmlResponse
 
 from spiders_project.hosts import host_key, host_of
-from spiders_project.items import PageItem
-from spiders_project.spiders.distributed import DistributedSpider
-from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 
 
 @pytest.mark.parametrize(
@@ -100,37 +96,3 @@ def test_odd_input_never_raises_and_falls_back_to_a_lower_case_form(url: str, ho
 )
 def test_a_host_written_in_settings_finds_its_queue(written: str, key: str) -> None:
     assert host_key(written) == key
-
-
-@pytest.fixture
-def spider() -> DistributedSpider:
-    """The spider as ``scrapy crawl`` builds it; its Redis client never connects here."""
-    crawler = project_crawler(DistributedSpider, {"REDIS_URL": NEVER_CONNECTS})
-    return DistributedSpider.from_crawler(crawler)
-
-
-def test_an_idn_seed_keeps_crawling_past_its_first_page(spider: DistributedSpider) -> None:
-    seed = spider.make_request_from_data("http://bücher.example:8080/".encode())
-    assert "scope" not in seed.meta  # its own host: the default
-    # Scrapy hands the spider the punycode form of the URL it fetched.
-    response = HtmlResponse(
-        seed.url,
-        body="<html><title>T</title>"
-        "<a href='/next'>n</a>"
-        "<a href='http://bücher.example:8080/u'>u</a>"
-        "<a href='http://user@XN--BCHER-KVA.example:8080/v'>v</a>"
-        "<a href='http://bücher.example/'>other port</a>"
-        "<a href='http://other.example/'>o</a></html>".encode(),
-        headers={"Content-Type": "text/html; charset=utf-8"},
-        request=seed,
-    )
-    assert response.url == "http://xn--bcher-kva.example:8080/"
-    out = list(spider.parse(response))
-    assert [type(o) for o in out[:1]] == [PageItem]
-    followed = [r for r in out if isinstance(r, Request)]
-    assert [Request(r.url).url for r in followed] == [
-        "http://xn--bcher-kva.example:8080/next",
-        "http://xn--bcher-kva.example:8080/u",
-        "http://user@xn--bcher-kva.example:8080/v",
-    ]
-    assert all("scope" not in r.meta for r in followed)  # each one's own host

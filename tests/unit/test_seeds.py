@@ -1,3 +1,5 @@
+"""A seed as written to the start URLs key: a URL or JSON, with its limits (seeds.py)."""
+
 import pytest
 
 from spiders_project.seeds import InvalidSeed, Seed, parse_seed
@@ -44,3 +46,36 @@ def test_a_seeds_own_recrawl_after_goes_with_its_limits():
 def test_invalid_seeds_say_why(raw, reason):
     with pytest.raises(InvalidSeed, match=reason):
         parse_seed(raw)
+
+
+def test_seed_limits_are_parsed_and_checked():
+    seed = parse_seed(
+        b'{"url": "http://h/", "max_pages": 5, "max_depth": 2, "allow": "/docs/",'
+        b' "deny": ["print"], "strip_params": false}'
+    )
+    scope = dict(seed.scope)
+    assert len(scope.pop("id")) == 16
+    assert scope == {
+        "max_pages": 5,
+        "max_depth": 2,
+        "allow": ["/docs/"],
+        "deny": ["print"],
+        "strip_params": False,
+    }
+    assert parse_seed(b'{"url": "http://h/"}').scope == {}
+    for bad in (
+        b'{"url": "http://h/", "max_pages": 0}',
+        b'{"url": "http://h/", "max_depth": "3"}',
+        b'{"url": "http://h/", "allow": ["("]}',
+        b'{"url": "http://h/", "deny": 3}',
+        b'{"url": "http://h/", "strip_params": "no"}',
+    ):
+        with pytest.raises(InvalidSeed):
+            parse_seed(bad)
+
+
+def test_sitemap_seeds():
+    assert parse_seed(b'{"url": "http://h/sitemap.xml", "sitemap": true}').sitemap is True
+    assert parse_seed(b"http://h/sitemap.xml").sitemap is False
+    with pytest.raises(InvalidSeed):
+        parse_seed(b'{"url": "http://h/", "sitemap": "yes"}')

@@ -1,10 +1,9 @@
-"""The frontier's fast paths give what Scrapy's slow ones give (see docs/BENCHMARKS.md)."""
+"""The queue's fast encoding gives what Scrapy's slow one gives (see docs/BENCHMARKS.md)."""
 
 import pytest
 from scrapy import Request, Spider
 from scrapy.http import FormRequest
 
-from spiders_project.frontier.dupefilter import SentFingerprints
 from spiders_project.frontier.queue import JsonPriorityQueue
 
 
@@ -64,34 +63,3 @@ def test_callbacks_that_are_not_spider_methods_go_through_scrapy(spider, queue):
     other = _Spider()
     request = Request("http://example.com/", callback=other.parse)
     assert queue._to_dict(request) == request.to_dict(spider=spider)
-
-
-def test_sent_fingerprints_are_bounded_and_keep_the_latest():
-    sent = SentFingerprints(4)
-    for i in range(9):
-        sent.add(bytes([i]))
-    assert len(sent) <= 4
-    assert bytes([8]) in sent and bytes([7]) in sent
-    assert bytes([0]) not in sent
-
-
-def test_sent_fingerprints_of_size_zero_remember_nothing():
-    sent = SentFingerprints(0)
-    sent.add(b"x")
-    assert b"x" not in sent and len(sent) == 0
-
-
-def test_sent_fingerprints_with_recrawl_after_hold_none_longer_than_it():
-    now = [0.0]
-    sent = SentFingerprints(1000, max_age=10, clock=lambda: now[0])
-    sent.add(b"a")
-    now[0] = 4.9
-    assert b"a" in sent
-    sent.add(b"b")
-    now[0] = 5.0  # a turn: a and b move to the old generation
-    assert b"a" in sent and b"b" in sent
-    sent.add(b"c")
-    now[0] = 10.0  # another: a and b (added at most 10 s ago) go
-    assert b"a" not in sent and b"b" not in sent and b"c" in sent
-    now[0] = 30.0  # long idle: everything goes at once
-    assert b"c" not in sent and len(sent) == 0

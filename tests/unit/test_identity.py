@@ -1,20 +1,15 @@
-"""An item's identity: its type, its declared key or its page and position; its buffer entry."""
+"""An item's identity: its type, its declared key or its page and position."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import date
 
 import pytest
-import scrapy
 from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError
-from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.item_buffer.identity import (
     ItemKeys,
     MissingKey,
@@ -23,18 +18,7 @@ from spiders_project.item_buffer.identity import (
 )
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
-
-
-class ProductItem(scrapy.Item):
-    sku = scrapy.Field()
-    shop = scrapy.Field()
-    price = scrapy.Field()
-
-
-@dataclasses.dataclass
-class Row:
-    n: int
-    day: date
+from tests.support.items import ProductItem, Row
 
 
 def keys(value: object) -> ItemKeys:
@@ -85,48 +69,3 @@ def test_item_type_is_the_class_name() -> None:
     assert item_type_of({}) == "dict"
     assert item_type_of(ProductItem()) == "ProductItem"
     assert item_type_of(Row(1, date(2026, 1, 1))) == "Row"
-
-
-def test_an_entry_reads_as_scrapy_feeds_write_the_item() -> None:
-    item = ProductItem(sku="S1", price=Decimal("1.50"), shop={"days": {date(2026, 1, 2)}})
-    entry = json.loads(encode_entry(item, "ProductItem", "S1", "2026-11-24T00:00:00+00:00"))
-    assert entry == {
-        "type": "ProductItem",
-        "key": "S1",
-        "url": None,
-        "at": "2026-11-24T00:00:00+00:00",
-        "item": {"sku": "S1", "price": "1.50", "shop": {"days": ["2026-01-02"]}},
-    }
-    nested = json.loads(
-        encode_entry(
-            {
-                "url": "http://e.com/",
-                "row": Row(1, date(2026, 1, 2)),
-                "at": datetime(2026, 1, 2, 3, 4, 5),
-            },
-            "dict",
-            "fp:0",
-            "t",
-        )
-    )
-    assert nested["url"] == "http://e.com/"
-    assert nested["item"]["row"] == {"n": 1, "day": "2026-01-02"}
-    assert nested["item"]["at"] == "2026-01-02T03:04:05"  # as ScrapyJSONEncoder writes it
-
-
-def test_an_item_json_cannot_hold_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        encode_entry({"lock": object()}, "dict", "fp:0", "t")
-
-
-def test_an_item_of_no_page_is_a_row_of_its_own() -> None:
-    crawler = project_crawler(DistributedSpider)
-    from spiders_project.item_buffer.buffer import ItemBuffer
-
-    sent: list[bytes] = []
-    buffer = ItemBuffer.from_crawler(crawler)
-    buffer.redis.batcher.item = sent.append  # type: ignore[method-assign]
-    buffer.item_scraped({"x": 1}, None)
-    buffer.item_scraped({"x": 1}, None)
-    keys = [json.loads(entry)["key"] for entry in sent]
-    assert all(key.startswith("nopage:") for key in keys) and keys[0] != keys[1]

@@ -1,9 +1,8 @@
-"""When a working browser is restarted anyway (rendering/health.py, rendering/recycle.py)."""
+"""When a working browser is restarted anyway: too big or too slow (rendering/health.py)."""
 
 from __future__ import annotations
 
 from spiders_project.rendering.health import MIN_PAGES, BrowserHealth
-from spiders_project.rendering.recycle import Recycler
 
 
 def test_memory_over_the_bound_asks_for_a_restart() -> None:
@@ -39,18 +38,3 @@ def test_a_site_that_got_slower_costs_one_restart_not_a_loop() -> None:
     for _ in range(MIN_PAGES):
         health.rendered(5.0)
     assert any(health.rendered(25.0) for _ in range(MIN_PAGES))
-
-
-def test_a_requested_restart_is_due_once_and_cleared_by_the_restart() -> None:
-    recycler = Recycler(pages_per_context=10, pages_per_browser=1000)
-    context = recycler.acquire()
-    assert not recycler.browser_due()
-    assert recycler.request_restart("memory", "too big")
-    assert not recycler.request_restart("slowdown", "slow")  # one at a time
-    assert recycler.browser_due() and recycler.due_because == ("memory", "too big")
-    assert not recycler.drained.is_set()  # its page is in flight: it finishes first
-    recycler.release(context)
-    assert recycler.drained.is_set()
-    recycler.browser_restarted()
-    assert not recycler.browser_due()
-    assert recycler.due_because[0] == "pages"

@@ -10,17 +10,9 @@ import logging
 
 import pytest
 import redis
-from redis.exceptions import BusyLoadingError, NoScriptError, OutOfMemoryError, ReadOnlyError
+from redis.exceptions import BusyLoadingError, OutOfMemoryError, ReadOnlyError
 
-from spiders_project.redis_calls import (
-    ALLOW_OOM,
-    READ,
-    WRITE,
-    ErrorKind,
-    RedisState,
-    classify,
-    error_code,
-)
+from spiders_project.redis_calls import ALLOW_OOM, READ, WRITE, RedisState
 
 LOGGER = "test.redis_state"
 
@@ -28,40 +20,6 @@ LOGGER = "test.redis_state"
 @pytest.fixture
 def state() -> RedisState:
     return RedisState("redis://:secret@db.example:6379/0", 0.1, 0.5, logging.getLogger(LOGGER))
-
-
-@pytest.mark.parametrize(
-    ("exc", "kind"),
-    [
-        (redis.ConnectionError("refused"), ErrorKind.CONNECTION),
-        (redis.TimeoutError("slow"), ErrorKind.CONNECTION),
-        (OSError("unreachable"), ErrorKind.CONNECTION),
-        (
-            OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
-            ErrorKind.REFUSED_WRITES,
-        ),
-        (ReadOnlyError("You can't write against a read only replica."), ErrorKind.REFUSED_WRITES),
-        (BusyLoadingError("Redis is loading the dataset in memory"), ErrorKind.REFUSED_WRITES),
-        (redis.ResponseError("MISCONF Errors writing to disk"), ErrorKind.REFUSED_WRITES),
-        (redis.ResponseError("MASTERDOWN Link with MASTER is down"), ErrorKind.REFUSED_WRITES),
-        (NoScriptError("No matching script"), ErrorKind.NOSCRIPT),
-        (redis.ResponseError("WRONGTYPE Operation against a key"), ErrorKind.CALLER),
-        (ValueError("a bug"), ErrorKind.CALLER),
-    ],
-)
-def test_every_error_has_one_kind(exc, kind):
-    assert classify(exc) is kind
-
-
-def test_error_code_reads_mapped_and_unmapped_replies():
-    assert error_code(OutOfMemoryError("command not allowed", status_code="OOM")) == "OOM"
-    assert error_code(ReadOnlyError("You can't write")) == "READONLY"  # without the parser's code
-    assert error_code(redis.ResponseError("MISCONF Errors writing")) == "MISCONF"
-    assert (
-        error_code(redis.ResponseError("Command # 2 (EVALSHA) of pipeline caused error: BUSY x"))
-        == "BUSY"
-    )
-    assert error_code(ValueError("lower case")) == ""
 
 
 def test_backoff_doubles_up_to_its_cap_and_resets_on_success(state):

@@ -1,0 +1,61 @@
+"""The exporter's families, from what the contract reads (monitor/collector.py)."""
+
+
+def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
+    from monitor.collector import spider_metrics
+    from spiders_project.contract import read_cluster
+
+    def send(name, commands):
+        if name == "read_cluster workers":
+            return []
+        totals = {
+            b"pages": b"3",
+            b"proxy_requests:http://a:1": b"5",
+            b"proxy_requests:http://b:1": b"7",
+            b"proxy_bans:http://a:1": b"2",
+        }
+        banned = [b"http://a:1", b"2000000", b"http://b:1", b"1500000"]
+        return [
+            [b"1000", b"0"],
+            {},
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            totals,
+            {},
+            None,
+            None,
+            [],
+            banned,
+            None,  # the seen-set's count
+            None,  # the samples
+            None,  # the render queue's size
+            0,  # its leases
+        ]
+
+    def families(now_banned_b: bool):
+        view = read_cluster(send, ["s"], worker_retention=900)
+        now = 1400.0 if now_banned_b else 1600.0
+        return {f.name: f.samples for f in spider_metrics(view.spiders, now)}
+
+    found = families(True)
+    requests = {s.labels["proxy"]: s.value for s in found["crawler_proxy_requests"]}
+    assert requests == {"http://a:1": 5, "http://b:1": 7}
+    bans = {s.labels["proxy"]: s.value for s in found["crawler_proxy_bans"]}
+    assert bans == {"http://a:1": 2, "http://b:1": 0}
+    assert [s.value for s in found["crawler_proxies_all_banned"]] == [1]
+    later = families(False)  # b's ban ended at 1500 s
+    assert {s.labels["proxy"]: s.value for s in later["crawler_proxy_banned"]} == {
+        "http://a:1": 1,
+        "http://b:1": 0,
+    }
+    assert [s.value for s in later["crawler_proxies_all_banned"]] == [0]
