@@ -14,7 +14,7 @@ from tests.support.markers import missing_redis_marker
 # Files other changes of issue 25 hold: their tests that use a redis-server
 # are marked from here until their own ``@pytest.mark.redis`` lands (then
 # remove the file from this set).
-MARKED_HERE = frozenset({"test_batcher.py", "test_scheduler.py"})
+MARKED_HERE = frozenset({"test_batcher.py"})
 UNIT = Path(__file__).parent
 
 

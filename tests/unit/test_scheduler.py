@@ -71,6 +71,7 @@ async def lease(scheduler: FrontierScheduler, host: str, want: int, owner: str) 
     return list(leased)
 
 
+@pytest.mark.redis
 def test_enqueue_dedups_in_redis_and_in_the_seen_cache(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         assert scheduler.enqueue_request(Request("http://a.example/1"))
@@ -89,6 +90,7 @@ def test_enqueue_dedups_in_redis_and_in_the_seen_cache(redis_url, r):
     assert int(r.get(K.seen)) == 2
 
 
+@pytest.mark.redis
 def test_an_unserializable_request_is_dropped_and_counted(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         request = Request("http://a.example/1", meta={"handle": object()})
@@ -99,6 +101,7 @@ def test_an_unserializable_request_is_dropped_and_counted(redis_url, r):
     assert r.get(K.requests_size) is None
 
 
+@pytest.mark.redis
 def test_an_expired_lease_of_another_worker_is_reclaimed_once_its_deadline_passes(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         scheduler.enqueue_request(Request("http://a.example/1"))
@@ -117,6 +120,7 @@ def test_an_expired_lease_of_another_worker_is_reclaimed_once_its_deadline_passe
     assert int(r.get(K.requests_size)) == 1 and r.zcard(K.leases) == 0
 
 
+@pytest.mark.redis
 def test_renewal_keeps_a_live_workers_leases_past_their_first_deadline(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         for n in range(2):
@@ -134,6 +138,7 @@ def test_renewal_keeps_a_live_workers_leases_past_their_first_deadline(redis_url
     with_scheduler(redis_url, test, FRONTIER_LEASE_TIMEOUT=30)
 
 
+@pytest.mark.redis
 def test_a_bad_entry_is_set_aside_acked_and_counted(redis_url, r):
     bad = b'{"url": "http://a.example/x", "encoding": "nope"}'
 
@@ -150,6 +155,7 @@ def test_a_bad_entry_is_set_aside_acked_and_counted(redis_url, r):
     assert r.zscore(K.hosts, b"\xff\xfe") is None
 
 
+@pytest.mark.redis
 def test_close_hands_back_what_was_prefetched(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         scheduler.enqueue_request(Request("http://a.example/1"))
@@ -180,6 +186,7 @@ class DropsAfterLease:
         return request
 
 
+@pytest.mark.redis
 def test_a_step_that_drops_a_leased_request_ends_its_lease(redis_url, r):
     async def test(scheduler: FrontierScheduler) -> None:
         for path in ("drop-1", "keep", "drop-2"):
@@ -209,6 +216,7 @@ def test_a_step_that_drops_a_leased_request_ends_its_lease(redis_url, r):
     )
 
 
+@pytest.mark.redis
 def test_the_steps_decide_url_group_lane_and_wait_of_what_is_queued(redis_url, r):
     """The default steps, through the scheduler: a normalised URL under its
     politeness group, a retry waiting its backoff, a trap not queued."""
