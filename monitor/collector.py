@@ -22,6 +22,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from spiders_project.cluster_view import ClusterView, SpiderView, read_cluster
 from spiders_project.contract import (
     ERRORS,
     ITEMS,
@@ -31,9 +32,6 @@ from spiders_project.contract import (
     QUEUES,
     REJECTED,
     RESPONSES,
-    ClusterView,
-    SpiderView,
-    read_cluster,
 )
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls

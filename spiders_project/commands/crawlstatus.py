@@ -25,12 +25,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from spiders_project.config import SettingsReader, exit_on_config_error
-from spiders_project.contract import (
-    ERRORS,
-    ITEMS,
-    PAGES,
-    QUEUES,
+from spiders_project.cluster_view import (
     ClusterView,
     SpiderView,
     as_dict,
@@ -38,6 +33,8 @@ from spiders_project.contract import (
     pages_per_second,
     read_cluster,
 )
+from spiders_project.config import SettingsReader, exit_on_config_error
+from spiders_project.contract import ERRORS, ITEMS, PAGES, QUEUES
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import mask_url

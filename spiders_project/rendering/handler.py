@@ -13,39 +13,43 @@ runs for days needs changed:
   ``CONCURRENT_REQUESTS`` lets through for plain HTTP (:mod:`.slots`); contexts
   and the browser are recycled (:mod:`.recycle`), and the browser is restarted
   when its processes outgrow ``RENDER_MAX_RSS_MB`` or its pages get far slower
-  than usual (:mod:`.health`), each time once its pages in flight are done.
+  than usual (:mod:`.health`), each time once its pages in flight are done
+  (:mod:`.restarts`).
 - **Pages reused**: an open page is navigated to the next URL of its context
   instead of being closed and opened again, which spares Chromium a renderer
   process per URL; its request interception stays on between URLs
   (:mod:`.routes`), its garbage is collected while it waits, and a page that
-  failed, crashed or sat idle too long is closed (:mod:`.pages`).
+  failed, crashed or sat idle too long is closed (:mod:`.pages`, :mod:`.reuse`).
 - **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
   dies, every attempt in flight on it is cancelled at once (a ``new_page()``
   in flight at that moment would otherwise never return) and retried on the
-  relaunched browser, up to ``RENDER_CRASH_RETRIES`` times. The same happens
-  when Playwright's Node driver dies: a new one is started.
+  relaunched browser, up to ``RENDER_CRASH_RETRIES`` times (:mod:`.attempts`).
+  The same happens when Playwright's Node driver dies: a new one is started
+  (:mod:`.driver`).
 - **Polite**: the host's cluster-wide turn (``HostGateMiddleware``'s gate) is
   taken again right before ``page.goto``, once the page exists
   (:mod:`.politeness`); time spent waiting for it is not counted in the deadline.
 - **Waits for content**: network idle (bounded by ``RENDER_IDLE_TIMEOUT``) or
   the request's ``render_wait_selector``, instead of ``playwright_page_methods``
   (PageMethod objects cannot travel through the JSON frontier).
+
+This class keeps what touches scrapy-playwright's own state (its browser,
+driver provider and contexts) and overrides its hooks. The collaborators it
+owns hold none of that state and reach it through callbacks of this class:
+:mod:`.attempts` renders one request, :mod:`.restarts` decides when Chromium
+restarts, :mod:`.reuse` lends and takes back pages, :mod:`.driver` starts
+Playwright's driver, and :mod:`.background` closes what is no longer needed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import os
-import weakref
 from collections.abc import Awaitable
 from contextlib import suppress
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from playwright.async_api import Browser, CDPSession, Page
+from playwright.async_api import Browser, Page
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Request as PlaywrightRequest
 from playwright.async_api import Response as PlaywrightResponse
@@ -57,9 +61,10 @@ from scrapy.http import Response
 from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
-from spiders_project import internals
-from spiders_project.meta import GUARDED
+from spiders_project.meta import GUARDED, RENDER_WAIT_SELECTOR
 from spiders_project.politeness.turns import HostTurns
+from spiders_project.rendering.attempts import Attempts, current_attempt
+from spiders_project.rendering.background import CLOSE_TIMEOUT, Background
 from spiders_project.rendering.blocking import (
     AbortPredicate,
     ResourceBlocker,
@@ -67,38 +72,20 @@ from spiders_project.rendering.blocking import (
     with_switches,
 )
 from spiders_project.rendering.config import RenderConfig, executable_problem
-from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
-from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
-from spiders_project.rendering.pages import PagePool
-from spiders_project.rendering.recycle import Recycler
+from spiders_project.rendering.driver import Driver
+from spiders_project.rendering.restarts import BrowserRestarts
+from spiders_project.rendering.reuse import PageReuse
 from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.slots import RenderSlots
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 from spiders_project.scope.networks import NetworkGuard
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass
-class _Attempt:
-    """What one attempt (one task) did that its caller needs to know."""
-
-    # Pages it opened, closed if it is cancelled (scrapy-playwright closes a
-    # page on errors, not on cancellation).
-    pages: list[Page] = field(default_factory=list)
-    # Seconds it waited for its host's turn, not counted in RENDER_DEADLINE.
-    turn_wait: float = 0.0
-    # Its page may serve further URLs (page reuse; not a page the spider asked for).
-    reuse: bool = False
-
-
-_current: ContextVar[_Attempt | None] = ContextVar("render_attempt", default=None)
 # Our RENDER_CONCURRENCY semaphore is the page cap. scrapy-playwright's
 # per-context semaphore loses a slot whenever new_page() is cancelled, so it
 # must never be the one that blocks.
 _UNLIMITED = 1_000_000
-_CLOSE_TIMEOUT = 10.0
 
 
 # scrapy-playwright ships no types, so its handler is Any to mypy.
@@ -132,21 +119,23 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             ResourceBlocker(self.render.block_resource_types, self.render.block_domains),
         )
         self.abort_request: AbortPredicate = self._route_request
-        self.recycler = Recycler(self.render.pages_per_context, self.render.pages_per_browser)
-        self.pages: PagePool[Page] = PagePool(self.render.urls_per_page)
-        # A DevTools session per reused page, for the garbage collection between URLs.
-        self._devtools: weakref.WeakKeyDictionary[Page, CDPSession] = weakref.WeakKeyDictionary()
-        self.health = BrowserHealth(self.render.max_rss_mb, self.render.slowdown)
-        self._watch: asyncio.Task[None] | None = None
-        self.slots = RenderSlots.of(crawler, self.render.concurrency)
-        self._start_lock = asyncio.Lock()
-        self._restart_lock = asyncio.Lock()
-        self._started = False
+        self.background = Background()
+        self.restarts = BrowserRestarts(
+            self.render, self.stats, self._restart_browser, lambda: hasattr(self, "browser")
+        )
+        self.reuse = PageReuse(self.render, self.stats, self.background)
+        self.driver = Driver(self.render.driver_node_options, self._start_driver, self._driver_gone)
+        self.attempts = Attempts(
+            self.render,
+            self.stats,
+            slots=RenderSlots.of(crawler, self.render.concurrency),
+            restarts=self.restarts,
+            reuse=self.reuse,
+            driver=self.driver,
+            download=self._download_request,
+            close_context=self._close_context,
+        )
         self._closed = False
-        self._rendering = 0
-        self._attempts: set[asyncio.Task[Response]] = set()
-        self._crashed: set[asyncio.Task[Response]] = set()
-        self._background: set[asyncio.Task[None]] = set()
         self._turns: HostTurns | None = None
         if self.render.enabled:
             problem = executable_problem(self.config.launch_options)
@@ -163,7 +152,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
 
     async def download_request(self, request: Request) -> Response:
         if self.render.enabled and request.meta.get("playwright"):
-            return await self._render(request)
+            return await self.attempts.render(request)
         # The connection is opened, and its host resolved, before the first
         # await below: the guard hears about this request's host just in time.
         proxy = request.meta.get("proxy")
@@ -178,168 +167,18 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         if self._closed:  # called once per scheme
             return
         self._closed = True
-        await stop_tasks([self._watch] if self._watch is not None else [])
-        for task in self._attempts:
-            task.cancel()
-        if self._background:  # pages and contexts being closed; each has its own timeout
-            await asyncio.wait(set(self._background), timeout=_CLOSE_TIMEOUT)
+        await self.restarts.stop()
+        self.attempts.cancel_all()
+        await self.background.wait()  # pages and contexts being closed
         await super().close()
 
     async def _close(self) -> None:
         try:
-            await asyncio.wait_for(super()._close(), 3 * _CLOSE_TIMEOUT)
+            await asyncio.wait_for(super()._close(), 3 * CLOSE_TIMEOUT)
         except (TimeoutError, PlaywrightError) as exc:
             logger.warning("Closing the browser failed: %r", exc)
 
-    # --- one rendered request --------------------------------------------------------
-    async def _render(self, request: Request) -> Response:
-        await self.slots.acquire(request)  # a no-op once RenderMiddleware took the slot
-        self._rendering += 1
-        self.stats.max_value("render/max_concurrent", self._rendering)
-        try:
-            return await self._render_with_retries(request)
-        finally:
-            self._rendering -= 1
-            self.slots.release(request)
-            # Per-attempt settings of ours; a retry or dead letter needn't carry them.
-            request.meta.pop("playwright_page_goto_kwargs", None)
-
-    async def _render_with_retries(self, request: Request) -> Response:
-        loop = asyncio.get_running_loop()
-        for attempt in itertools.count():
-            context = await self._next_context()
-            state = _Attempt()
-            started = loop.time()
-            task = asyncio.ensure_future(self._attempt(request, context, state))
-            self._attempts.add(task)
-            try:
-                response = await self._within_deadline(request, task, state)
-            except asyncio.CancelledError:
-                if task not in self._crashed:
-                    raise
-                if attempt >= self.render.crash_retries:
-                    raise BrowserCrashed(
-                        f"the browser died {attempt + 1} times while rendering {request.url}"
-                    ) from None
-                self.stats.inc_value("render/crash_retries")
-                logger.debug("Retrying %s on a relaunched browser", request.url)
-                continue
-            finally:
-                self._attempts.discard(task)
-                self._crashed.discard(task)
-                if self.recycler.release(context):
-                    self._close_context(context)
-            self.stats.inc_value("render/pages")
-            slow = self.health.rendered(loop.time() - started - state.turn_wait)
-            if slow is not None:
-                self._restart_soon("slowdown", slow)
-            return response
-        raise AssertionError("unreachable")
-
-    async def _within_deadline(
-        self, request: Request, task: asyncio.Task[Response], state: _Attempt
-    ) -> Response:
-        """The attempt's result. After RENDER_DEADLINE (plus the time it waited for
-        its host's turn) it is cancelled, without waiting for it to end."""
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        try:
-            while True:
-                remaining = start + self.render.deadline + state.turn_wait - loop.time()
-                if remaining <= 0:
-                    task.cancel()
-                    self.stats.inc_value("render/deadline_exceeded")
-                    raise RenderTimeout(
-                        f"rendering {request.url} took over RENDER_DEADLINE "
-                        f"({self.render.deadline:g} s); attempt cancelled"
-                    )
-                done, _ = await asyncio.wait({task}, timeout=remaining)
-                if done:
-                    return task.result()
-        except asyncio.CancelledError:
-            if not task.done():  # we were cancelled, not the attempt
-                task.cancel()
-            raise
-
-    async def _attempt(self, request: Request, context: str, state: _Attempt) -> Response:
-        _current.set(state)
-        request.meta["playwright_context"] = context
-        request.meta["playwright_page_goto_kwargs"] = {
-            "wait_until": self.render.wait_until,
-            "timeout": self.render.timeout_ms,
-        }
-        # A spider that asks for the page (playwright_include_page) gets its own.
-        reuse = self.pages.enabled and not request.meta.get("playwright_include_page")
-        state.reuse = reuse
-        try:
-            await self._ensure_started(request.url)
-            if reuse:
-                # scrapy-playwright navigates a page given in meta, and leaves
-                # it open when the request asks to include it.
-                idle = self._idle_page(context)
-                if idle is not None:
-                    self.stats.inc_value("render/pages_reused")
-                    state.pages.append(idle)
-                    request.meta["playwright_page"] = idle
-                request.meta["playwright_include_page"] = True
-            response: Response = await self._download_request(request)
-            if reuse:
-                page = request.meta.pop("playwright_page", None)
-                if page in state.pages:  # the page that rendered it: healthy
-                    state.pages.remove(page)
-                    self._give_back(context, page)
-            return response
-        finally:
-            if reuse:  # a Page never travels with the request (retries, dead letters)
-                request.meta.pop("playwright_page", None)
-                request.meta.pop("playwright_include_page", None)
-            for page in state.pages:  # failed or cancelled: not reused
-                self.pages.forget(page)
-                if not page.is_closed():
-                    self._in_background(page.close(), "closing a cancelled page")
-
-    def _idle_page(self, context: str) -> Page | None:
-        while (page := self.pages.take(context)) is not None:
-            if not page.is_closed():
-                return page
-            self.pages.forget(page)
-        return None
-
-    def _give_back(self, context: str, page: Page) -> None:
-        """A page that rendered its URL: kept for the next one of its context, or closed."""
-        loop = asyncio.get_running_loop()
-        if page.is_closed():
-            self.pages.forget(page)
-        elif self.pages.give_back(context, page, loop.time()):
-            loop.call_later(self.render.idle_page_close, self._close_if_idle, page)
-            if self.render.gc_between_urls:
-                self._in_background(self._collect_garbage(page), "collecting a page's garbage")
-        else:
-            self._in_background(page.close(), "closing a page that served its URLs")
-
-    async def _collect_garbage(self, page: Page) -> None:
-        """A full garbage collection in the page's renderer before its next URL.
-
-        A reused page's renderer keeps what its documents allocated until V8
-        decides to collect: about 110 MB of PSS more over 4 pages than a new
-        page per URL, in the benchmark. Collected while the page waits, it
-        costs no measurable CPU per page (docs/BENCHMARKS.md, "Rendering").
-        """
-        session = self._devtools.get(page)
-        if session is None:
-            session = await page.context.new_cdp_session(page)
-            self._devtools[page] = session
-        await session.send("HeapProfiler.collectGarbage")
-        self.stats.inc_value("render/garbage_collections")
-
-    def _close_if_idle(self, page: Page) -> None:
-        """RENDER_IDLE_PAGE_CLOSE after ``page`` went idle: closed unless it is busy again."""
-        # asyncio runs a timer up to its clock resolution early: a little slack.
-        idle_for = self.render.idle_page_close * 0.99
-        if self.pages.expire(page, asyncio.get_running_loop().time(), idle_for):
-            self.stats.inc_value("render/idle_pages_closed")
-            self._in_background(page.close(), "closing an idle page")
-
+    # --- scrapy-playwright's hooks, overridden -----------------------------------------
     def _route_request(self, request: PlaywrightRequest) -> bool | Awaitable[bool]:
         """scrapy-playwright's abort hook, which sees every request of a page
         (``page.route("**")``): counted, then aborted if blocked."""
@@ -354,19 +193,13 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         # per page in trials. Unsubscribed; render/browser_requests counts them.
         page.remove_listener("request", self._increment_request_stats)
         page.remove_listener("response", self._increment_response_stats)
-        page.on("crash", self._page_crashed)
-        state = _current.get()
+        page.on("crash", self.reuse.crashed)
+        state = current_attempt()
         if state is not None:
             state.pages.append(page)
             if state.reuse and self.route_switch:  # one request interception for all its URLs
                 RouteSwitch.install(page)
         return page
-
-    def _page_crashed(self, page: Page) -> None:
-        """A renderer died under one page (the browser lives on): never reuse it."""
-        self.stats.inc_value("render/page_crashes")
-        self.pages.forget(page)
-        self._in_background(page.close(), "closing a crashed page")
 
     async def _get_response_and_download(
         self, request: Request, page: Page, spider: Spider
@@ -375,7 +208,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         if self._turns is None:
             self._turns = HostTurns.for_navigation(self._crawler)
         waited = await self._turns.wait(request.url)
-        state = _current.get()
+        state = current_attempt()
         if state is not None:
             state.turn_wait += waited
         navigated: tuple[PlaywrightResponse | None, Download | None]
@@ -384,7 +217,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
 
     async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
         """Wait for the content: the request's selector, or else network idle (bounded)."""
-        selector = request.meta.get("render_wait_selector")
+        selector = request.meta.get(RENDER_WAIT_SELECTOR)
         if isinstance(selector, str) and selector:
             await page.wait_for_selector(selector, state="attached", timeout=self.render.timeout_ms)
         elif self.render.idle_timeout > 0:
@@ -395,101 +228,37 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
                 self.stats.inc_value("render/idle_timeout")
 
     # --- driver, contexts and browser ------------------------------------------------
-    async def _ensure_started(self, url: str) -> None:
-        if self._started:
-            return
-        async with self._start_lock:
-            if not self._started:
-                logger.info("Starting the Playwright driver for a rendered page (%s)", url)
-                # Playwright starts its driver with a copy of this process'
-                # environment and takes no other: NODE_OPTIONS goes there.
-                node_options = self.render.driver_node_options
-                if node_options and "NODE_OPTIONS" not in os.environ:
-                    os.environ["NODE_OPTIONS"] = node_options
-                await self._launch()
-                self._started = True
-                self._watch_driver(self.browser_provider)
-                if self.health.max_rss_mb and self._watch is None:
-                    self._watch = spawn_loop("browser memory watch", self._watch_memory())
-
-    def _watch_driver(self, provider: BrowserProvider) -> None:
-        """Restart the Node driver if it exits (killed, out of memory).
-
-        Playwright's public API has no event for that; its private connection
-        to the driver emits "close" (reached through :mod:`spiders_project.internals`,
-        which raises InternalsMissing here if it is gone). Without it, every
-        later rendered page would fail until the worker restarts.
-        """
-        internals.on_driver_exit(
-            provider.playwright,
-            provider.playwright_context_manager,
-            lambda: self._driver_gone(provider),
-        )
+    async def _start_driver(self) -> BrowserProvider:
+        """Launch Playwright for :mod:`.driver` (scrapy-playwright's own launch)."""
+        await self._launch()
+        self.restarts.watch_memory()
+        provider: BrowserProvider = self.browser_provider
+        return provider
 
     def _driver_gone(self, provider: BrowserProvider) -> None:
         if self._closed or getattr(self, "browser_provider", None) is not provider:
             return
         del self.browser_provider
-        self._started = False
+        self.driver.exited()
         self.stats.inc_value("render/driver_restarts")
         self._lost("Playwright's driver exited unexpectedly; starting a new one")
 
-    async def _next_context(self) -> str:
-        """The context for a new page; restarts the browser first when it is due."""
-        await self._restart_if_due()
-        return self.recycler.acquire()
-
-    async def _restart_if_due(self) -> None:
-        """Restart the browser if it is due, once its pages in flight are done
-        (new pages wait for the new browser meanwhile)."""
-        if self.recycler.browser_due():
-            async with self._restart_lock:
-                if self.recycler.browser_due():
-                    await self.recycler.drained.wait()
-                    await self._restart_browser()
-
-    def _restart_soon(self, kind: str, reason: str) -> None:
-        """Ask for a restart of the browser once its pages in flight are done."""
-        if self.recycler.request_restart(kind, reason):
-            logger.info(
-                "Chromium will restart once its %d pages in flight are done: %s",
-                self.recycler.in_flight,
-                reason,
-            )
-
-    async def _watch_memory(self) -> None:
-        """Every MEMORY_EVERY seconds, the browser's size against RENDER_MAX_RSS_MB;
-        an idle browser found too big is restarted at once (the next page starts
-        a new one), a busy one once its pages are done."""
-        while True:
-            await asyncio.sleep(MEMORY_EVERY)
-            if not hasattr(self, "browser"):
-                continue
-            rss = await asyncio.to_thread(browser_rss_mb)
-            self.stats.max_value("render/max_browser_rss_mb", round(rss))
-            too_big = self.health.too_big(rss)
-            if too_big is not None and not self.recycler.browser_due():
-                self._restart_soon("memory", too_big)
-            if self.recycler.browser_due() and self.recycler.drained.is_set():
-                await self._restart_if_due()
-
     async def _restart_browser(self) -> None:
+        """The restart ``self.restarts`` found due: the browser closed, the next page
+        launches a new one."""
         async with self.browser_launch_lock:
             browser: Browser | None = getattr(self, "browser", None)
-            kind, reason = self.recycler.due_because
+            kind, reason = self.restarts.due_because
             if browser is not None:
                 del self.browser
-            self.context_wrappers.clear()
-            self.pages.clear()
-            self.recycler.browser_restarted()
-            self.health.restarted()
+            self._forget_contexts()
         if browser is None:
             return
         logger.info("Restarting Chromium: %s", reason)
         self.stats.inc_value("render/browser_restarts")
         self.stats.inc_value(f"render/browser_restarts/{kind}")
         with suppress(PlaywrightError, TimeoutError):
-            await asyncio.wait_for(browser.close(), _CLOSE_TIMEOUT)
+            await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT)
 
     async def _maybe_launch_browser(self) -> None:
         async with self.browser_launch_lock:
@@ -510,31 +279,20 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         """The browser is gone: forget it and retry the attempts that were using it."""
         if hasattr(self, "browser"):
             del self.browser
+        self._forget_contexts()
+        logger.warning("%s and retrying the %d pages in flight", what, self.attempts.in_flight)
+        self.attempts.crash_all()
+
+    def _forget_contexts(self) -> None:
+        """The browser is gone or going: its contexts and pages with it."""
         self.context_wrappers.clear()
-        self.pages.clear()
-        self.recycler.browser_restarted()
-        self.health.restarted()
-        victims = [task for task in self._attempts if not task.done()]
-        logger.warning("%s and retrying the %d pages in flight", what, len(victims))
-        for task in victims:
-            self._crashed.add(task)
-            task.cancel()
+        self.reuse.clear()
+        self.restarts.new_browser()
 
     def _close_context(self, name: str) -> None:
-        self.pages.drop(name)  # closed with their context
+        self.reuse.drop(name)  # closed with their context
         wrapper = self.context_wrappers.get(name)
         if wrapper is None:
             return
         self.stats.inc_value("render/contexts_recycled")
-        self._in_background(wrapper.context.close(), f"closing context {name}")
-
-    def _in_background(self, awaitable: Awaitable[None], what: str) -> None:
-        async def run() -> None:
-            try:
-                await asyncio.wait_for(awaitable, _CLOSE_TIMEOUT)
-            except (PlaywrightError, TimeoutError) as exc:
-                logger.debug("%s failed: %r", what, exc)
-
-        task = asyncio.ensure_future(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.background.run(wrapper.context.close(), f"closing context {name}")

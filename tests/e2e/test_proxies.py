@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from spiders_project.contract import read_cluster
+from spiders_project.cluster_view import read_cluster
 from spiders_project.proxies.config import proxy_name
 from tests.support.processes import K, stat, wait_until, worker
 from tests.support.proxy import TestProxy

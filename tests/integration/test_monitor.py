@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from spiders_project.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.config import load_settings
-from spiders_project.contract import CLOSED, RUNNING, eta_seconds, pages_per_second, read_cluster
+from spiders_project.contract import CLOSED, RUNNING
 from spiders_project.extensions.heartbeat import (
     StatsPublishConfig,
     metric_counters,

@@ -1,0 +1,66 @@
+"""The snapshot of a cluster the monitor and crawlstatus read: pure reading of replies."""
+
+from __future__ import annotations
+
+from spiders_project.cluster_view import as_dict, read_cluster
+from spiders_project.contract import Work
+
+
+def test_a_cluster_read_from_raw_replies() -> None:
+    """``send`` may hand back raw replies (flat lists) or redis-py's parsed ones."""
+    sent: list[str] = []
+
+    def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
+        sent.append(name)
+        if name == "read_cluster":
+            assert commands[0] == ("TIME",) and commands[1] == ("INFO", "memory")
+            return [
+                [b"1000", b"500000"],
+                b"# Memory\r\nused_memory:2048\r\nmaxmemory:0\r\n",
+                *(1, b"5", 2, 0, 0),  # work
+                3,  # dead
+                4,  # unserializable
+                *(1, 0, 0, 0),  # rejected lists
+                40,  # the previous release's dupefilter set
+                [b"pages", b"7"],  # totals, as a flat HGETALL
+                {b"items_written": b"6"},  # db_writer, as redis-py parses it
+                None,
+                None,
+                [b"h:1", b"999.5", b"h:2", b"1.0"],  # h:2 is older than the retention
+                [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
+                b"2",  # the seen-set's count
+                0,  # the samples (EXISTS)
+                b"3",  # the render queue's size
+                1,  # its leases
+            ]
+        assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
+        return [{b"pages": b"7", b"items": b"2"}, 1]
+
+    view = read_cluster(send, ["s"], worker_retention=900)
+    assert sent == ["read_cluster", "read_cluster workers"]
+    assert view.time == 1000.5 and view.used_memory == 2048 and view.maxmemory == 0
+    [spider] = view.spiders
+    assert spider.work == Work(1, 8, 3, 0, 0) and not spider.work.idle
+    assert spider.queues["requests"] == 8 and spider.queues["render"] == 3
+    assert spider.queues["dead"] == 3 and spider.queues["rejected"] == 1
+    assert spider.queues["unserializable"] == 4
+    assert spider.rejected == {"start_urls": 1, "requests": 0, "items": 0, "dead": 0}
+    assert spider.dupefilter == 42 and spider.totals == {"pages": 7}
+    assert spider.db_writer == {"items_written": 6.0} and spider.lag == 0.0
+    [worker] = spider.workers
+    assert (worker.worker, worker.alive, worker.counters) == ("h:1", True, {"pages": 7, "items": 2})
+    assert as_dict(view)["spiders"][0]["idle"] is False
+    assert spider.proxy_bans == {"http://p:1": 1000.6}
+    assert spider.proxies(1000.5) == {"http://p:1": True}
+    assert spider.proxies(1000.7) == {"http://p:1": False}
+
+
+def test_a_spider_named_twice_is_read_once() -> None:
+    def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0]
+        per_spider += [None, 0]  # the render queue
+        return [[b"1000", b"0"], {}, *per_spider]
+
+    view = read_cluster(send, ["s", "s"], worker_retention=900)
+    assert [spider.spider for spider in view.spiders] == ["s"]
+    assert view.spiders[0].work.drained
