@@ -7,9 +7,8 @@ from redis.crc import key_slot as redis_key_slot
 from redis.exceptions import ClusterDownError, MovedError, RedisClusterException, TryAgainError
 
 from spiders_project.contract import work_of, work_reads
-from spiders_project.keys import HTTP, LANES, RENDER, SLOTS, RedisKeys, key_slot, shard_tag
+from spiders_project.keys import LANES, RENDER, SLOTS, RedisKeys, key_slot, shard_tag
 from spiders_project.redis_calls import ErrorKind, classify
-from spiders_project.runtime.batcher import lease_part
 from spiders_project.runtime.calls import ack_call, enqueue_call, lease_call, requeue_call
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
@@ -89,15 +88,6 @@ def test_every_frontier_script_of_a_shard_touches_one_slot(lane: str) -> None:
         assert len({key_slot(k) for k in keys}) == 1, keys
     # The render queue is in its shard's slot, with the seen-set it shares.
     assert key_slot(shard.hosts) == key_slot(SHARDED.of_shard(1).seen)
-
-
-def test_a_lease_id_names_its_shard_and_lane() -> None:
-    assert lease_part(b"vm:12:ab12cd@2/17") == (2, HTTP)
-    assert lease_part("vm:12:ab12cd/17") == (0, HTTP)  # not sharded
-    assert lease_part(b"host@name:1:ab/3") == (0, HTTP)  # an @ in the host, no shard
-    assert lease_part(b"vm:12:ab12cd@2+render/17") == (2, RENDER)
-    assert lease_part("vm:12:ab12cd+render/4") == (0, RENDER)
-    assert lease_part("vm:12:ab+other/4") == (0, HTTP)  # not a lane
 
 
 def test_work_sums_the_shards_and_lanes() -> None:
