@@ -23,7 +23,8 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import exit_on_config_error
-from spiders_project.dead_letters.letters import DeadLetter, requeue
+from spiders_project.dead_letters.letters import DeadLetter
+from spiders_project.dead_letters.requeue import requeue
 from spiders_project.keys import RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import (

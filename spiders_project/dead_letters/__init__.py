@@ -1,6 +1,7 @@
 """Dead letters: requests that failed for good, kept in ``<spider>:dead``.
 
-The letter format and the requeue logic (``letters``) and the downloader
-middleware that writes them (``middleware``); ``scrapy deadletters`` reads,
-requeues and purges them through ``letters``.
+The letter format (``letters``), the downloader middleware that writes them
+(``middleware``) and the requeue logic that puts them back (``requeue``);
+``scrapy deadletters`` reads and purges them through ``letters``, and
+requeues them through ``requeue``.
 """

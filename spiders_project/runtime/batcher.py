@@ -24,42 +24,45 @@ repeated items, and acks of unique lease ids are idempotent.
 With replicas (``REDIS_WAIT_REPLICAS``), a tick that carried requests, items
 or acks counts as written only once ``WAIT`` says that many replicas have it
 (or all connected ones, if fewer: the transaction's ``INFO replication``
-tells, every ``REPLICAS_EVERY`` seconds). Otherwise its ops are sent again,
-by the same at-least-once rule: a failover to a replica that lacks them then
-loses nothing a worker counted done.
+tells, every ``replicas.REPLICAS_EVERY`` seconds). Otherwise its ops are sent
+again, by the same at-least-once rule: a failover to a replica that lacks them
+then loses nothing a worker counted done.
+
+This module keeps the buffer, the ticks and what is delivered; a tick's
+commands are laid out in ``transaction.py``, what Redis refused inside EXEC
+is read in ``refusals.py``, the WAIT is ``replicas.py``'s, and a sharded
+frontier's split by slot ``slots.py``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.keys import HTTP, LANES, RedisKeys
-from spiders_project.redis_calls import (
-    ErrorKind,
-    LuaScript,
-    RedisCalls,
-    RedisState,
-    RedisUnavailable,
-    classify,
-)
-from spiders_project.runtime.calls import ack_call, enqueue_call, refuse_guard, seed_digest
+from spiders_project.keys import HTTP, RedisKeys
+from spiders_project.redis_calls import LuaScript, RedisCalls, RedisUnavailable
 from spiders_project.runtime.clock import ScriptClock
+from spiders_project.runtime.refusals import Refusals
+from spiders_project.runtime.replicas import ReplicaWait
 from spiders_project.runtime.scripts import FrontierScripts
+from spiders_project.runtime.slots import by_slot, seed_claims
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.runtime.transaction import (
+    ACK,
+    COMMAND,
+    CONFIRMED,
+    ENQUEUE,
+    ITEM,
+    PUSH,
+    Op,
+    add_commands,
+    group,
+)
 from spiders_project.wiring import Subscribers
 
 logger = logging.getLogger(__name__)
-
-# Op kinds; a tick sends one group of commands per kind.
-_ENQUEUE, _ITEM, _ACK, _PUSH, _COMMAND = "enqueue", "item", "ack", "push", "command"
-# The kinds whose writes replicas must confirm (WAIT) when asked to.
-_CONFIRMED = {_ENQUEUE, _ITEM, _ACK}
-# Seconds between two reads of the master's connected replicas.
-REPLICAS_EVERY = 5.0
 
 
 class RedisBatcher:
@@ -86,7 +89,7 @@ class RedisBatcher:
         self.clock = clock or ScriptClock()
         self.seen = seen  # the seen-set's mode (seen.SeenConfig.spec)
         self.scripts = FrontierScripts()
-        self._ops: list[tuple[str, Any]] = []
+        self._ops: list[Op] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -112,18 +115,13 @@ class RedisBatcher:
         self.items_backlog = 0
         # Told that length after each flush (backpressure reacts at once).
         self.backlog: Subscribers[[int]] = Subscribers()
-        # The command Redis refused last (a caller's error), logged once until it passes.
-        self._refusal: str | None = None
-        # Replicas that must confirm writes (0: none), and what the master last
-        # said of its connected replicas (None: not asked yet).
-        self.wait_replicas = wait_replicas
-        self.wait_timeout_ms = max(1, round(wait_timeout * 1000))
-        # By slot (frontier prefix): (connected replicas as last read, when).
-        self._replicas: dict[str, tuple[int | None, float]] = {}
-        self._unconfirmed = False
+        # What Redis refused inside EXEC, and the replicas that must confirm
+        # writes (REDIS_WAIT_REPLICAS; 0: none). Both log as this module.
+        self._refusals = Refusals(logger)
+        self._replica_wait = ReplicaWait(wait_replicas, wait_timeout, logger)
 
     # --- appending (never waits) ---------------------------------------------
-    def _add(self, op: tuple[str, Any]) -> None:
+    def _add(self, op: Op) -> None:
         self._ops.append(op)
         self._appended += 1
 
@@ -140,7 +138,7 @@ class RedisBatcher:
         """Queue a request; with ``seed``, only if that start_urls entry is still there;
         with ``wait_ms``, not to be fetched before that many ms from now (a retry);
         in ``lane``, the frontier's HTTP or render queue (``keys.LANES``)."""
-        self._add((_ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms, lane)))
+        self._add((ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms, lane)))
 
     def reject_seed(self, seed: bytes, reason: str) -> None:
         """Move a start_urls entry that is not a valid seed to start_urls:rejected.
@@ -149,15 +147,15 @@ class RedisBatcher:
         was the one that made it.
         """
         self._reject_reasons[seed] = reason
-        self._add((_ENQUEUE, ("", "", 0, b"", seed, 0, HTTP)))
+        self._add((ENQUEUE, ("", "", 0, b"", seed, 0, HTTP)))
 
     def item(self, payload: bytes) -> None:
-        self._add((_ITEM, payload))
+        self._add((ITEM, payload))
         self.pending_items += 1
 
     def ack(self, lease_id: bytes | str) -> None:
         """End a lease of this worker for good (``lua/ack.lua``)."""
-        self._add((_ACK, (lease_id, False)))
+        self._add((ACK, (lease_id, False)))
 
     def release(self, lease_id: bytes | str, *, now: bool = False) -> None:
         """Give back the cap slot of a lease whose download ended; the lease
@@ -168,27 +166,27 @@ class RedisBatcher:
         up to ``FRONTIER_FLUSH_INTERVAL``). Only such releases wake the
         batcher, so an uncapped crawl keeps its batches whole.
         """
-        self._add((_ACK, (lease_id, True)))
+        self._add((ACK, (lease_id, True)))
         if now:
             self._wake.set()
 
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
-        self._add((_PUSH, (key, value)))
+        self._add((PUSH, (key, value)))
 
     def command(self, *args: Any) -> None:
         """Any other Redis command, sent in order with the rest."""
-        self._add((_COMMAND, args))
+        self._add((COMMAND, args))
 
     def script(self, script: LuaScript, keys: list[str], args: list[Any]) -> None:
         """A Lua script (EVAL by source: see ``flush``), sent in order with the rest."""
-        self._add((_COMMAND, ("EVAL", script.source, len(keys), *keys, *args)))
+        self._add((COMMAND, ("EVAL", script.source, len(keys), *keys, *args)))
 
     def __len__(self) -> int:
         return len(self._ops)
 
     def has_pending_requests(self) -> bool:
-        return any(kind == _ENQUEUE for kind, _ in self._ops)
+        return any(kind == ENQUEUE for kind, _ in self._ops)
 
     # --- flushing ---------------------------------------------------------------
     def start(self) -> None:
@@ -224,14 +222,14 @@ class RedisBatcher:
         self._delivered_all(ops, kept)
         return delay
 
-    def _delivered_all(self, ops: list[tuple[str, Any]], kept: list[tuple[str, Any]]) -> None:
+    def _delivered_all(self, ops: list[Op], kept: list[Op]) -> None:
         """Put ``kept`` back in front; count the rest of ``ops`` as delivered."""
         self._ops = kept + self._ops
         self._delivered += len(ops) - len(kept)
         flushed, self._flushed = self._flushed, asyncio.Event()
         flushed.set()
 
-    async def _flush_sharded(self, ops: list[tuple[str, Any]]) -> float:
+    async def _flush_sharded(self, ops: list[Op]) -> float:
         """One tick over a sharded frontier (shards.py): one MULTI/EXEC per slot.
 
         Redis Cluster has no transaction across slots, so the tick has two
@@ -249,8 +247,8 @@ class RedisBatcher:
         without queuing it twice. Unlike on one Redis, an identical entry
         pushed again within that window is claimed without a second crawl.
         """
-        first = [op for op in ops if op[0] != _ACK]
-        second = [op for op in ops if op[0] == _ACK]
+        first = [op for op in ops if op[0] != ACK]
+        second = [op for op in ops if op[0] == ACK]
         kept, delay, claims = await self._send_groups(first)
         self._appended += len(claims)
         second += claims
@@ -261,127 +259,37 @@ class RedisBatcher:
         self._delivered_all(ops + claims, kept)
         return max(delay, delay2)
 
-    async def _send_groups(
-        self, ops: list[tuple[str, Any]]
-    ) -> tuple[list[tuple[str, Any]], float, list[tuple[str, Any]]]:
+    async def _send_groups(self, ops: list[Op]) -> tuple[list[Op], float, list[Op]]:
         """``ops`` in one transaction per slot, all at once: (ops kept, backoff,
         seed claims due now that their requests are queued)."""
-        groups: dict[str, tuple[RedisKeys, list[tuple[str, Any]]]] = {}
-        # A seed's request goes to its host's shard with the entry's digest
-        # (that script cannot reach start_urls), and is claimed after: see above.
-        seeds: dict[int, tuple[str, Any]] = {}  # id of the op sent -> the op as given
-        for op in ops:
-            keys = self._keys_of(op)
-            if op[0] == _ENQUEUE and op[1][0] and op[1][4]:
-                host, fingerprint, priority, payload, _, wait_ms, lane = op[1]
-                digest = seed_digest(op[1][4])
-                sent = (_ENQUEUE, (host, fingerprint, priority, payload, digest, wait_ms, lane))
-                seeds[id(sent)] = op
-                op = sent
-            groups.setdefault(keys.frontier_prefix, (keys, []))[1].append(op)
-        if not groups:
+        slots, seeds = by_slot(self.keys, ops)
+        if not slots:
             return [], 0.0, []
         replies = await asyncio.gather(
             *(
-                self._transaction(keys, self.calls_for(keys), group)
-                for keys, group in groups.values()
+                self._transaction(keys, self.calls_for(keys), slot_ops)
+                for keys, slot_ops in slots.values()
             )
         )
-        kept = [op for group_kept, _ in replies for op in group_kept]
-        delay = max(delay for _, delay in replies)
-        kept_ids = {id(op) for op in kept}
-        claims = [
-            (_COMMAND, ("LREM", self.keys.start_urls, 1, given[1][4]))
-            for sent_id, given in seeds.items()
-            if sent_id not in kept_ids
-        ]
-        # A kept seed's request goes again as given, entry and all.
-        return [seeds.get(id(op), op) for op in kept], delay, claims
-
-    def _keys_of(self, op: tuple[str, Any]) -> RedisKeys:
-        """The keys of the slot ``op`` writes to (sharded frontier only)."""
-        kind, arg = op
-        if kind == _ENQUEUE:
-            return self.keys.for_host(arg[0]) if arg[0] else self.keys
-        if kind == _ACK:
-            return self.keys.of_shard(lease_part(arg[0])[0])
-        if kind == _PUSH:
-            return self._by_prefix(arg[0])
-        if kind == _COMMAND:
-            # EVAL source numkeys key...; any other command names its key first.
-            return self._by_prefix(str(arg[3] if arg[0] == "EVAL" else arg[1]))
-        return self.keys
-
-    def _by_prefix(self, key: str) -> RedisKeys:
-        for keys in self.keys.all_shards:
-            if key.startswith(keys.frontier_prefix):
-                return keys
-        return self.keys
+        kept = [op for slot_kept, _ in replies for op in slot_kept]
+        claims, kept = seed_claims(self.keys, seeds, kept)
+        return kept, max(delay for _, delay in replies), claims
 
     async def _transaction(
-        self, keys: RedisKeys, calls: RedisCalls, ops: list[tuple[str, Any]]
-    ) -> tuple[list[tuple[str, Any]], float]:
+        self, keys: RedisKeys, calls: RedisCalls, ops: list[Op]
+    ) -> tuple[list[Op], float]:
         """``ops`` in one MULTI/EXEC on ``calls``: (the ops Redis did not take, backoff)."""
-        groups = _group(ops)
-        home = keys.frontier_prefix == self.keys.prefix
-        client = calls.client
-        pipe = client.pipeline(transaction=True)
-        spans: list[tuple[str, int, int, str]] = []  # (kind, first, end, command name)
-        n_commands = 0
-        if any(kind == _ENQUEUE for kind, _ in groups) and not any(
-            kind in (_ITEM, _PUSH) for kind, _ in groups
-        ):
-            # RPUSH and LPUSH already make Redis refuse the transaction whole under OOM.
-            pipe.execute_command(*refuse_guard(keys))
-            n_commands += 1
-        enqueued: list[tuple[int, list[Any]]] = []  # (command index, its requests)
-        for kind, batch in groups:
-            first = n_commands
-            if kind == _ENQUEUE:
-                # One script per lane (its own queues and ready-set; the
-                # seen-set is the same), all in this one transaction.
-                for lane, entries in _by_lane(batch, lambda entry: entry[6]):
-                    enqueue_keys, args = enqueue_call(
-                        keys.in_lane(lane), entries, seen=self.seen, now=self.clock.arg()
-                    )
-                    # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
-                    # restarted, script cache empty) would fail this command alone
-                    # while the rest of the transaction is applied.
-                    pipe.eval(self.scripts.enqueue.source, len(enqueue_keys), *enqueue_keys, *args)
-                    enqueued.append((n_commands, entries))
-                    n_commands += 1
-                name = "script enqueue"
-            elif kind == _ITEM:
-                pipe.rpush(keys.items, *batch)
-                n_commands += 1
-                name = "RPUSH items"
-            elif kind == _ACK:
-                for lane, acks in _by_lane(batch, lambda ack: lease_part(ack[0])[1]):
-                    ack_keys, args = ack_call(
-                        keys.in_lane(lane),
-                        [lease_id for lease_id, release in acks if not release],
-                        releases=[lease_id for lease_id, release in acks if release],
-                        now=self.clock.arg(),
-                    )
-                    pipe.eval(self.scripts.ack.source, len(ack_keys), *ack_keys, *args)
-                    n_commands += 1
-                name = "script ack"
-            elif kind == _PUSH:
-                for key, value in batch:
-                    pipe.lpush(key, value)
-                    n_commands += 1
-                name = "LPUSH"
-            else:
-                for args in batch:
-                    pipe.execute_command(*args)
-                    n_commands += 1
-                name = str(batch[0][0])
-            spans.append((kind, first, n_commands, name))
+        groups = group(ops)
+        slot = keys.frontier_prefix
+        home = slot == self.keys.prefix
+        pipe = calls.client.pipeline(transaction=True)
+        spans, enqueued = add_commands(
+            pipe, keys, groups, scripts=self.scripts, seen=self.seen, clock=self.clock
+        )
         if home:
             # Free ride: the item backlog, for backpressure.
             pipe.llen(self.keys.items)
-        replicas, read_at = self._replicas.get(keys.frontier_prefix, (None, 0.0))
-        read_replicas = bool(self.wait_replicas) and (time.monotonic() - read_at >= REPLICAS_EVERY)
+        read_replicas = self._replica_wait.read_due(slot)
         if read_replicas:
             pipe.info("replication")
         try:
@@ -395,68 +303,29 @@ class RedisBatcher:
         finally:
             await pipe.reset()
         if read_replicas:
-            info = results.pop()
-            if isinstance(info, dict):
-                replicas = int(info.get("connected_slaves", 0))
-                self._replicas[keys.frontier_prefix] = (replicas, time.monotonic())
-        failed_kinds, delay = self._failed_groups(spans, results, calls.state)
+            self._replica_wait.read(slot, results.pop())
+        failed_kinds, delay = self._refusals.failed_kinds(spans, results, calls.state)
         applied = {kind for kind, _ in groups} - failed_kinds
-        if not await self._confirmed(calls, keys.frontier_prefix, replicas, applied):
+        if applied & CONFIRMED and not await self._replica_wait.confirmed(calls, slot):
             # Applied on the master, not (yet) on its replicas: all again.
             return ops, max(delay, calls.state.backoff)
         kept = [op for op in ops if op[0] in failed_kinds]
         if home and isinstance(results[-1], int):
             self.items_backlog = results[-1]
             self.backlog(self.items_backlog)
-        if _ITEM not in failed_kinds:
-            self.pending_items -= sum(1 for kind, _ in ops if kind == _ITEM)
-        if _ENQUEUE not in failed_kinds:
+        if ITEM not in failed_kinds:
+            self.pending_items -= sum(1 for kind, _ in ops if kind == ITEM)
+        if ENQUEUE not in failed_kinds:
             for index, entries in enqueued:
                 self._report_enqueued(entries, results[index])
-        if _ACK not in failed_kinds and any(kind == _ACK for kind, _ in groups):
+        if ACK not in failed_kinds and any(kind == ACK for kind, _ in groups):
             self.slots_freed()
         return kept, delay
 
     @property
     def replicas(self) -> int | None:
         """Connected replicas of the master of this spider's slot, as last read (None: not yet)."""
-        return self._replicas.get(self.keys.prefix, (None, 0.0))[0]
-
-    async def _confirmed(
-        self, calls: RedisCalls, slot: str, replicas: int | None, applied: set[str]
-    ) -> bool:
-        """Whether the replicas asked for have what this tick applied (WAIT).
-
-        True without a round trip when nothing applied needs it, when no
-        replica is asked for, or none is connected. A WAIT that fails (Redis
-        away) counts as not confirmed: the ops go again.
-        """
-        wanted = min(self.wait_replicas, replicas or 0)
-        if not wanted or not applied & _CONFIRMED:
-            return True
-        try:
-            acked = await calls.command(
-                "WAIT", wanted, self.wait_timeout_ms, retry=False, writes=False
-            )
-        except Exception:  # noqa: BLE001 - away or refused: logged by the call path
-            return False
-        ok = int(acked) >= wanted
-        if not ok:
-            # A failover may have left fewer: ask again next tick.
-            self._replicas[slot] = (replicas, 0.0)
-        if ok == self._unconfirmed:  # a change of state: one line each way
-            if ok:
-                logger.info("Writes are confirmed by %d replica(s) again", wanted)
-            else:
-                logger.warning(
-                    "Writes not confirmed by %d replica(s) within %d ms (%d did): "
-                    "sending them again until they are",
-                    wanted,
-                    self.wait_timeout_ms,
-                    int(acked),
-                )
-            self._unconfirmed = not ok
-        return ok
+        return self._replica_wait.connected(self.keys.prefix)
 
     def _report_enqueued(self, sent: list[Any], reply: Any) -> None:
         """Tell subscribers what one enqueue script's ``{enqueued, rejected seed...}``
@@ -471,42 +340,6 @@ class RedisBatcher:
             if seed in moved:
                 moved.discard(seed)
                 self.seeds_rejected(seed, reason)
-
-    def _failed_groups(
-        self, spans: list[tuple[str, int, int, str]], results: list[Any], state: RedisState
-    ) -> tuple[set[str], float]:
-        """The op kinds whose commands Redis refused inside EXEC, and the wait before resending.
-
-        Logs a refused command once (until it passes); refused writes (OOM,
-        READONLY) go through the shared state, which logs them once too.
-        """
-        failed: set[str] = set()
-        delay = 0.0
-        refusal: str | None = None
-        for kind, first, end, name in spans:
-            errors = [r for r in results[first:end] if isinstance(r, Exception)]
-            if not errors:
-                continue
-            failed.add(kind)
-            exc = errors[0]
-            if classify(exc) in (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION):
-                delay = max(delay, state.failed(exc))
-                continue
-            refusal = f"{name}: {type(exc).__name__}: {exc}"
-            if refusal != self._refusal:
-                logger.error("Redis refused %s; keeping those writes and retrying", refusal)
-            delay = max(delay, state.backoff_max)
-        if self._refusal is not None and refusal is None:
-            logger.info("Redis took the writes it had refused (%s)", self._refusal)
-        self._refusal = refusal
-        if not delay:
-            # Acks alone (ack.lua) are taken even out of memory: only a
-            # tick that wrote something proves Redis accepts writes again.
-            if any(kind != _ACK for kind, _, _, _ in spans):
-                state.writes_ok()
-            else:
-                state.ok()
-        return failed, delay
 
     async def wait_flushed(self) -> None:
         """Return once everything buffered before this call has reached Redis."""
@@ -530,43 +363,3 @@ class RedisBatcher:
         if self._ops:
             logger.error("%d writes could not reach Redis before shutdown", len(self._ops))
         return not self._ops
-
-
-def lease_part(lease_id: bytes | str) -> tuple[int, str]:
-    """The (shard, lane) whose queue gave a lease id: lua/lease.lua names ids
-    ``<owner>/<n>``; a sharded frontier's owner carries ``@<shard>``, and the
-    render queue's ``+render`` after it (``WorkerRedis.lease_owner_of``)."""
-    text = lease_id.decode() if isinstance(lease_id, bytes) else lease_id
-    owner = text.rpartition("/")[0]
-    head, plus, lane = owner.rpartition("+")
-    if plus and lane in LANES:
-        owner = head
-    else:
-        lane = HTTP
-    _, at, shard = owner.rpartition("@")
-    return (int(shard) if at and shard.isdigit() else 0), lane
-
-
-def _by_lane(batch: list[Any], lane_of: Callable[[Any], str]) -> list[tuple[str, list[Any]]]:
-    """``batch`` split by lane, in order within each; lanes in the order of ``LANES``."""
-    lanes: dict[str, list[Any]] = {}
-    for entry in batch:
-        lanes.setdefault(lane_of(entry), []).append(entry)
-    order = [lane for lane in LANES if lane in lanes]
-    return [(lane, lanes[lane]) for lane in order + [lane for lane in lanes if lane not in LANES]]
-
-
-def _group(ops: list[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
-    """The ops of each kind, in their order, kinds in order of first appearance.
-
-    One group per kind, not per run of consecutive ops: a page's item, links
-    and ack interleave with the next page's, so runs are a page long, and a
-    tick would otherwise send one enqueue script, one RPUSH, one ZREM and one
-    HDEL per page (one each: 17.6 -> 12.8 Redis commands per page in the benchmark).
-    Regrouping is safe because the whole tick is one MULTI/EXEC: Redis applies
-    it at once or not at all, so a page's ack never lands without its items.
-    """
-    groups: dict[str, list[Any]] = {}
-    for kind, arg in ops:
-        groups.setdefault(kind, []).append(arg)
-    return list(groups.items())

@@ -22,11 +22,12 @@ from scrapy.crawler import Crawler
 from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import RedisConfig, async_client
-from spiders_project.runtime.batcher import RedisBatcher, lease_part
+from spiders_project.runtime.batcher import RedisBatcher
 from spiders_project.runtime.clock import ScriptClock
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT, SeenConfig
+from spiders_project.runtime.transaction import lease_part
 from spiders_project.shards import spider_keys
 from spiders_project.wiring import shared
 
@@ -140,7 +141,7 @@ class WorkerRedis:
     def lease_owner_of(self, keys: RedisKeys) -> str:
         """The owner named in lease ids of ``keys``' queue: ``@<shard>`` is added
         when the frontier is sharded, and ``+render`` for the render queue, so an
-        ack finds its queue (batcher.lease_part)."""
+        ack finds its queue (transaction.lease_part)."""
         owner = f"{self.lease_owner}@{keys.shard}" if keys.sharded else self.lease_owner
         return f"{owner}+{keys.lane}" if keys.lane else owner
 

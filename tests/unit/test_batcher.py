@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
 import redis.asyncio
 
 from spiders_project.keys import RENDER, RedisKeys
@@ -24,6 +25,7 @@ async def batcher_for(redis_url: str) -> tuple[RedisBatcher, RedisState]:
     return RedisBatcher(RedisCalls(client, state), K, 0.05), state
 
 
+@pytest.mark.redis
 def test_ops_survive_oom_in_order(redis_url, r, caplog):
     async def main() -> None:
         batcher, state = await batcher_for(redis_url)
@@ -54,6 +56,7 @@ def test_ops_survive_oom_in_order(redis_url, r, caplog):
     assert sum(m.startswith("Redis refuses writes (OOM") for m in caplog.messages) == 1
 
 
+@pytest.mark.redis
 def test_a_refused_command_keeps_its_ops_and_the_rest_goes(redis_url, r, caplog):
     """A broken key (WRONGTYPE) fails its own group inside EXEC; it is kept, the rest lands."""
     r.set(K.items, "not a list")
@@ -81,6 +84,7 @@ def test_a_refused_command_keeps_its_ops_and_the_rest_goes(redis_url, r, caplog)
     assert any(m.startswith("Redis took the writes it had refused") for m in caplog.messages)
 
 
+@pytest.mark.redis
 def test_redis_away_keeps_everything(redis_url, r):
     async def main() -> None:
         batcher, state = await batcher_for("redis://127.0.0.1:9/0")
@@ -93,6 +97,7 @@ def test_redis_away_keeps_everything(redis_url, r):
     run(main())
 
 
+@pytest.mark.redis
 def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
     """Under OOM a tick of links and acks is refused whole, though acks alone would pass."""
     r.zadd(K.leases, {b"w/1": 1})
@@ -116,6 +121,7 @@ def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
     assert r.zcard(K.leases) == 0 and r.zcard(K.host_queue("h")) + r.llen(K.host_list("h")) == 1
 
 
+@pytest.mark.redis
 def test_one_tick_writes_both_lanes_and_acks_each_in_its_own(redis_url, r):
     """An HTTP and a render request, and acks of leases from both queues, in one
     MULTI/EXEC: each lane's script gets its own entries (keys.LANES)."""

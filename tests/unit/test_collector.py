@@ -3,7 +3,7 @@
 
 def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
     from monitor.collector import spider_metrics
-    from spiders_project.contract import read_cluster
+    from spiders_project.cluster_view import read_cluster
 
     def send(name, commands):
         if name == "read_cluster workers":

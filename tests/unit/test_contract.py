@@ -103,3 +103,22 @@ def test_counters_keep_only_the_metric_fields() -> None:
         "errors:dead_letter": 1,
         "responses:200": 9,
     }
+
+
+SHARDED = RedisKeys("distributed", cluster=True, shards=3)
+
+
+def test_work_sums_the_shards_and_lanes() -> None:
+    reads = work_reads(SHARDED)
+    # The first shard's HTTP queue, the two other shards', then three render queues.
+    assert len(reads) == 5 + 2 * 2 + 3 * 2
+    assert reads[9:] == [
+        cmd
+        for shard in SHARDED.all_shards
+        for cmd in (
+            ("GET", shard.in_lane(RENDER).requests_size),
+            ("ZCARD", shard.in_lane(RENDER).leases),
+        )
+    ]
+    replies = [1, b"2", 3, 4, 5, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
+    assert work_of(replies) == work_of([1, 17, 56, 4, 5])

@@ -1,0 +1,88 @@
+"""Writes confirmed by replicas (runtime/replicas.py): when INFO is read, when WAIT is asked,
+and one log line each way."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from spiders_project.runtime import replicas
+from spiders_project.runtime.replicas import ReplicaWait
+
+LOG = logging.getLogger("test.replicas")
+SLOT = "s:"
+
+
+class Calls:
+    """Answers WAIT with ``acked`` (an exception: raised), and records the calls."""
+
+    def __init__(self, acked: Any) -> None:
+        self.acked = acked
+        self.waits: list[tuple[Any, ...]] = []
+
+    async def command(self, *args: Any, **kwargs: Any) -> Any:
+        self.waits.append(args)
+        if isinstance(self.acked, Exception):
+            raise self.acked
+        return self.acked
+
+
+def confirmed(wait: ReplicaWait, calls: Calls) -> bool:
+    return asyncio.run(wait.confirmed(calls, SLOT))  # type: ignore[arg-type]
+
+
+def test_info_is_read_first_then_every_replicas_every(monkeypatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(replicas.time, "monotonic", lambda: now[0])
+    wait = ReplicaWait(1, 0.2, LOG)
+    assert wait.connected(SLOT) is None and wait.read_due(SLOT)
+    wait.read(SLOT, {"connected_slaves": 2})
+    assert wait.connected(SLOT) == 2 and not wait.read_due(SLOT)
+    now[0] += replicas.REPLICAS_EVERY
+    assert wait.read_due(SLOT)
+    wait.read(SLOT, b"not a dict")  # kept as it was
+    assert wait.connected(SLOT) == 2
+    assert not ReplicaWait(0, 0.2, LOG).read_due(SLOT), "no replica asked for: never read"
+
+
+def test_no_round_trip_without_a_replica_connected_or_asked_for() -> None:
+    calls = Calls(0)
+    assert confirmed(ReplicaWait(1, 0.2, LOG), calls)  # not read yet
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"connected_slaves": 0})
+    assert confirmed(wait, calls) and calls.waits == []
+
+
+def test_wait_asks_for_the_connected_replicas_if_fewer(caplog) -> None:
+    wait = ReplicaWait(3, 0.2, LOG)
+    wait.read(SLOT, {"connected_slaves": 2})
+    calls = Calls(2)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert confirmed(wait, calls)
+    assert calls.waits == [("WAIT", 2, 200)] and caplog.messages == []
+
+
+def test_unconfirmed_writes_log_once_each_way_and_read_info_again(caplog) -> None:
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"connected_slaves": 1})
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert not confirmed(wait, Calls(0))
+        assert wait.read_due(SLOT), "a failover may have left fewer: read again"
+        assert wait.connected(SLOT) == 1
+        assert not confirmed(wait, Calls(0))
+        assert confirmed(wait, Calls(1))
+    assert caplog.messages == [
+        "Writes not confirmed by 1 replica(s) within 200 ms (0 did): "
+        "sending them again until they are",
+        "Writes are confirmed by 1 replica(s) again",
+    ]
+
+
+@pytest.mark.parametrize("error", [ConnectionError("away"), RuntimeError("refused")])
+def test_a_wait_that_fails_is_not_a_confirmation(error: Exception) -> None:
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"connected_slaves": 1})
+    assert not confirmed(wait, Calls(error))
