@@ -1,8 +1,8 @@
 """Where this project departs from scrapy-redis 0.9.1, stated once and enforced.
 
 The worker subclasses scrapy-redis' ``Scheduler``, ``RFPDupeFilter``,
-``queue.Base``, ``RedisSpider`` and ``RedisPipeline`` (README, "scrapy-redis:
-what is used, what is replaced"). Its Redis work runs on the asyncio client
+``queue.Base``, ``RedisSpider`` and ``RedisPipeline`` (docs/SPIDERS.md,
+"scrapy-redis: what is used, what is replaced"). Its Redis work runs on the asyncio client
 and in Lua scripts, so some inherited methods would call the asyncio client
 synchronously: they would return a coroutine nobody awaits and silently do
 nothing. Those are replaced by :func:`not_here`, which raises and names what

@@ -1,10 +1,16 @@
 """JavaScript pages: rendered by Chromium through scrapy-playwright, inside the same workers.
 
-- :mod:`.rules` decides which requests render (``RenderMiddleware``);
-- :mod:`.handler` renders them (``RenderingDownloadHandler``) and fetches all
-  other requests over plain HTTP;
-- :mod:`.config` holds the ``RENDER_*`` settings; :mod:`.blocking` and
-  :mod:`.recycle` keep pages lean and memory bounded;
+- which requests render: :mod:`.rules` (``RenderMiddleware``), :mod:`.auto`
+  (``RENDER_MODE=auto``), and the render queue they go to, :mod:`.routing`
+  with its frontier step in :mod:`.steps`;
+- rendering them: :mod:`.handler` (``RenderingDownloadHandler``, which also
+  fetches every other request over plain HTTP), with one rendered request's
+  slots, deadline and crash retries in :mod:`.attempts`, page reuse in
+  :mod:`.reuse` and :mod:`.pages`, browser restarts in :mod:`.restarts`,
+  :mod:`.health` and :mod:`.recycle`, Playwright's driver in :mod:`.driver`,
+  closing in the background in :mod:`.background`;
+- what a page loads: :mod:`.blocking` and :mod:`.routes`; the ``RENDER_*``
+  settings: :mod:`.config`.
 
 See docs/RENDERING.md.
 """
