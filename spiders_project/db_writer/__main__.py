@@ -35,7 +35,8 @@ from spiders_project.config import (
 from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.pool import WriterPool
-from spiders_project.db_writer.stores import StoreUnavailable, open_store
+from spiders_project.db_writer.sql_store import StoreUnavailable
+from spiders_project.db_writer.stores import open_store
 from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
 from spiders_project.keys import SPIDERS, RedisKeys
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
