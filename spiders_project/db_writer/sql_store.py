@@ -144,6 +144,7 @@ class SqlStore(Generic[Conn]):
         raise NotImplementedError
 
     def _is_open(self, conn: Conn) -> bool:
+        """Whether ``conn`` can still be used (a driver may close it on its own)."""
         return True
 
     def _after_refusal(self, conn: Conn, exc: Exception) -> None:
