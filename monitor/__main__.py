@@ -15,76 +15,53 @@ Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound;
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-from types import FrameType
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
-from spiders_project.config import (
-    CONFIG_EXIT_STATUS,
-    ConfigError,
-    add_settings_option,
-    exit_on_config_error,
-    load_settings,
-    log_level,
-    parse_overrides,
+from spiders_project.process import (
+    command_line,
+    exit_on_bad_config,
+    on_stop_signals,
+    redis_calls,
+    start,
 )
-from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import sync_client
+from spiders_project.redis_connection import RedisConfig
 from spiders_project.shards import masters_memory_reader, shard_keys_reader
 
 logger = logging.getLogger("monitor")
 
-LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
-
-
-def parse_args(argv: Sequence[str] | None) -> dict[str, str]:
-    parser = argparse.ArgumentParser(
-        prog="python -m monitor",
-        description="Prometheus exporter of the crawl's state in Redis (REDIS_URL).",
-    )
-    add_settings_option(parser)
-    args = parser.parse_args(argv)
-    overrides = parse_overrides(parser, args.overrides)
-    return overrides
-
 
 def main(argv: Sequence[str] | None = None) -> int:
-    settings = load_settings(parse_args(argv))
-    with exit_on_config_error("monitor"):
-        level = log_level(settings)
-    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
-    try:
+    parser = command_line(
+        "python -m monitor", "Prometheus exporter of the crawl's state in Redis (REDIS_URL)."
+    )
+    _, settings = start("monitor", parser, argv)
+    with exit_on_bad_config(logger):
         config = MonitorConfig.from_settings(settings)
-        # Scrapes never wait on its backoff (they are not retried); it is here
-        # for its state and its log lines, shared with every other process.
-        state = RedisState.from_settings(settings, logger)
-    except ConfigError as exc:
-        logger.error("%s", exc)
-        return CONFIG_EXIT_STATUS
+        RedisConfig.from_settings(settings)
 
     stop = threading.Event()
     received: list[int] = []
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_stop(signum: int) -> None:
         received.append(signum)
         stop.set()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
-
+    on_stop_signals(on_stop)
     # The scrape's own timeout, not the workers' REDIS_SOCKET_TIMEOUT: a scrape
     # must answer (with crawler_redis_up 0) before Prometheus gives up on it.
     settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
-    client = sync_client(settings)
-    calls = SyncRedisCalls(client, state)
+    # Scrapes never wait on the call path's backoff (they are not retried); its
+    # state is here for its log lines, shared with every other process.
+    calls = redis_calls(settings, logger)
+    client, state = calls.client, calls.state
     collector = CrawlerCollector(
         calls,
         config.spiders,

@@ -20,43 +20,35 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
-from spiders_project.config import (
-    ConfigError,
-    add_settings_option,
-    exit_on_config_error,
-    load_settings,
-    log_level,
-    parse_overrides,
-)
 from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.pool import WriterPool
-from spiders_project.db_writer.stores import StoreUnavailable, open_store
+from spiders_project.db_writer.sql_store import StoreUnavailable
+from spiders_project.db_writer.stores import open_store
 from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
 from spiders_project.keys import SPIDERS, RedisKeys
-from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import (
-    RedisConfig,
-    mask_url,
-    ping_or_message,
-    sync_client,
+from spiders_project.process import (
+    command_line,
+    exit_on_bad_config,
+    ignore_stop_signals,
+    on_stop_signals,
+    redis_calls,
+    start,
 )
+from spiders_project.redis_calls import SyncRedisCalls
+from spiders_project.redis_connection import RedisConfig, mask_url, ping_or_message
 from spiders_project.shards import spider_keys
 
 logger = logging.getLogger("spiders_project.db_writer")
 
-LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m spiders_project.db_writer",
-        description="Move items from the Redis buffer <spider>:items into the database DB_URL.",
+def _parser() -> argparse.ArgumentParser:
+    parser = command_line(
+        "python -m spiders_project.db_writer",
+        "Move items from the Redis buffer <spider>:items into the database DB_URL.",
     )
     parser.add_argument(
         "--spider",
@@ -70,7 +62,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="write the items of every spider whose workers buffered some",
     )
-    add_settings_option(parser)
     parser.add_argument(
         "--exit-when-empty",
         "--once",
@@ -78,39 +69,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="exit 0 once the buffer and the processing list are both empty",
     )
-    args = parser.parse_args(argv)
-    if not args.spiders and not args.all_spiders:
-        args.spiders = ["distributed"]
-    args.spiders = list(dict.fromkeys(args.spiders or []))
-    overrides = parse_overrides(parser, args.overrides)
-    args.overrides = overrides
-    return args
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    settings = load_settings(args.overrides)
-    with exit_on_config_error("db_writer"):
-        level = log_level(settings)
-    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
-
-    try:
+    args, settings = start("db_writer", _parser(), argv)
+    if not args.spiders and not args.all_spiders:
+        args.spiders = ["distributed"]
+    args.spiders = list(dict.fromkeys(args.spiders or []))
+    with exit_on_bad_config(logger, DbUrlError):
         db_url = parse_db_url(settings.get("DB_URL"))
         config = WriterConfig.from_settings(settings)
         RedisConfig.from_settings(settings)
-    except (DbUrlError, ConfigError) as exc:
-        logger.error("%s", exc)
-        return 2
     message = ping_or_message(settings)
     if message is not None:
         logger.error("%s", message)
         return 1
     redis_url = mask_url(settings.get("REDIS_URL"))
-    state = RedisState.from_settings(settings, logger)
     # The call path's sleep between retries ends at a stop request, so a writer
     # waiting for Redis (away, or refusing writes) stops at the first signal.
     stop = StopFlag()
-    calls = SyncRedisCalls(sync_client(settings), state, sleep=stop.sleep)
+    calls = redis_calls(settings, logger, sleep=stop.sleep)
     pool = WriterPool(
         lambda spider: _writer(
             spider_keys(settings, spider), db_url, calls, config, stop, args.exit_when_empty
@@ -124,16 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("cannot open the database %s: %s", db_url.redacted(), exc)
         return 1
 
-    def on_stop_signal(signum: int, _frame: object) -> None:
-        # Warm shutdown now; a second signal gets the default action and ends
-        # the process at once, even inside a long database call. What it
-        # interrupts stays in the processing list for the next start.
-        for other in STOP_SIGNALS:
-            signal.signal(other, signal.SIG_DFL)
-        pool.request_stop(signum)
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, on_stop_signal)
+    # Warm shutdown now; a second signal ends the process at once, even inside
+    # a long database call. What it interrupts stays in the processing list
+    # for the next start.
+    on_stop_signals(pool.request_stop, second_kills=True)
     database = db_url.redacted()
     if db_url.path is not None and not db_url.path.is_absolute():
         database += f" ({db_url.path.resolve()})"
@@ -150,8 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.all_spiders:
         discover = lambda: _registered(calls)  # noqa: E731
     code = pool.run(discover, config.spiders_poll, args.exit_when_empty)
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)  # a late second signal must not change the status
+    ignore_stop_signals()
     return code
 
 

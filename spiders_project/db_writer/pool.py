@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import redis
 
-from spiders_project.db_writer.stores import StoreUnavailable
+from spiders_project.db_writer.sql_store import StoreUnavailable
 from spiders_project.db_writer.writer import ItemWriter
 from spiders_project.redis_calls import RedisUnavailable
 

@@ -24,7 +24,7 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import SettingsReader
 from spiders_project.db_writer.entries import Row, dedupe, parse_entries
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
-from spiders_project.db_writer.stores import TABLE_NAME, RowsRefused, Store, StoreUnavailable
+from spiders_project.db_writer.sql_store import TABLE_NAME, RowsRefused, Store, StoreUnavailable
 from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger(__name__)

@@ -51,7 +51,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 import psycopg
 import redis
@@ -71,6 +70,7 @@ from spiders_project.demo.redis_server import (
 )
 from spiders_project.demo.site import SiteServer
 from spiders_project.demo.supervisor import ROOT, Supervisor, render_config
+from spiders_project.process import command_line, on_stop_signals
 from spiders_project.redis_connection import mask_url, sync_client
 
 # The crawl is over once every queue has stayed empty and nothing changed this long.
@@ -89,14 +89,15 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
+def _interrupt(signum: int) -> None:
     raise Interrupted(signum)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m spiders_project.demo",
-        description="A 2-worker crawl of the bundled demo site under supervisord.",
+    parser = command_line(
+        "python -m spiders_project.demo",
+        "A 2-worker crawl of the bundled demo site under supervisord.",
+        settings_option=False,
     )
     parser.add_argument(
         "--reset",
@@ -328,8 +329,7 @@ def _shell_quote(value: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _interrupt)
+    on_stop_signals(_interrupt)
     stack = contextlib.ExitStack()
     atexit.register(stack.close)  # a no-op unless the finally below was skipped
     status = 1
