@@ -199,3 +199,19 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
 )
 def test_each_package_has_its_layer(module, layer):
     assert layer_of(module) == layer
+
+
+# settings.py is the one defaults module: a commented line per setting.
+LONG_ALLOWED = {"spiders_project.settings"}
+MAX_LINES = 400
+
+
+def test_no_module_passes_400_lines():
+    """A module past about 400 lines holds more than one purpose: split it by
+    responsibility (docs/CONTRIBUTING.md)."""
+    long = {
+        name: lines
+        for name, path in modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert {name: n for name, n in long.items() if name not in LONG_ALLOWED} == {}
