@@ -20,6 +20,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
+from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import DeadLetter
 from spiders_project.dead_letters.requeue import requeue
 from spiders_project.keys import RedisKeys
@@ -159,10 +160,11 @@ class Command(RedisCommand, ScrapyCommand):
         def rejected(raw: bytes, reason: str) -> None:
             print(f"Not a dead letter ({reason}), moved to {keys.dead_rejected}: {raw[:200]!r}")
 
-        adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
-        groups = HostPoliteness.from_settings(self.settings)
-        values = ValueCodec.from_settings(self.settings)
-        routing = RenderRouting.from_settings(self.settings)
+        with self.config_errors():
+            adjust = DeadLettersConfig.from_settings(self.settings).retry_priority_adjust
+            groups = HostPoliteness.from_settings(self.settings)
+            values = ValueCodec.from_settings(self.settings)
+            routing = RenderRouting.from_settings(self.settings)
         # One try: the operator reads why it stopped and runs it again; batches
         # already requeued have left the dead list, so none is requeued twice.
         result = calls.call(
