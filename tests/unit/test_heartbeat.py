@@ -1,7 +1,6 @@
-"""extensions/heartbeat.py: the stats publisher's switch, read and checked.
+"""extensions/heartbeat.py: the stats publisher's settings, read and checked.
 
-The ``STATS_*`` values are checked in test_configs.py; publishing against a
-real Redis in tests/integration/test_monitor.py.
+Publishing against a real Redis is in tests/integration/test_monitor.py.
 """
 
 from __future__ import annotations
@@ -34,3 +33,13 @@ def test_off_the_publisher_is_not_built_and_the_stats_settings_go_unread():
     settings = {"STATS_PUBLISH_ENABLED": False, "STATS_PUBLISH_INTERVAL": "never"}
     with pytest.raises(NotConfigured):
         StatsPublisher.from_crawler(get_crawler(_Spider, settings))
+
+
+def test_the_project_defaults_are_valid():
+    assert StatsPublishConfig.from_settings(load_settings()) is not None
+
+
+def test_a_heartbeat_shorter_than_the_interval_is_refused_with_the_setting_named():
+    overrides = {"STATS_HEARTBEAT_TTL": "1", "STATS_PUBLISH_INTERVAL": "5"}
+    with pytest.raises(ConfigError, match="^STATS_HEARTBEAT_TTL="):
+        StatsPublishConfig.from_settings(load_settings(overrides))
