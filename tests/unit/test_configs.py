@@ -34,4 +34,3 @@ def test_values_arrive_typed_from_text_as_the_environment_gives_them():
     assert monitor.spiders == ("a", "b") and monitor.port == 9500
     assert StatsPublishConfig.from_settings(settings).interval == 2.0
     assert BackpressureConfig.from_settings(settings).limit == 0  # 0: no bound
-
