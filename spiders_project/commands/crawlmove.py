@@ -37,8 +37,6 @@ replaces every key it writes; so a move cut short can be run again whole.
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,14 +47,11 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from spiders_project.config import exit_on_config_error
+from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.keys import SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_connection import sync_client
 from spiders_project.shards import spider_keys
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_SPIDER = "distributed"
 # Keys read and written per round trip.
 BATCH = 500
 
@@ -95,12 +90,8 @@ class Moved:
     skipped: Counter[str] = field(default_factory=Counter)
 
 
-class Command(ScrapyCommand):
+class Command(RedisCommand, ScrapyCommand):
     """Operator's move of a crawl between Redis deployments; never starts a crawl."""
-
-    requires_project = True
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "--from REDIS_URL [--spider NAME] [--overwrite]"
@@ -113,7 +104,7 @@ class Command(ScrapyCommand):
         parser.add_argument(
             "--from", dest="source", required=True, help="redis:// URL of the crawl's current Redis"
         )
-        parser.add_argument("--spider", default=DEFAULT_SPIDER, help="spider (default %(default)s)")
+        self.add_spider_option(parser)
         parser.add_argument(
             "--overwrite",
             action="store_true",
@@ -128,7 +119,7 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         seeds = self._seeds_key(opts.spider)
-        with exit_on_config_error("scrapy crawlmove"):
+        with self.config_errors():
             target_keys = spider_keys(self.settings, opts.spider, seeds)
             target = sync_client(self.settings)
         source = redis.Redis.from_url(opts.source)
@@ -138,10 +129,10 @@ class Command(ScrapyCommand):
             move.check(overwrite=opts.overwrite)
             moved = move.run()
         except MoveRefused as exc:
-            self._fail(str(exc))
+            self.fail(str(exc))
             return
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-            self._fail(f"Redis error: {type(exc).__name__}: {exc} (nothing is lost: run it again)")
+            self.fail(f"{redis_error(exc)} (nothing is lost: run it again)")
             return
         finally:
             source.close()
@@ -166,10 +157,6 @@ class Command(ScrapyCommand):
             return seeds_key_of(get_spider_loader(self.settings).load(spider)) or ""
         except KeyError:
             return ""
-
-    def _fail(self, message: str) -> None:
-        print(f"ERROR: {message}", file=sys.stderr)
-        self.exitcode = 1
 
 
 class CrawlMove:

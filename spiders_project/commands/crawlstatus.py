@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import sys
 import time
 from datetime import UTC, datetime
@@ -23,7 +22,6 @@ from datetime import UTC, datetime
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.settings import BaseSettings
 
 from spiders_project.cluster_view import (
     ClusterView,
@@ -33,26 +31,20 @@ from spiders_project.cluster_view import (
     pages_per_second,
     read_cluster,
 )
-from spiders_project.config import SettingsReader, exit_on_config_error
+from spiders_project.commands.redis_command import RedisCommand
+from spiders_project.config import SettingsReader
 from spiders_project.contract import ERRORS, ITEMS, PAGES, QUEUES
 from spiders_project.extensions.heartbeat import StatsPublishConfig
-from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, one_shot_calls
-from spiders_project.redis_connection import mask_url
+from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.shards import masters_memory_reader, shard_keys_reader
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0
 _CLEAR = "\x1b[H\x1b[2J"
 
-logger = logging.getLogger(__name__)
 
-
-class Command(ScrapyCommand):
+class Command(RedisCommand, ScrapyCommand):
     """Operator's live view of the crawl; needs only Redis, never starts a crawl."""
-
-    requires_project = True
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "[--once] [--json] [--interval S] [--window S] [--spider NAME]..."
@@ -94,7 +86,7 @@ class Command(ScrapyCommand):
             raise UsageError("--interval and --window must be positive", print_help=False)
         if opts.json and not opts.once:
             raise UsageError("--json needs --once", print_help=False)
-        with exit_on_config_error("scrapy crawlstatus"):
+        with self.config_errors():
             kept = StatsPublishConfig.from_settings(self.settings).samples_retention
         if opts.window > kept:
             raise UsageError(
@@ -103,16 +95,16 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        with exit_on_config_error("scrapy crawlstatus"):
+        with self.config_errors():
             read = SettingsReader(self.settings)
             names = opts.spider or read.getlist("MONITOR_SPIDERS")
             spiders = list(dict.fromkeys(s.strip() for s in names if s.strip()))
             read.check(bool(spiders), "MONITOR_SPIDERS", "names no spider (or give --spider)")
             retention = StatsPublishConfig.from_settings(self.settings).worker_retention
-            calls = redis_calls(self.settings)
+            calls = self.redis_calls()
             keys_of = shard_keys_reader(self.settings, calls)
             masters_memory = masters_memory_reader(self.settings, calls)
-        url = mask_url(self.settings.get("REDIS_URL"))
+            url = self.redis_url()
         client = calls.client
         live = not opts.once
         clear = live and sys.stdout.isatty()
@@ -134,8 +126,7 @@ class Command(ScrapyCommand):
                     cause = exc.cause if isinstance(exc, RedisUnavailable) else exc
                     message = f"cannot read Redis at {url}: {type(cause).__name__}: {cause}"
                     if not live:
-                        print(f"ERROR: {message}", file=sys.stderr)
-                        self.exitcode = 1
+                        self.fail(message)
                         return
                     retrying = f"retrying every {opts.interval:g} s"
                     text = f"{_CLEAR if clear else ''}{message} ({retrying})"
@@ -154,11 +145,6 @@ class Command(ScrapyCommand):
             pass
         finally:
             client.close()
-
-
-def redis_calls(settings: BaseSettings) -> SyncRedisCalls:
-    """The command's call path to Redis (see ``redis_calls.one_shot_calls``)."""
-    return one_shot_calls(settings, logger)
 
 
 def render(view: ClusterView, url: str, window: float) -> str:

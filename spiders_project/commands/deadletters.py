@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import sys
 from typing import Any
 
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.settings import BaseSettings
 
-from spiders_project.config import exit_on_config_error
+from spiders_project.commands.redis_command import RedisCommand, redis_error
+from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import DeadLetter
 from spiders_project.dead_letters.requeue import requeue
 from spiders_project.keys import RedisKeys
@@ -34,28 +32,20 @@ from spiders_project.redis_calls import (
     classify,
     error_code,
     error_text,
-    one_shot_calls,
 )
-from spiders_project.redis_connection import mask_url, unreachable_message
+from spiders_project.redis_connection import unreachable_message
 from spiders_project.rendering.routing import RenderRouting
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.values import ValueCodec
 from spiders_project.shards import spider_keys
 
 ACTIONS = ("list", "requeue", "purge")
-DEFAULT_SPIDER = "distributed"
 # Entries ``list`` shows without --limit (newest first).
 DEFAULT_LIST_LIMIT = 20
 
-logger = logging.getLogger(__name__)
 
-
-class Command(ScrapyCommand):
+class Command(RedisCommand, ScrapyCommand):
     """Operator's view of ``<spider>:dead``; needs only Redis, never starts a crawl."""
-
-    requires_project = True
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "list|requeue|purge [--spider NAME] [--limit N] [--all] [--json]"
@@ -65,11 +55,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument(
-            "--spider",
-            default=DEFAULT_SPIDER,
-            help=f"spider whose dead letters to use (default {DEFAULT_SPIDER})",
-        )
+        self.add_spider_option(parser, "spider whose dead letters to use")
         parser.add_argument(
             "--limit",
             type=int,
@@ -99,9 +85,9 @@ class Command(ScrapyCommand):
         """One action, each Redis call sent once: any failure is one line and exit status 1."""
         assert self.settings is not None
         action = args[0]
-        with exit_on_config_error("scrapy deadletters"):
+        with self.config_errors():
             keys = spider_keys(self.settings, opts.spider)
-            calls = redis_calls(self.settings)
+            calls = self.redis_calls()
         try:
             if action == "list":
                 self._list(calls, keys, opts.limit or DEFAULT_LIST_LIMIT, opts.json)
@@ -110,9 +96,9 @@ class Command(ScrapyCommand):
             else:
                 self._purge(calls, keys)
         except RedisUnavailable as exc:
-            self._fail(self._unavailable(exc.cause, action, keys))
+            self.fail(self._unavailable(exc.cause, action, keys))
         except redis.RedisError as exc:
-            self._fail(f"Redis error: {type(exc).__name__}: {exc}")
+            self.fail(redis_error(exc))
         finally:
             calls.client.close()
 
@@ -126,14 +112,10 @@ class Command(ScrapyCommand):
         reply = error_text(cause)
         reason = reply if reply.startswith(code) else f"{code} {reply}"
         refused = "writes" if action != "list" else "reads"
-        line = f"Redis refuses {refused} ({reason}) at {mask_url(self.settings.get('REDIS_URL'))}"
+        line = f"Redis refuses {refused} ({reason}) at {self.redis_url()}"
         if action == "requeue":
             line += f"; entries not requeued are still in {keys.dead}"
         return line
-
-    def _fail(self, message: str) -> None:
-        print(f"ERROR: {message}", file=sys.stderr)
-        self.exitcode = 1
 
     def _list(self, calls: SyncRedisCalls, keys: RedisKeys, limit: int, as_json: bool) -> None:
         def read() -> list[Any]:
@@ -178,10 +160,11 @@ class Command(ScrapyCommand):
         def rejected(raw: bytes, reason: str) -> None:
             print(f"Not a dead letter ({reason}), moved to {keys.dead_rejected}: {raw[:200]!r}")
 
-        adjust = self.settings.getint("RETRY_PRIORITY_ADJUST")
-        groups = HostPoliteness.from_settings(self.settings)
-        values = ValueCodec.from_settings(self.settings)
-        routing = RenderRouting.from_settings(self.settings)
+        with self.config_errors():
+            adjust = DeadLettersConfig.from_settings(self.settings).retry_priority_adjust
+            groups = HostPoliteness.from_settings(self.settings)
+            values = ValueCodec.from_settings(self.settings)
+            routing = RenderRouting.from_settings(self.settings)
         # One try: the operator reads why it stopped and runs it again; batches
         # already requeued have left the dead list, so none is requeued twice.
         result = calls.call(
@@ -213,8 +196,3 @@ class Command(ScrapyCommand):
 
         total, _ = calls.call("purge dead letters", purge, retry=False)
         print(f"Purged {total} dead letters from {keys.dead}")
-
-
-def redis_calls(settings: BaseSettings) -> SyncRedisCalls:
-    """The command's call path to Redis (see ``redis_calls.one_shot_calls``)."""
-    return one_shot_calls(settings, logger)

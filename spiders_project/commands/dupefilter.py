@@ -20,35 +20,26 @@ crawlmove`` copied into every shard, goes into that shard's seen-set.
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 import time
 
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from spiders_project.config import exit_on_config_error
+from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import LuaScript, RedisUnavailable, SyncRedisCalls, one_shot_calls
+from spiders_project.redis_calls import LuaScript, RedisUnavailable, SyncRedisCalls
 from spiders_project.redis_connection import unreachable_message
 from spiders_project.runtime.calls import seen_migrate_call
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import SeenConfig, mode_mismatch
 from spiders_project.shards import spider_keys
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_SPIDER = "distributed"
 DEFAULT_BATCH = 1000
 
 
-class Command(ScrapyCommand):
+class Command(RedisCommand, ScrapyCommand):
     """Operator's migration of the seen-set; needs only Redis, never starts a crawl."""
-
-    requires_project = True
-    requires_crawler_process = False
-    default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
         return "migrate [--spider NAME] [--batch N]"
@@ -58,7 +49,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--spider", default=DEFAULT_SPIDER, help="spider (default %(default)s)")
+        self.add_spider_option(parser)
         parser.add_argument(
             "--batch", type=int, default=DEFAULT_BATCH, help="members per step (%(default)s)"
         )
@@ -72,10 +63,10 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        with exit_on_config_error("scrapy dupefilter"):
+        with self.config_errors():
             keys = spider_keys(self.settings, opts.spider)
             seen = SeenConfig.from_settings(self.settings)
-            calls = one_shot_calls(self.settings, logger)
+            calls = self.redis_calls()
         script = FrontierScripts().seen_migrate
         moved = new = 0
         # A sharded frontier (Redis Cluster) has a seen-set per shard, and an
@@ -88,13 +79,13 @@ class Command(ScrapyCommand):
                 step_moved, step_new = self._migrate(calls, shard, seen, script, opts.batch)
                 moved, new = moved + step_moved, new + step_new
         except _Refused as exc:
-            self._fail(str(exc))
+            self.fail(str(exc))
             return
         except RedisUnavailable as exc:
-            self._fail(unreachable_message(self.settings, exc.cause))
+            self.fail(unreachable_message(self.settings, exc.cause))
             return
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-            self._fail(f"Redis error: {type(exc).__name__}: {exc}")
+            self.fail(redis_error(exc))
             return
         finally:
             calls.client.close()
@@ -131,10 +122,6 @@ class Command(ScrapyCommand):
                 if not calls.command("EXISTS", keys.dupefilter, retry=False, writes=False):
                     return moved, new
                 cursor = 0  # added meanwhile (a worker of the previous release): again
-
-    def _fail(self, message: str) -> None:
-        print(f"ERROR: {message}", file=sys.stderr)
-        self.exitcode = 1
 
 
 class _Refused(Exception):

@@ -18,8 +18,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
-from scrapy.utils.misc import load_object
 
+from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import make_dead_letter
 from spiders_project.meta import OWN_FAILURES
 from spiders_project.proxies.middleware import forget_proxy
@@ -69,7 +69,7 @@ class DeadLetters:
             dead = redis.keys.dead
             letters = cls(
                 (lambda entry: redis.batcher.push(dead, entry))
-                if crawler.settings.getbool("DEAD_LETTERS_ENABLED")
+                if DeadLettersConfig.from_settings(crawler.settings).enabled
                 else None,
                 crawler.stats,
                 worker=f"{socket.gethostname()}:{os.getpid()}",
@@ -179,15 +179,13 @@ class DeadLetterMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DeadLetterMiddleware:
-        settings = crawler.settings
-        if not settings.getbool("DEAD_LETTERS_ENABLED"):
+        config = DeadLettersConfig.from_settings(crawler.settings)
+        if not config.enabled:
             raise NotConfigured("DEAD_LETTERS_ENABLED is off")
         return cls(
             DeadLetters.of(crawler),
-            retry_exceptions=tuple(
-                load_object(path) for path in settings.getlist("RETRY_EXCEPTIONS")
-            ),
-            retry_http_codes=frozenset(int(x) for x in settings.getlist("RETRY_HTTP_CODES")),
+            retry_exceptions=config.retry_exceptions(),
+            retry_http_codes=config.retry_http_codes,
         )
 
     def process_response(self, request: Request, response: Response) -> Response:

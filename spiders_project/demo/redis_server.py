@@ -21,7 +21,7 @@ import redis
 from spiders_project.config import load_settings
 from spiders_project.demo.output import DemoError, say, stop_popen, tail
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import mask_url
+from spiders_project.redis_connection import RedisConfig, mask_url
 
 K = RedisKeys("distributed")
 
@@ -113,7 +113,7 @@ def choose_redis(stack: contextlib.ExitStack, run_dir: Path) -> tuple[str, bool]
     """(REDIS_URL to use, whether the demo started that server itself)."""
     if os.environ.get("REDIS_URL", "") != "":
         return os.environ["REDIS_URL"], False
-    default_url = load_settings().get("REDIS_URL")
+    default_url = RedisConfig.from_settings(load_settings()).url
     probe = redis.Redis.from_url(default_url, socket_timeout=2, socket_connect_timeout=1)
     try:
         probe.ping()

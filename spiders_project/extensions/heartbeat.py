@@ -50,6 +50,7 @@ from spiders_project.contract import (
 )
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
+from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis, worker_id
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
@@ -132,6 +133,11 @@ class StatsPublishConfig:
     heartbeat_ttl: float
     worker_retention: float
     samples_retention: float
+
+    @staticmethod
+    def enabled_in(settings: BaseSettings) -> bool:
+        """``STATS_PUBLISH_ENABLED``: off, the other ``STATS_*`` settings go unread."""
+        return SettingsReader(settings).getbool("STATS_PUBLISH_ENABLED")
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> StatsPublishConfig:
@@ -232,14 +238,14 @@ class StatsPublisher:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StatsPublisher:
         settings = crawler.settings
-        if not settings.getbool("STATS_PUBLISH_ENABLED"):
+        if not StatsPublishConfig.enabled_in(settings):
             raise NotConfigured("STATS_PUBLISH_ENABLED is off")
         publisher = cls(
             crawler.stats,
             WorkerRedis.of(crawler),
             StatsPublishConfig.from_settings(settings),
             worker=worker_id(),
-            close_timeout=settings.getfloat("FRONTIER_CLOSE_TIMEOUT"),
+            close_timeout=FrontierConfig.from_settings(settings).close_timeout,
         )
         crawler.signals.connect(publisher.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(publisher.spider_closed, signal=signals.spider_closed)

@@ -5,14 +5,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
 
 from spiders_project import internals
+from spiders_project.config import SettingsReader
 from spiders_project.runtime.tasks import stop_tasks
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShutdownConfig:
+    """``SHUTDOWN_GRACE_PERIOD``, read once and checked."""
+
+    grace: float  # seconds the requests in flight get after a SIGTERM (0: none)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> ShutdownConfig:
+        return cls(grace=SettingsReader(settings).getfloat("SHUTDOWN_GRACE_PERIOD", minimum=0))
 
 
 class GracefulShutdown:
@@ -35,7 +49,7 @@ class GracefulShutdown:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> GracefulShutdown:
-        return cls(crawler, crawler.settings.getfloat("SHUTDOWN_GRACE_PERIOD"))
+        return cls(crawler, ShutdownConfig.from_settings(crawler.settings).grace)
 
     def _opened(self) -> None:
         self._task = asyncio.ensure_future(self._watch())

@@ -33,7 +33,7 @@ class ProxyConfig:
     def from_settings(cls, settings: BaseSettings) -> ProxyConfig:
         read = SettingsReader(settings)
         urls = [str(u).strip() for u in read.getlist("PROXIES") if str(u).strip()]
-        path = settings.get("PROXIES_FILE") or ""
+        path = read.getstr("PROXIES_FILE")
         if path:
             try:
                 lines = Path(path).read_text().splitlines()

@@ -28,24 +28,55 @@ class LuaScript:
         return f"LuaScript({self.name!r})"
 
 
+# The package root (spiders_project/): an include with a folder in its name
+# is read from below it, so scripts of every folder can share one file.
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+INCLUDE = "--!include "
+
+
+class LuaIncludeError(Exception):
+    """A ``--!include`` that cannot be resolved (a file that includes itself)."""
+
+
 @cache
 def load_lua(directory: Path, name: str) -> LuaScript:
     """``<directory>/<name>.lua`` as a :class:`LuaScript` (read once per process).
 
-    A line ``--!include <other>.lua`` is replaced by that file of the same
-    directory: Redis runs one script text, and code that several scripts
-    must run atomically with their own (the seen-set) is written once.
+    Includes are replaced by the file they name (:func:`read_lua`): Redis runs
+    one script text, and code that several scripts must run atomically with
+    their own (the seen-set, the script clock) is written once.
     """
-    return LuaScript(name, _read(directory, f"{name}.lua"))
+    return LuaScript(name, read_lua(directory / f"{name}.lua"))
 
 
-def _read(directory: Path, filename: str) -> str:
+def read_lua(path: Path, root: Path = PACKAGE_ROOT) -> str:
+    """The text of ``path`` with every ``--!include`` line replaced by a file's text.
+
+    - ``--!include other.lua``: a file of the including file's folder;
+    - ``--!include redis_calls/lua/clock.lua``: a name with a folder is below
+      ``root`` (the package), for a file that scripts of several folders share.
+
+    Includes nest, and each file goes into a script once: a script may include
+    the clock and a file that includes it too, without defining its functions
+    twice. A file that includes itself, directly or not, raises
+    :class:`LuaIncludeError`.
+    """
+    path = path.resolve()
+    return _read(path, root, included={path}, within=(path,))
+
+
+def _read(path: Path, root: Path, included: set[Path], within: tuple[Path, ...]) -> str:
     lines = []
-    for line in (directory / filename).read_text().splitlines(keepends=True):
+    for line in path.read_text().splitlines(keepends=True):
         if line.startswith(INCLUDE):
-            line = _read(directory, line[len(INCLUDE) :].strip())
+            name = line[len(INCLUDE) :].strip()
+            target = ((root if "/" in name else path.parent) / name).resolve()
+            if target in within:
+                chain = " -> ".join(p.name for p in (*within, target))
+                raise LuaIncludeError(f"{path}: includes itself ({chain})")
+            if target in included:
+                continue
+            included.add(target)
+            line = _read(target, root, included, (*within, target))
         lines.append(line)
     return "".join(lines)
-
-
-INCLUDE = "--!include "

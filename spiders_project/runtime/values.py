@@ -137,7 +137,7 @@ class ValueCodec:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ValueCodec:
         read = SettingsReader(settings)
-        classes = item_classes_in(settings.getlist("SPIDER_MODULES"))
+        classes = item_classes_in(read.getlist("SPIDER_MODULES"))
         for path in read.getlist("ITEM_CLASSES"):
             try:
                 obj = load_object(path)

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from protego import Protego
 from scrapy import Request
 from scrapy.http import Response
+from scrapy.settings import BaseSettings
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
+from spiders_project.config import SettingsReader
 from spiders_project.hosts import host_of
 from spiders_project.meta import SCOPE_META, SITEMAP_META
 from spiders_project.politeness.robots import ClusterRobotsTxt, origin_of
@@ -42,6 +45,19 @@ MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 
 class BadSitemap(ValueError):
     """A response a sitemap seed cannot read."""
+
+
+@dataclass(frozen=True)
+class SitemapConfig:
+    """Where a seed that is not a sitemap finds its host's robots.txt, read once and checked."""
+
+    # ROBOTSTXT_OBEY: the copy the cluster shares (politeness.robots); off,
+    # nothing shares one, and the seed fetches it itself.
+    shared_robots: bool
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SitemapConfig:
+        return cls(shared_robots=SettingsReader(settings).getbool("ROBOTSTXT_OBEY"))
 
 
 def sitemap_of(body: bytes) -> Sitemap | None:
@@ -110,7 +126,7 @@ async def sitemap_requests(spider: Any, response: Response) -> AsyncIterator[Req
 async def robots_sitemaps(spider: Any, url: str) -> list[str]:
     """The ``Sitemap:`` lines of the robots.txt of ``url``'s host, as the cluster shares it."""
     crawler = spider.crawler
-    if crawler.settings.getbool("ROBOTSTXT_OBEY"):
+    if SitemapConfig.from_settings(crawler.settings).shared_robots:
         return await ClusterRobotsTxt.of(crawler).sitemaps(url)
     # robots.txt is not obeyed, so nothing shares it: read it once here.
     response = await crawler.engine.download_async(

@@ -36,3 +36,16 @@ def test_proxy_settings_name_proxies_without_credentials(tmp_path):
     with pytest.raises(ConfigError):
         ProxyConfig.from_settings(load_settings({"PROXY_MODE": "random"}))
     assert ProxyConfig.from_settings(load_settings()).proxies == ()
+
+
+def test_an_empty_proxies_file_setting_reads_no_file():
+    assert ProxyConfig.from_settings(load_settings({"PROXIES_FILE": ""})).proxies == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [(7, "not a string"), ("/nonexistent/proxies.txt", "cannot be read")],
+)
+def test_a_bad_proxies_file_is_refused_with_the_setting_named(value, problem):
+    with pytest.raises(ConfigError, match=f"^PROXIES_FILE=.*: {problem}"):
+        ProxyConfig.from_settings(load_settings({"PROXIES_FILE": value}))

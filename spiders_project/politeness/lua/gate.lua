@@ -20,11 +20,8 @@
 -- ARGV[4]  delay (ms) the site asked this worker for (robots.txt Crawl-delay),
 --          or 0: stored again, as the lease script forgets it with the host
 -- Returns  0 if granted (and recorded), else milliseconds to wait first.
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 local known = tonumber(ARGV[4])
 if known > 0 then redis.call('HSET', KEYS[2], ARGV[2], known) end
 local delay = tonumber(ARGV[3])

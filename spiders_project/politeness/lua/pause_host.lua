@@ -7,9 +7,6 @@
 -- ARGV[2]  the host
 -- ARGV[3]  pause in milliseconds from now
 -- Returns  1 if the host's time moved, else 0 (it was already later).
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 return redis.call('ZADD', KEYS[1], 'GT', 'CH', now + tonumber(ARGV[3]), ARGV[2])

@@ -4,11 +4,8 @@
 -- KEYS[1]  banned proxies: sorted set of proxy name -> time (ms) its ban ends
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME)
 -- Returns  {name, ms left, name, ms left, ...}
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
 local out = {}
 for i = 1, #found, 2 do

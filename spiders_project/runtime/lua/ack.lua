@@ -36,11 +36,8 @@
 -- at its cap, the slot is theirs for HANDOVER ms: longer than their poll.
 -- Allowed under OOM: it frees more than it writes.
 local HANDOVER = 30
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 
 local function give_slot_back(id, info)
   if not info or string.sub(id, 1, 1) == '{' then return end  -- previous release: no slot

@@ -64,6 +64,7 @@
 -- already in the ready-set keeps its time (NX), so politeness survives a
 -- queue that ran empty and refilled; a host new to it is ready at once, or
 -- when the first of this batch's waiting requests is due.
+--!include redis_calls/lua/clock.lua
 --!include seen.lua
 local window = tonumber(ARGV[3])
 local h = tonumber(ARGV[4])
@@ -71,7 +72,7 @@ local first = h + 5
 local n = (#ARGV - first + 1) / 6
 if n == 0 then return {0} end
 local seq = redis.call('INCRBY', KEYS[3], n) - n
-local now = seen_clock(ARGV[1])
+local now = now_ms(ARGV[1])
 seen_init(KEYS[1], KEYS[2], ARGV[2], now)
 local enqueued = 0
 local reply = {0}

@@ -68,11 +68,8 @@
 -- here, so several workers asking for the same hosts at once never get the
 -- same turn.
 local CAP_POLL = 20
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
 local cap = tonumber(ARGV[5])

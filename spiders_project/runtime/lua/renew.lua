@@ -10,11 +10,8 @@
 -- ARGV[3..] the caller's own lease ids; ids no longer leased (put back after
 --           they expired, so now another worker's under a new id) are left alone
 -- Returns   the number of leases renewed.
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 local deadline = now + tonumber(ARGV[2])
 local renewed = 0
 for i = 3, #ARGV do

@@ -25,11 +25,8 @@
 -- ARGV[2+i]  the i-th lease id
 -- Returns    the number of requests put back in a queue. A request already
 --            queued (the same payload queued twice) is not counted twice.
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--!include redis_calls/lua/clock.lua
+local now = now_ms(ARGV[1])
 local expired_only = ARGV[2] == 'expired'
 local leases = #ARGV - 2
 local moved = 0

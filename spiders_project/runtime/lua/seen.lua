@@ -78,13 +78,8 @@ local function seen_key(level, root, v)
   return seen_prefix .. ':' .. level .. ':' .. n
 end
 
--- ``arg`` (a time in ms, as tests pass it), or Redis' own clock (TIME).
-local function seen_clock(arg)
-  local now = tonumber(arg)
-  if now then return now end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- seen_init's ``now``: now_ms(ARGV's time), or now_ms(nil) for Redis' own clock.
+--!include redis_calls/lua/clock.lua
 
 local function seen_init(prefix, legacy, spec, now)
   seen_prefix, seen_legacy = prefix, legacy

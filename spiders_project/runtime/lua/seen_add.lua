@@ -6,8 +6,9 @@
 -- ARGV[1]  the seen-set's mode (seen.lua)
 -- ARGV[2..] tokens (seen.lua)
 -- Returns  {1 if the i-th token was new, else 0, ...}
+--!include redis_calls/lua/clock.lua
 --!include seen.lua
-seen_init(KEYS[1], KEYS[2], ARGV[1], seen_clock(nil))
+seen_init(KEYS[1], KEYS[2], ARGV[1], now_ms(nil))
 local out = {}
 for i = 2, #ARGV do
   out[#out + 1] = seen_add(ARGV[i]) and 1 or 0

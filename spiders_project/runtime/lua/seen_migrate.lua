@@ -8,8 +8,9 @@
 -- ARGV[2..] pairs (token without hex, member of the old set as stored)
 -- Returns  {moved, new}: members removed from the old set, and of them those
 --          not in the seen-set yet
+--!include redis_calls/lua/clock.lua
 --!include seen.lua
-seen_init(KEYS[1], KEYS[2], ARGV[1], seen_clock(nil))
+seen_init(KEYS[1], KEYS[2], ARGV[1], now_ms(nil))
 local moved = 0
 for i = 2, #ARGV, 2 do
   if redis.call('SREM', KEYS[2], ARGV[i + 1]) == 1 then

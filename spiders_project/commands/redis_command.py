@@ -1,0 +1,80 @@
+"""What the operator's Redis-only commands share (crawlstatus, deadletters, crawlmove, dupefilter).
+
+Each needs the project's settings and its Redis, never a crawler process;
+Scrapy configures no logging for them, so each says what happened itself:
+its result on stdout, a failure as one ``ERROR:`` line on stderr with exit
+status 1, and a bad setting as one line with exit status 2
+(``config.exit_on_config_error``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+
+from spiders_project.config import exit_on_config_error
+from spiders_project.redis_calls import SyncRedisCalls, one_shot_calls
+from spiders_project.redis_connection import RedisConfig, mask_url
+
+DEFAULT_SPIDER = "distributed"
+
+# Scrapy makes a command of every ScrapyCommand subclass defined in a module
+# of COMMANDS_MODULE, named after the module: a subclass defined here would
+# be listed as ``scrapy redis_command``. So this is a mixin, put before
+# ScrapyCommand in each command's bases; only the type checker sees it as one.
+if TYPE_CHECKING:
+    _Command = ScrapyCommand
+else:
+    _Command = object
+
+
+class RedisCommand(_Command):
+    """A command that uses Redis only: ``class Command(RedisCommand, ScrapyCommand)``."""
+
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    @property
+    def command_name(self) -> str:
+        """The name it is run by (Scrapy's: its module's)."""
+        return type(self).__module__.rsplit(".", 1)[-1]
+
+    def add_spider_option(self, parser: argparse.ArgumentParser, what: str = "spider") -> None:
+        """``--spider NAME``, one spider, "distributed" unless given."""
+        parser.add_argument(
+            "--spider", default=DEFAULT_SPIDER, help=f"{what} (default %(default)s)"
+        )
+
+    def config_errors(self) -> AbstractContextManager[None]:
+        """Around reading settings: a bad one is one line and exit status 2."""
+        return exit_on_config_error(f"scrapy {self.command_name}")
+
+    def redis_calls(self) -> SyncRedisCalls:
+        """The command's call path to Redis (see ``redis_calls.one_shot_calls``).
+
+        Its state logs as the command's module, to nowhere: a failure is the
+        command's own one line.
+        """
+        assert self.settings is not None
+        return one_shot_calls(self.settings, logging.getLogger(type(self).__module__))
+
+    def redis_url(self) -> str:
+        """``REDIS_URL`` with its password masked, for the command's lines."""
+        assert self.settings is not None
+        return mask_url(RedisConfig.from_settings(self.settings).url)
+
+    def fail(self, message: str) -> None:
+        """``ERROR: <message>`` on stderr, and exit status 1."""
+        print(f"ERROR: {message}", file=sys.stderr)
+        self.exitcode = 1
+
+
+def redis_error(exc: Exception) -> str:
+    """The line for an error Redis answered (or a cluster client raised)."""
+    return f"Redis error: {type(exc).__name__}: {exc}"

@@ -1,0 +1,45 @@
+"""extensions/heartbeat.py: the stats publisher's settings, read and checked.
+
+Publishing against a real Redis is in tests/integration/test_monitor.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Spider
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.test import get_crawler
+
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.extensions.heartbeat import StatsPublishConfig, StatsPublisher
+
+
+class _Spider(Spider):
+    name = "t"
+
+
+def test_the_switch_arrives_typed_from_text():
+    assert StatsPublishConfig.enabled_in(load_settings())
+    assert not StatsPublishConfig.enabled_in(load_settings({"STATS_PUBLISH_ENABLED": "false"}))
+    assert StatsPublishConfig.enabled_in(load_settings({"STATS_PUBLISH_ENABLED": "1"}))
+
+
+def test_a_bad_switch_is_refused_with_the_setting_named():
+    with pytest.raises(ConfigError, match="^STATS_PUBLISH_ENABLED="):
+        StatsPublishConfig.enabled_in(load_settings({"STATS_PUBLISH_ENABLED": "maybe"}))
+
+
+def test_off_the_publisher_is_not_built_and_the_stats_settings_go_unread():
+    settings = {"STATS_PUBLISH_ENABLED": False, "STATS_PUBLISH_INTERVAL": "never"}
+    with pytest.raises(NotConfigured):
+        StatsPublisher.from_crawler(get_crawler(_Spider, settings))
+
+
+def test_the_project_defaults_are_valid():
+    assert StatsPublishConfig.from_settings(load_settings()) is not None
+
+
+def test_a_heartbeat_shorter_than_the_interval_is_refused_with_the_setting_named():
+    overrides = {"STATS_HEARTBEAT_TTL": "1", "STATS_PUBLISH_INTERVAL": "5"}
+    with pytest.raises(ConfigError, match="^STATS_HEARTBEAT_TTL="):
+        StatsPublishConfig.from_settings(load_settings(overrides))
