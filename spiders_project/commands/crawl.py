@@ -10,8 +10,11 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
+from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
+from spiders_project.extensions.shutdown import ShutdownConfig
+from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
 from spiders_project.rendering.config import RenderConfig
@@ -20,6 +23,7 @@ from spiders_project.runtime.seen import SeenConfig, mode_problem
 from spiders_project.runtime.steps import StepsConfig
 from spiders_project.scrapy_redis_compat import setting_problems
 from spiders_project.shards import wanted_shards
+from spiders_project.spiders.sitemaps import SitemapConfig
 
 
 def check_worker_settings(settings: BaseSettings) -> None:
@@ -29,6 +33,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     RedisConfig.from_settings(settings)
     FrontierConfig.from_settings(settings)
     HostPoliteness.from_settings(settings)
+    PacingConfig.from_settings(settings)
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
     SeenConfig.from_settings(settings)
@@ -39,11 +44,10 @@ def check_worker_settings(settings: BaseSettings) -> None:
     read.getint("DEPTH_LIMIT", minimum=0)
     read.getfloat("DOWNLOAD_TIMEOUT", above=0)
     read.getint("RETRY_TIMES", minimum=0)
-    read.getbool("ROBOTSTXT_OBEY")
-    read.getfloat("SHUTDOWN_GRACE_PERIOD", minimum=0)
-    read.getfloat("RETRY_AFTER_MAX", minimum=0)
-    read.getfloat("NAVIGATION_GUARD", minimum=0)
-    if read.getbool("STATS_PUBLISH_ENABLED"):
+    SitemapConfig.from_settings(settings)  # ROBOTSTXT_OBEY
+    ShutdownConfig.from_settings(settings)
+    DeadLettersConfig.from_settings(settings)
+    if StatsPublishConfig.enabled_in(settings):
         StatsPublishConfig.from_settings(settings)
 
 

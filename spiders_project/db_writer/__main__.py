@@ -80,12 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with exit_on_bad_config(logger, DbUrlError):
         db_url = parse_db_url(settings.get("DB_URL"))
         config = WriterConfig.from_settings(settings)
-        RedisConfig.from_settings(settings)
+        redis_config = RedisConfig.from_settings(settings)
     message = ping_or_message(settings)
     if message is not None:
         logger.error("%s", message)
         return 1
-    redis_url = mask_url(settings.get("REDIS_URL"))
+    redis_url = mask_url(redis_config.url)
     # The call path's sleep between retries ends at a stop request, so a writer
     # waiting for Redis (away, or refusing writes) stops at the first signal.
     stop = StopFlag()

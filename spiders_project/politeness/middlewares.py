@@ -10,7 +10,7 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
-from spiders_project.config import SettingsReader
+from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
 from spiders_project.redis_calls import load_lua
@@ -56,7 +56,7 @@ class SitePacingMiddleware:
         return cls(
             WorkerRedis.of(crawler),
             HostPoliteness.of(crawler),
-            SettingsReader(crawler.settings).getfloat("RETRY_AFTER_MAX", minimum=0),
+            PacingConfig.from_settings(crawler.settings).retry_after_max,
         )
 
     def process_response(self, request: Request, response: Response) -> Response:

@@ -41,10 +41,10 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.misc import build_from_crawler
 
-from spiders_project.config import SettingsReader
 from spiders_project.hosts import host_of
 from spiders_project.meta import GUARDED, OWN_FAILURES
 from spiders_project.politeness.bans import BanRules
+from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
 from spiders_project.redis_calls import load_lua
@@ -71,10 +71,10 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        read = SettingsReader(crawler.settings)
-        self.ttl_ms = round(read.getfloat("ROBOTSTXT_TTL", above=0) * 1000)
-        self.error_ttl_ms = round(read.getfloat("ROBOTSTXT_ERROR_TTL", above=0) * 1000)
-        self.lock_ms = round((read.getfloat("DOWNLOAD_TIMEOUT", above=0) + 30) * 1000)
+        config = PacingConfig.from_settings(crawler.settings)
+        self.ttl_ms = round(config.robots_ttl * 1000)
+        self.error_ttl_ms = round(config.robots_error_ttl * 1000)
+        self.lock_ms = config.robots_lock_ms
         self.redis = WorkerRedis.of(crawler)
         self.politeness = HostPoliteness.of(crawler)
         self.user_agent = str(self._robotstxt_useragent or self._default_useragent)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from scrapy.crawler import Crawler
 
-from spiders_project.config import SettingsReader
+from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_calls import load_lua
 from spiders_project.runtime.context import WorkerRedis
@@ -56,7 +56,7 @@ class HostTurns:
     @classmethod
     def for_navigation(cls, crawler: Crawler) -> HostTurns:
         """The turns of rendered navigations: ``NAVIGATION_GUARD`` more spacing."""
-        guard = SettingsReader(crawler.settings).getfloat("NAVIGATION_GUARD", minimum=0)
+        guard = PacingConfig.from_settings(crawler.settings).navigation_guard
         return cls(WorkerRedis.of(crawler), HostPoliteness.of(crawler), round(guard * 1000))
 
     async def wait(self, url: str) -> float:
