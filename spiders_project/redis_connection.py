@@ -24,6 +24,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.redis_cluster import pinned_async_client
+from spiders_project.redis_sentinel import SentinelAccess, master_kwargs
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class RedisConfig:
     wait_replicas: int = 0
     wait_timeout: float = 1.0
     cluster: bool = False
+    sentinel_access: SentinelAccess = SentinelAccess()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisConfig:
@@ -87,6 +89,7 @@ class RedisConfig:
             wait_replicas=read.getint("REDIS_WAIT_REPLICAS", minimum=0),
             wait_timeout=read.getfloat("REDIS_WAIT_TIMEOUT", above=0),
             cluster=cluster,
+            sentinel_access=SentinelAccess.from_settings(read, url),
         )
 
     @property
@@ -94,7 +97,8 @@ class RedisConfig:
         """Where Redis is, for log lines: the URL (password masked), or the sentinels."""
         if self.sentinels:
             listed = ",".join(f"{h}:{p}" for h, p in self.sentinels)
-            return f"master {self.sentinel_master!r} of sentinels {listed}"
+            tls = " over TLS" if self.sentinel_access.tls else ""
+            return f"master {self.sentinel_master!r} of sentinels {listed}{tls}"
         if self.cluster:
             return f"Redis Cluster of {mask_url(self.url)}"
         return mask_url(self.url)
@@ -123,15 +127,10 @@ def _client_kwargs(config: RedisConfig) -> dict[str, Any]:
 
 
 def _sentinel_kwargs(config: RedisConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(kwargs of the sentinels' connections, kwargs of the master's): the db,
-    user and password come from REDIS_URL, the timeouts from our settings."""
-    url = parse_url(config.url)
-    master = {**_client_kwargs(config)}
-    for name in ("db", "username", "password"):
-        if url.get(name) is not None:
-            master[name] = url[name]
-    timeout = config.socket_timeout
-    return {"socket_timeout": timeout, "socket_connect_timeout": timeout}, master
+    """(kwargs of the sentinels' connections, kwargs of the master's), each in
+    full: redis-py copies nothing from one to the other (redis_sentinel.py)."""
+    sentinels = config.sentinel_access.kwargs(config.socket_timeout)
+    return sentinels, master_kwargs(config.url, _client_kwargs(config))
 
 
 def sync_client(settings: BaseSettings) -> redis.Redis:

@@ -37,9 +37,24 @@ DB_URL = _env("DB_URL", "sqlite:///data/items.db")
 REDIS_SOCKET_TIMEOUT = _env("REDIS_SOCKET_TIMEOUT", 10.0)
 # Redis Sentinel: "host:port,host:port" of the sentinels, and the name of the
 # master they watch. Set, every process asks them for the master (and again
-# after a failover); REDIS_URL then gives only the db number and password.
+# after a failover); REDIS_URL then gives only the db number, the master's
+# user and password, and with rediss:// TLS to the master and its ssl_* options.
 REDIS_SENTINELS = _env("REDIS_SENTINELS", "")
 REDIS_SENTINEL_MASTER = _env("REDIS_SENTINEL_MASTER", "mymaster")
+# Redis Sentinel: the user and password of the sentinels themselves (their own
+# requirepass or ACL user, not the master's: that one is in REDIS_URL). Empty:
+# none. Never logged.
+REDIS_SENTINEL_USERNAME = _env("REDIS_SENTINEL_USERNAME", "")
+REDIS_SENTINEL_PASSWORD = _env("REDIS_SENTINEL_PASSWORD", "")
+# Redis Sentinel: speak TLS to the sentinels. "auto": when REDIS_URL is
+# rediss:// (TLS to the master), "true" or "false" to choose. The sentinels'
+# TLS takes REDIS_URL's ssl_* query parameters (ssl_ca_certs, ssl_certfile,
+# ssl_keyfile, ssl_cert_reqs, ssl_check_hostname, ...), and
+# REDIS_SENTINEL_SSL_OPTIONS, in the same query form
+# ("ssl_ca_certs=/etc/crawler/sentinel-ca.crt&ssl_certfile=..."), overrides
+# any of them for the sentinels only (docs/SECURITY.md).
+REDIS_SENTINEL_TLS = _env("REDIS_SENTINEL_TLS", "auto")
+REDIS_SENTINEL_SSL_OPTIONS = _env("REDIS_SENTINEL_SSL_OPTIONS", "")
 # Redis Cluster: true when REDIS_URL is a node of a cluster (any node: the
 # others are asked of it). Every key then carries its spider's hash tag,
 # "{<spider>}:..." (the seed list too: "{distributed}:start_urls"), so each

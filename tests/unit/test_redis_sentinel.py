@@ -1,0 +1,103 @@
+"""Sentinel's two kinds of connections (redis_sentinel.py): each gets what it needs, in full.
+
+redis-py copies nothing from the master's options to the sentinels' or back
+(redis/redis-py#1002), so these check what each side receives, and that the
+clients redis-py builds from them are SSL connections with our options.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio.sentinel
+import redis.sentinel
+
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.redis_connection import RedisConfig, _sentinel_kwargs
+
+TLS_URL = (
+    "rediss://:m4ster@localhost:9/3?ssl_ca_certs=/ca.crt&ssl_certfile=/c.crt&ssl_keyfile=/c.key"
+)
+SENTINELS = "127.0.0.1:26379,127.0.0.1:26380"
+
+
+def config(**overrides: str) -> RedisConfig:
+    return RedisConfig.from_settings(load_settings({"REDIS_SENTINELS": SENTINELS, **overrides}))
+
+
+def test_plain_sentinels_get_only_timeouts_and_the_master_its_db_and_password():
+    sentinels, master = _sentinel_kwargs(config(REDIS_URL="redis://:pw@h:1/2"))
+    assert sentinels == {"socket_timeout": 10.0, "socket_connect_timeout": 10.0}
+    assert master["db"] == 2 and master["password"] == "pw" and "ssl" not in master
+
+
+def test_a_rediss_url_gives_tls_to_the_master_and_to_the_sentinels():
+    redis_config = config(REDIS_URL=TLS_URL, REDIS_SENTINEL_PASSWORD="s3ntinel")
+    sentinels, master = _sentinel_kwargs(redis_config)
+    tls = {"ssl_ca_certs": "/ca.crt", "ssl_certfile": "/c.crt", "ssl_keyfile": "/c.key"}
+    assert master["ssl"] is True and master.items() >= tls.items()
+    assert master["password"] == "m4ster" and master["db"] == 3
+    assert "connection_class" not in master  # it would drop the sentinel lookup
+    assert sentinels["ssl"] is True and sentinels.items() >= tls.items()
+    assert sentinels["password"] == "s3ntinel" and "username" not in sentinels
+    assert redis_config.where.endswith(" over TLS")
+
+
+def test_the_sentinels_tls_can_be_forced_and_its_options_overridden():
+    redis_config = config(
+        REDIS_URL=TLS_URL,
+        REDIS_SENTINEL_TLS="TRUE",
+        REDIS_SENTINEL_USERNAME="watcher",
+        REDIS_SENTINEL_SSL_OPTIONS="ssl_ca_certs=/other.crt&ssl_check_hostname=false",
+    )
+    sentinels, master = _sentinel_kwargs(redis_config)
+    assert sentinels["ssl_ca_certs"] == "/other.crt" and sentinels["ssl_check_hostname"] is False
+    assert sentinels["ssl_certfile"] == "/c.crt" and sentinels["username"] == "watcher"
+    assert master["ssl_ca_certs"] == "/ca.crt" and "ssl_check_hostname" not in master
+    plain = _sentinel_kwargs(config(REDIS_URL=TLS_URL, REDIS_SENTINEL_TLS="false"))[0]
+    assert "ssl" not in plain and "ssl_ca_certs" not in plain
+    forced = _sentinel_kwargs(config(REDIS_URL="redis://h:1/0", REDIS_SENTINEL_TLS="true"))[0]
+    assert forced["ssl"] is True
+
+
+def test_the_clients_redis_py_builds_are_ssl_with_our_options():
+    sentinels, master = _sentinel_kwargs(config(REDIS_URL=TLS_URL, REDIS_SENTINEL_PASSWORD="x"))
+    blocking = redis.sentinel.Sentinel([("127.0.0.1", 1)], sentinel_kwargs=sentinels)
+    client = blocking.master_for("mymaster", **master)
+    pool = client.connection_pool
+    assert pool.connection_class is redis.sentinel.SentinelManagedSSLConnection
+    assert pool.connection_kwargs["ssl_ca_certs"] == "/ca.crt"
+    own = blocking.sentinels[0].connection_pool
+    assert own.connection_class is redis.SSLConnection
+    assert own.connection_kwargs["password"] == "x"
+    aio = redis.asyncio.sentinel.Sentinel([("127.0.0.1", 1)], sentinel_kwargs=sentinels)
+    apool = aio.master_for("mymaster", **master).connection_pool
+    assert apool.connection_class is redis.asyncio.sentinel.SentinelManagedSSLConnection
+    assert aio.sentinels[0].connection_pool.connection_kwargs["ssl_certfile"] == "/c.crt"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"REDIS_SENTINEL_TLS": "maybe"}, "REDIS_SENTINEL_TLS"),
+        (
+            {"REDIS_SENTINEL_SSL_OPTIONS": "ssl_password=hunter2&host=x"},
+            "REDIS_SENTINEL_SSL_OPTIONS",
+        ),
+        (
+            {"REDIS_SENTINEL_SSL_OPTIONS": "ssl_password=hunter2&garbage"},
+            "REDIS_SENTINEL_SSL_OPTIONS",
+        ),
+        (
+            {"REDIS_SENTINEL_SSL_OPTIONS": "ssl_password=hunter2&ssl_min_version=x"},
+            "REDIS_SENTINEL_SSL_OPTIONS",
+        ),
+    ],
+)
+def test_a_bad_sentinel_setting_is_named_and_no_password_shown(overrides, named):
+    with pytest.raises(ConfigError, match=f"^{named}=") as refused:
+        config(**overrides)
+    assert "hunter2" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_sentinel_password_is_never_in_the_config_repr():
+    assert "s3cret" not in repr(config(REDIS_SENTINEL_PASSWORD="s3cret"))
