@@ -5,6 +5,10 @@ Accepted forms::
     sqlite:///data/items.db             relative to the working directory
     sqlite:////var/lib/crawl/items.db   absolute (four slashes)
     postgresql://user:pass@host:5432/db (also postgres:// and postgresql+psycopg://)
+    postgresql://user@host/db?sslmode=verify-full&sslrootcert=/etc/crawler/pg-ca.crt
+
+libpq's query parameters (sslmode, sslrootcert, sslcert, sslkey, ...) pass
+through to psycopg unchanged, so TLS with verification is libpq's own.
 
 Anything else is a :class:`DbUrlError` whose message fits on one line, so the
 db_writer can print it and exit instead of failing later with a traceback.
@@ -23,6 +27,10 @@ _POSTGRES_SCHEMES = frozenset(
     {"postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"}
 )
 _SQLITE_SCHEMES = frozenset({"sqlite", "sqlite+pysqlite"})
+# libpq query parameters that hold a secret: the password, and the passphrase
+# of the client key (sslpassword). sslmode, sslrootcert, sslcert and sslkey
+# are paths and modes, shown as they are.
+SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
 
 class DbUrlError(ValueError):
@@ -49,7 +57,8 @@ class DbUrl:
 
 
 def redact(url: str) -> str:
-    """``url`` without a password, whether in the user part or in the query."""
+    """``url`` without a password, whether in the user part or in the query
+    (``password``, ``sslpassword``)."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:
@@ -59,8 +68,10 @@ def redact(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key == "password" for key, _ in pairs):
-            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*")
+        if any(key in SECRET_PARAMS for key, _ in pairs):
+            query = urlencode(
+                [(k, "***" if k in SECRET_PARAMS else v) for k, v in pairs], safe="*/"
+            )
     if netloc == parts.netloc and query == parts.query:
         return url
     return urlunsplit(parts._replace(netloc=netloc, query=query))

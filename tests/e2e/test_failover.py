@@ -22,7 +22,7 @@ from tests.support.processes import (
     wait_until,
     worker,
 )
-from tests.support.services import SentinelGroup
+from tests.support.sentinels import SentinelGroup
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow

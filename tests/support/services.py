@@ -27,6 +27,8 @@ from mirakuru import TCPExecutor
 from port_for import get_port
 from redis.crc import key_slot
 
+from tests.support.tls import Pki
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (port-for, as pytest-redis uses)."""
@@ -53,26 +55,41 @@ class RedisServer:
     ``options`` come after the defaults, so ``RedisServer("--appendonly", "yes")``
     wins over them. ``executor`` is mirakuru's, for tests that stop and start
     the same server (its data directory survives a restart). ``cpus`` pins it,
-    for the benchmark.
+    for the benchmark. ``tls``: TLS only, with that PKI's server certificate
+    (replication over TLS too); ``password``: ``requirepass`` and ``masterauth``.
+    ``url`` (and ``client``) then say ``rediss://`` and carry the password.
     """
 
     def __init__(
-        self, *options: str, datadir: Path | None = None, cpus: Iterable[int] | None = None
+        self,
+        *options: str,
+        datadir: Path | None = None,
+        cpus: Iterable[int] | None = None,
+        tls: Pki | None = None,
+        password: str | None = None,
     ) -> None:
         self.port = free_port()
         self._own_dir = datadir is None
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
+        secured: list[str] = []
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        if tls is not None:
+            secured += [*tls.redis_server_options(self.port), "--tls-replication", "yes"]
+            self.url = tls.url(self.port)
+        if password is not None:
+            secured += ["--requirepass", password, "--masterauth", password]
+            scheme, _, rest = self.url.partition("://")
+            self.url = f"{scheme}://:{password}@{rest}"
         self.executor = TCPExecutor(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
             + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
-            + ["--save", "", "--appendonly", "no", *options],
+            + ["--save", "", "--appendonly", "no", *secured, *options],
             host="127.0.0.1",
             port=self.port,
             timeout=30,
         )
         self.executor.start()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
         self.client = redis.Redis.from_url(self.url)
         self._cpus = cpus
         if cpus is not None:
@@ -144,9 +161,11 @@ class PostgresServer:
     which the ``postgres`` user cannot enter. As root, pg_ctl is called
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns. ``dbname`` is created once the server accepts connections.
+    ``tls``: ``ssl=on`` with that PKI's server certificate (copied where the
+    server's user can read it; the key must be its own, mode 0600).
     """
 
-    def __init__(self, dbname: str) -> None:
+    def __init__(self, dbname: str, *, tls: Pki | None = None) -> None:
         from pytest_postgresql.executors import PostgreSQLExecutor
 
         pg_ctl = find_pg_ctl()
@@ -160,6 +179,7 @@ class PostgresServer:
             Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
             os.chmod(executable, 0o755)
         self.host, self.port, self.dbname = "127.0.0.1", free_port(), dbname
+        options = "" if tls is None else self._tls_options(tls)
         self.executor = PostgreSQLExecutor(
             executable=executable,
             host=self.host,
@@ -170,6 +190,7 @@ class PostgresServer:
             startparams="-w",
             dbname=dbname,
             user="postgres",
+            postgres_options=options,
         )
         self.executor.start()
         try:
@@ -178,6 +199,17 @@ class PostgresServer:
             self.stop()
             raise
         self.url = f"postgresql://postgres@{self.host}:{self.port}/{dbname}"
+
+    def _tls_options(self, tls: Pki) -> str:
+        """postgres options for TLS (``ssl=on``), with copies of the server's certificate and key."""
+        cert, key = self.base / "server.crt", self.base / "server.key"
+        shutil.copyfile(tls.server_cert, cert)
+        shutil.copyfile(tls.server_key, key)
+        key.chmod(0o600)
+        if os.geteuid() == 0:
+            for path in (cert, key):
+                shutil.chown(path, "postgres")
+        return f"-c ssl=on -c ssl_cert_file={cert} -c ssl_key_file={key}"
 
     def create_database(self, dbname: str, timeout: float = 60) -> None:
         """CREATE DATABASE, once the server accepts connections (not just listens)."""
@@ -202,99 +234,6 @@ class PostgresServer:
                 self.executor.stop()
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
-
-
-class SentinelGroup:
-    """A master, its replicas and three ``redis-sentinel`` processes, all real.
-
-    The sentinels (``redis-server <conf> --sentinel``, quorum 2) watch the
-    master as ``name`` and fail over to a replica one second after it stops
-    answering. ``master`` and ``replicas`` are :class:`RedisServer`; a test
-    SIGKILLs the master and reads ``master_address()`` to see the promotion.
-    """
-
-    def __init__(self, replicas: int = 1, name: str = "mymaster") -> None:
-        self.name = name
-        self.master = RedisServer()
-        self.replicas = [
-            RedisServer("--replicaof", "127.0.0.1", str(self.master.port)) for _ in range(replicas)
-        ]
-        self.sentinels: list[TCPExecutor] = []
-        self.dir = Path(tempfile.mkdtemp(prefix="sentinels-"))
-        self.ports: list[int] = []
-        try:
-            for i in range(3):
-                port = free_port()
-                conf = self.dir / f"sentinel-{i}.conf"
-                conf.write_text(
-                    f"port {port}\nbind 127.0.0.1\ndir {self.dir}\n"
-                    f"logfile {self.dir}/sentinel-{i}.log\n"
-                    f"sentinel monitor {name} 127.0.0.1 {self.master.port} 2\n"
-                    f"sentinel down-after-milliseconds {name} 1000\n"
-                    f"sentinel failover-timeout {name} 10000\n"
-                )
-                executor = TCPExecutor(
-                    ["redis-server", str(conf), "--sentinel"],
-                    host="127.0.0.1",
-                    port=port,
-                    timeout=30,
-                )
-                executor.start()
-                self.sentinels.append(executor)
-                self.ports.append(port)
-            self._wait_until_watched()
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def setting(self) -> str:
-        """``REDIS_SENTINELS`` for these sentinels."""
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
-
-    def master_address(self) -> tuple[str, int]:
-        """The master as the first sentinel answering names it."""
-        for port in self.ports:
-            try:
-                client = redis.Redis(port=port, socket_timeout=2, decode_responses=True)
-                host, master_port = client.sentinel_get_master_addr_by_name(self.name)
-                client.close()
-                return host, int(master_port)
-            except (redis.RedisError, OSError, TypeError):
-                continue
-        raise AssertionError("no sentinel answers")
-
-    def _wait_until_watched(self, timeout: float = 30) -> None:
-        """Until the replicas are in sync and every sentinel knows them and the others."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            synced = all(
-                r.client.info("replication").get("master_link_status") == "up"
-                for r in self.replicas
-            )
-            known = True
-            for port in self.ports:
-                client = redis.Redis(port=port, socket_timeout=2, decode_responses=True)
-                try:
-                    known &= len(client.sentinel_slaves(self.name)) == len(self.replicas)
-                    known &= len(client.sentinel_sentinels(self.name)) == len(self.ports) - 1
-                finally:
-                    client.close()
-            if synced and known:
-                return
-            time.sleep(0.2)
-        raise AssertionError("the sentinels did not see the replicas and each other in time")
-
-    def stop(self) -> None:
-        for executor in self.sentinels:
-            if executor.running():
-                executor.stop()
-        for server in [self.master, *self.replicas]:
-            try:
-                server.stop()
-            except Exception:  # noqa: BLE001 - a server a test killed
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RedisClusterGroup:

@@ -32,6 +32,12 @@ def test_sqlite_paths(url: str, path: Path) -> None:
             "postgresql://u@db.host/items?sslmode=require",
         ),
         ("postgresql://h1:5432,h2:5432/items", "postgresql://h1:5432,h2:5432/items"),
+        (
+            "postgresql://u@localhost:5432/items?sslmode=verify-full&sslrootcert=/etc/ca.crt"
+            "&sslcert=/etc/c.crt&sslkey=/etc/c.key",
+            "postgresql://u@localhost:5432/items?sslmode=verify-full&sslrootcert=/etc/ca.crt"
+            "&sslcert=/etc/c.crt&sslkey=/etc/c.key",
+        ),
     ],
 )
 def test_postgresql_conninfo(url: str, conninfo: str) -> None:
@@ -49,6 +55,10 @@ def test_postgresql_conninfo(url: str, conninfo: str) -> None:
         ),
         ("sqlite:///data/items.db", "sqlite:///data/items.db"),
         ("postgres://h/db", "postgres://h/db"),
+        (
+            "postgresql://u:pw@h/db?sslmode=verify-full&sslkey=/k.key&sslpassword=keypass",
+            "postgresql://u:***@h/db?sslmode=verify-full&sslkey=/k.key&sslpassword=***",
+        ),
     ],
 )
 def test_redacted_hides_passwords(url: str, redacted: str) -> None:
