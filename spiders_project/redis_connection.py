@@ -24,7 +24,12 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.redis_cluster import pinned_async_client
-from spiders_project.redis_sentinel import SentinelAccess, master_kwargs
+from spiders_project.redis_sentinel import (
+    AsyncFollowingPool,
+    FollowingPool,
+    SentinelAccess,
+    master_kwargs,
+)
 
 
 @dataclass(frozen=True)
@@ -140,9 +145,13 @@ def sync_client(settings: BaseSettings) -> redis.Redis:
         # redis-py's Sentinel pool asks the sentinels for the master on every new
         # connection, and drops a connection whose server answers READONLY
         # (a demoted master): our call path's retry then reaches the new one.
+        # Ours also asks every second (redis_sentinel.FollowingPool), so a
+        # master the sentinels replaced but not yet demoted is left at once.
         sentinel_kwargs, master = _sentinel_kwargs(config)
         sentinel = redis.sentinel.Sentinel(list(config.sentinels), sentinel_kwargs=sentinel_kwargs)
-        client: redis.Redis = sentinel.master_for(config.sentinel_master, **master)
+        client: redis.Redis = sentinel.master_for(
+            config.sentinel_master, connection_pool_class=FollowingPool, **master
+        )
         return client
     if config.cluster:
         # redis-py's cluster client routes each command by its key's slot
@@ -168,7 +177,9 @@ def async_client(settings: BaseSettings, slot_key: str) -> redis.asyncio.Redis:
         sentinel = redis.asyncio.sentinel.Sentinel(
             list(config.sentinels), sentinel_kwargs=sentinel_kwargs
         )
-        aclient: redis.asyncio.Redis = sentinel.master_for(config.sentinel_master, **master)
+        aclient: redis.asyncio.Redis = sentinel.master_for(
+            config.sentinel_master, connection_pool_class=AsyncFollowingPool, **master
+        )
         return aclient
     return redis.asyncio.Redis.from_url(config.url, **_client_kwargs(config))
 

@@ -15,14 +15,24 @@ only. So both are built here, in full:
   the master's), and TLS when ``REDIS_SENTINEL_TLS`` says so ("auto": when
   ``REDIS_URL`` is ``rediss://``), with ``REDIS_URL``'s ``ssl_*`` parameters
   unless ``REDIS_SENTINEL_SSL_OPTIONS`` names others.
+
+And the master's pool follows the sentinels (:class:`FollowingPool`): redis-py
+asks them where the master is only when a connection connects, and drops a
+connection only when its server answers READONLY. After ``SENTINEL
+FAILOVER`` the old master stays a writable master with no replica until the
+sentinels demote it (about 10 s measured), and every write sent there in
+between is lost when it resyncs from the new one.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import redis.asyncio.sentinel
+import redis.sentinel
 from redis.connection import parse_url
 
 from spiders_project.config import SettingsReader
@@ -46,6 +56,12 @@ SSL_OPTIONS = frozenset(
     }
 )
 TLS_CHOICES = ("auto", "true", "false")
+#: Seconds between two questions to the sentinels about where the master is,
+#: asked as a connection is taken from the pool. One SENTINEL MASTERS a second
+#: per pool is cheap; it must stay below REDIS_WAIT_TIMEOUT's default (1 s), so
+#: that after a WAIT the old master could not confirm, the writes sent again
+#: go to the new one.
+MASTER_RECHECK = 1.0
 
 
 @dataclass(frozen=True)
@@ -143,3 +159,38 @@ def _override(read: SettingsReader) -> dict[str, Any]:
     except ValueError as exc:
         read.fail("REDIS_SENTINEL_SSL_OPTIONS", str(exc), "(not shown)")
     return {k: v for k, v in parsed.items() if k in SSL_OPTIONS}
+
+
+class FollowingPool(redis.sentinel.SentinelConnectionPool):
+    """The master's pool, asking the sentinels where the master is at most every
+    :data:`MASTER_RECHECK` seconds as a connection is taken: when they name
+    another, redis-py's own ``get_master_address`` drops the idle connections
+    to the old one, and ``owns_connection`` those in use as they come back."""
+
+    _asked = float("-inf")
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._asked >= MASTER_RECHECK:
+            self._asked = now
+            try:
+                self.get_master_address()  # type: ignore[no-untyped-call]
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sentinels away: the connection we have still serves
+        return super().get_connection(*args, **kwargs)
+
+
+class AsyncFollowingPool(redis.asyncio.sentinel.SentinelConnectionPool):
+    """:class:`FollowingPool` for ``redis.asyncio``."""
+
+    _asked = float("-inf")
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        now = time.monotonic()
+        if now - self._asked >= MASTER_RECHECK:
+            self._asked = now
+            try:
+                await self.get_master_address()  # type: ignore[no-untyped-call]
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sentinels away: the connection we have still serves
+        return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]

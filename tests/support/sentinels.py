@@ -82,7 +82,8 @@ class SentinelGroup:
         else:
             # Sentinels speak TLS to clients, to each other and to the servers.
             options = self.tls.redis_server_options(port)
-            lines += [f"{k.lstrip('-')} {v}" for k, v in zip(options[::2], options[1::2])]
+            pairs = zip(options[::2], options[1::2], strict=True)
+            lines += [f"{name.lstrip('-')} {value}" for name, value in pairs]
             lines.append("tls-replication yes")
         if self.sentinel_password is not None:
             lines.append(f"requirepass {self.sentinel_password}")

@@ -201,7 +201,7 @@ class PostgresServer:
         self.url = f"postgresql://postgres@{self.host}:{self.port}/{dbname}"
 
     def _tls_options(self, tls: Pki) -> str:
-        """postgres options for TLS (``ssl=on``), with copies of the server's certificate and key."""
+        """postgres options for TLS (``ssl=on``), with copies of the server's cert and key."""
         cert, key = self.base / "server.crt", self.base / "server.key"
         shutil.copyfile(tls.server_cert, cert)
         shutil.copyfile(tls.server_key, key)

@@ -7,12 +7,22 @@ clients redis-py builds from them are SSL connections with our options.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 import redis.asyncio.sentinel
 import redis.sentinel
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.redis_connection import RedisConfig, _sentinel_kwargs
+from spiders_project.redis_connection import (
+    RedisConfig,
+    _sentinel_kwargs,
+    async_client,
+    sync_client,
+)
+from tests.support.processes import wait_until
+from tests.support.sentinels import SentinelGroup
 
 TLS_URL = (
     "rediss://:m4ster@localhost:9/3?ssl_ca_certs=/ca.crt&ssl_certfile=/c.crt&ssl_keyfile=/c.key"
@@ -101,3 +111,44 @@ def test_a_bad_sentinel_setting_is_named_and_no_password_shown(overrides, named)
 
 def test_the_sentinel_password_is_never_in_the_config_repr():
     assert "s3cret" not in repr(config(REDIS_SENTINEL_PASSWORD="s3cret"))
+
+
+@pytest.fixture
+def sentinels():
+    group = SentinelGroup(replicas=1)
+    yield group
+    group.stop()
+
+
+@pytest.mark.redis
+def test_clients_leave_a_replaced_master_before_it_is_demoted(sentinels):
+    """After SENTINEL FAILOVER the old master stays a writable master with no
+    replica for about 10 s; redis-py alone stays on it until then (its writes
+    are lost when it resyncs). Ours follow the sentinels within about 2 s."""
+    settings = load_settings(
+        {"REDIS_SENTINELS": sentinels.setting, "REDIS_URL": "redis://127.0.0.1:9/0"}
+    )
+    asyncio.run(_follow(sentinels, settings))
+
+
+async def _follow(sentinels: SentinelGroup, settings) -> None:
+    blocking = sync_client(settings)
+    aio = async_client(settings, "distributed")
+    old = sentinels.master_address()
+    assert int(blocking.info("server")["tcp_port"]) == old[1]
+    assert int((await aio.info("server"))["tcp_port"]) == old[1]
+    sentinels.failover()
+    wait_until(lambda: sentinels.master_address() != old, 10, what="a replica promoted")
+    new = sentinels.master_address()
+    deadline = time.monotonic() + 5
+    while int(blocking.info("server")["tcp_port"]) != new[1]:
+        assert time.monotonic() < deadline, "the blocking client stayed on the old master"
+        time.sleep(0.1)
+    while int((await aio.info("server"))["tcp_port"]) != new[1]:
+        assert time.monotonic() < deadline, "the asyncio client stayed on the old master"
+        await asyncio.sleep(0.1)
+    # The old master is still a master the sentinels no longer name: what a
+    # client wrote there now would be lost.
+    assert sentinels.server(old).client.info("replication")["role"] == "master"
+    blocking.close()
+    await aio.aclose()
