@@ -15,7 +15,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: system-packages $(STAMP)
 
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
-# start private clusters), Chromium (rendering), Prometheus (monitor tests).
+# start private clusters), Chromium (rendering), Prometheus (monitor tests),
+# libfaketime (a worker whose clock is off).
 system-packages:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
@@ -23,6 +24,7 @@ system-packages:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make setup: installing$$missing with apt-get"; \

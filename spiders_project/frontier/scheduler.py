@@ -149,7 +149,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.remote_size = await self.redis.frontier_size()
         await self.seen_guard.check_mode()
         with contextlib.suppress(RedisUnavailable):
-            await self.seen_guard.check_run_id()  # the lease loop checks again
+            # Both again in the lease loop.
+            await self.seen_guard.check_run_id()
+            await self.redis.sync_time()
         logger.info(
             "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
         )
@@ -377,7 +379,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self._want.set()
 
     async def _lease_loop(self) -> None:
-        """Renew our leases, put back expired leases, and notice a Redis that changed."""
+        """Renew our leases, put back expired leases, notice a Redis that changed, and
+        measure this node's clock against Redis'."""
         while True:
             await asyncio.sleep(self.config.renew_interval)
             ids = [lease[0] for _, lease in self._prefetched]
@@ -386,6 +389,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await self.leases.renew(ids)
                 moved = await self.leases.reclaim_expired()
                 await self.seen_guard.check_run_id()
+                await self.redis.sync_time()
                 if self.seen_guard.legacy_seen:
                     await self.seen_guard.check_legacy()
             except RedisUnavailable:

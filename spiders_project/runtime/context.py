@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import RedisConfig, async_client
 from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.clock import ScriptClock
+from spiders_project.runtime.clock import RedisTime, ScriptClock
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT, SeenConfig
@@ -84,6 +85,8 @@ class WorkerRedis:
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
         # Production never sets it: the scripts then read Redis' clock.
         self.clock = ScriptClock()
+        # Redis' wall clock for what this worker stamps itself (sync_time).
+        self.time = RedisTime()
         self.seen = seen or EXACT
         # (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT): replicas that confirm writes.
         self.batcher = RedisBatcher(
@@ -222,6 +225,24 @@ class WorkerRedis:
             )
         finally:
             await client.aclose()
+
+    async def sync_time(self) -> None:
+        """Measure this node's clock against Redis' (``RedisTime``); raises RedisUnavailable.
+
+        Logs once when the two differ by more than a second: everything the
+        cluster times runs on Redis' clock, so such a node still crawls
+        correctly, but its own log lines and its operator's tools do not.
+        """
+        sent = time.time()
+        seconds, micros = await self.calls.command("TIME", retry=False, writes=False)
+        received = time.time()
+        was_known = self.time.known
+        self.time.observe(int(seconds) + int(micros) / 1e6, sent, received)
+        if not was_known and abs(self.time.offset) > 1.0:
+            logger.warning(
+                "This node's clock is %+.1f s off Redis' clock: the crawl follows Redis' clock",
+                -self.time.offset,
+            )
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
