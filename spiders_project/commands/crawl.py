@@ -14,6 +14,7 @@ from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.extensions.shutdown import ShutdownConfig
+from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.redis_connection import RedisConfig, ping_or_message
@@ -34,6 +35,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     FrontierConfig.from_settings(settings)
     HostPoliteness.from_settings(settings)
     PacingConfig.from_settings(settings)
+    NodeHealthConfig.from_settings(settings)
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
     SeenConfig.from_settings(settings)
