@@ -192,10 +192,10 @@ class NodeHealthMiddleware:
 
     async def _judge(self) -> None:
         counts, hosts = await self._others()
-        if counts is None:
-            return  # Redis away: look again
-        if self._before is None:
-            self._before = counts
+        if counts is None or self._before is None:
+            self._before = self._before or counts  # None while Redis is away: look again
+            if self.redis.time.now() - self._judging_since > self.config.undecided_limit:
+                self._sites_down("the other workers' stats could not be read: cannot tell")
             return
         # Failures on two sites or more, or a crawl of one site: comparable with
         # what the others fetch (verdict.judge).
