@@ -66,6 +66,7 @@ class WorkerRedis:
         self.state = state
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
+        state.on_noperm.append(self.noperm)
         # The call paths of the frontier shards' slots (Redis Cluster), by
         # prefix, and the connection state of each slot's master.
         self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
@@ -129,6 +130,7 @@ class WorkerRedis:
             state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
             state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
             state.on_reconnect = home.on_reconnect
+            state.on_noperm = home.on_noperm
             self._states[prefix] = state
         return state
 
@@ -222,6 +224,11 @@ class WorkerRedis:
             )
         finally:
             await client.aclose()
+
+    def noperm(self, command: str) -> None:
+        """Count a call Redis refused to this worker's user (stat ``redis/noperm``)."""
+        if self._crawler is not None:
+            self._crawler.stats.inc_value("redis/noperm")
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
