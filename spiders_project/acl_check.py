@@ -142,6 +142,14 @@ def _spiders_probe(role: Role) -> tuple[Any, ...] | None:
     return None
 
 
+class _MultiRefused(Exception):
+    """MULTI itself was refused: nothing can be probed safely."""
+
+    def __init__(self, reply: BaseException) -> None:
+        super().__init__(str(reply))
+        self.reply = reply
+
+
 def _ask(client: redis.Redis, commands: Sequence[tuple[Any, ...]], wrap: bool) -> list[Any]:
     """Each command's reply, or its error (as an exception object); inside MULTI ... DISCARD
     when ``wrap``, MULTI first on its own (were it refused, the rest would run)."""
@@ -162,7 +170,7 @@ def _ask(client: redis.Redis, commands: Sequence[tuple[Any, ...]], wrap: bool) -
             return send(commands)
         (opened,) = send([("MULTI",)])
         if isinstance(opened, Exception):
-            return [opened]
+            raise _MultiRefused(opened)
         return send([*commands, ("DISCARD",)])[:-1]
     except BaseException:
         conn.disconnect()
@@ -203,7 +211,14 @@ def permission_problem(
             groups.append((SPIDERS, [spiders_probe]))
         for slot_key, commands in groups:
             node = _node_of(client, slot_key) if config.cluster else client
-            for command, reply in zip(commands, _ask(node, commands, role.writes), strict=False):
+            try:
+                replies = _ask(node, commands, role.writes)
+            except _MultiRefused as exc:
+                if not is_noperm(exc.reply):
+                    raise exc.reply from None
+                missing.append("MULTI")
+                break
+            for command, reply in zip(commands, replies, strict=True):
                 if isinstance(reply, redis.ResponseError) and is_noperm(reply):
                     what = _what(command, reply)
                     if what not in missing:
