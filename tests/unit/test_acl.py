@@ -108,3 +108,14 @@ def test_a_missing_password_is_refused_and_a_bad_one_never_echoed():
     with pytest.raises(ConfigError, match="white space") as caught:
         AclConfig.from_settings(_settings(operator="two words"))
     assert "two words" not in str(caught.value)
+
+
+def test_deploy_shows_the_file_for_the_bundled_spider_with_placeholder_passwords():
+    placeholders = {
+        "worker": "CHANGE-ME-worker",
+        "db_writer": "CHANGE-ME-db-writer",
+        "monitor": "CHANGE-ME-monitor",
+        "operator": "CHANGE-ME-operator",
+    }
+    shown = (PACKAGE.parent / "deploy" / "redis" / "users.acl").read_text()
+    assert shown == acl_file(AclConfig(placeholders, cluster=False), [RedisKeys("distributed")])
