@@ -59,6 +59,17 @@ REDIS_WAIT_TIMEOUT = _env("REDIS_WAIT_TIMEOUT", 1.0)
 # Reconnect backoff: first wait and cap, in seconds (doubles each failure).
 REDIS_RECONNECT_BACKOFF = 0.2
 REDIS_RECONNECT_BACKOFF_MAX = 5.0
+# Passwords of the four Redis users `scrapy redis-acl` writes into the ACL file
+# (as SHA-256 hashes), one per role: crawler-worker (HTTP and render workers),
+# crawler-db-writer, crawler-monitor (reads only) and crawler-operator (seeding
+# and the commands). Needed only where the file is generated: each process
+# logs in with the user and password of its own REDIS_URL
+# (redis://crawler-worker:<password>@host:6379/0). Empty: redis-acl refuses to
+# write the file (docs/SECURITY.md, "Redis users").
+REDIS_ACL_WORKER_PASSWORD = _env("REDIS_ACL_WORKER_PASSWORD", "")
+REDIS_ACL_DB_WRITER_PASSWORD = _env("REDIS_ACL_DB_WRITER_PASSWORD", "")
+REDIS_ACL_MONITOR_PASSWORD = _env("REDIS_ACL_MONITOR_PASSWORD", "")
+REDIS_ACL_OPERATOR_PASSWORD = _env("REDIS_ACL_OPERATOR_PASSWORD", "")
 
 # --- The frontier (scheduler, queue, dupefilter) -----------------------------
 # scrapy-redis' Scheduler, subclassed so its Redis I/O never blocks the reactor.

@@ -67,6 +67,7 @@ class WorkerRedis:
         self.state = state
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
+        state.on_noperm.append(self.noperm)
         # The call paths of the frontier shards' slots (Redis Cluster), by
         # prefix, and the connection state of each slot's master.
         self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
@@ -132,6 +133,7 @@ class WorkerRedis:
             state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
             state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
             state.on_reconnect = home.on_reconnect
+            state.on_noperm = home.on_noperm
             self._states[prefix] = state
         return state
 
@@ -243,6 +245,11 @@ class WorkerRedis:
                 "This node's clock is %+.1f s off Redis' clock: the crawl follows Redis' clock",
                 -self.time.offset,
             )
+
+    def noperm(self, command: str) -> None:
+        """Count a call Redis refused to this worker's user (stat ``redis/noperm``)."""
+        if self._crawler is not None:
+            self._crawler.stats.inc_value("redis/noperm")
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""
