@@ -27,6 +27,8 @@ from mirakuru import TCPExecutor
 from port_for import get_port
 from redis.crc import key_slot
 
+from tests.support.tls import Pki
+
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (port-for, as pytest-redis uses)."""
@@ -53,13 +55,24 @@ class RedisServer:
     ``options`` come after the defaults, so ``RedisServer("--appendonly", "yes")``
     wins over them. ``executor`` is mirakuru's, for tests that stop and start
     the same server (its data directory survives a restart). ``cpus`` pins it,
-    for the benchmark.
+    for the benchmark. ``tls``: TLS only, with that PKI's server certificate
+    (``tls_clients``: ``--tls-auth-clients``); ``url`` is then a ``rediss://``
+    URL that verifies it (with our client certificate unless ``tls_clients``
+    is "no"), and ``client`` speaks TLS.
     """
 
     def __init__(
-        self, *options: str, datadir: Path | None = None, cpus: Iterable[int] | None = None
+        self,
+        *options: str,
+        datadir: Path | None = None,
+        cpus: Iterable[int] | None = None,
+        tls: Pki | None = None,
+        tls_clients: str = "no",
     ) -> None:
         self.port = free_port()
+        if tls is not None:
+            # After --port N: "--port 0" turns plain TCP off, TLS takes the port.
+            options = (*tls.redis_server_options(self.port, clients=tls_clients), *options)
         self._own_dir = datadir is None
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -73,6 +86,8 @@ class RedisServer:
         )
         self.executor.start()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        if tls is not None:
+            self.url = tls.url(self.port, client=tls_clients != "no")
         self.client = redis.Redis.from_url(self.url)
         self._cpus = cpus
         if cpus is not None:
@@ -304,21 +319,31 @@ class RedisClusterGroup:
     Every node is a :class:`RedisServer` (free port, own directory); ``url``
     names the first master, as ``REDIS_URL`` would; ``client`` is redis-py's
     cluster client. A replica takes over a master one second after it stops
-    answering (``cluster-node-timeout 1000``).
+    answering (``cluster-node-timeout 1000``). ``tls``: every node speaks TLS
+    only, to clients, on the cluster bus and to its master
+    (``--tls-cluster``, ``--tls-replication``); a node connecting to another
+    shows our client certificate (the bus always asks for one, and the
+    server's is for serverAuth only).
     """
 
-    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 0, tls: Pki | None = None) -> None:
         options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         options += ["--cluster-node-timeout", "1000"]
+        cli = []
+        if tls is not None:
+            options += ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            options += ["--tls-client-cert-file", str(tls.client_cert)]
+            options += ["--tls-client-key-file", str(tls.client_key)]
+            cli = ["--tls", "--cacert", str(tls.ca)]
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(masters * (1 + replicas)):
                 # The cluster bus on a free port of its own: by default it is
                 # the node's port + 10000, which may be taken, or past 65535.
                 bus = ["--cluster-port", str(free_port())]
-                self.nodes.append(RedisServer(*options, *bus))
+                self.nodes.append(RedisServer(*options, *bus, tls=tls))
             created = subprocess.run(
-                ["redis-cli", "--cluster", "create"]
+                ["redis-cli", *cli, "--cluster", "create"]
                 + [f"127.0.0.1:{node.port}" for node in self.nodes]
                 + ["--cluster-replicas", str(replicas), "--cluster-yes"],
                 capture_output=True,
