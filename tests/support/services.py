@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,26 +54,37 @@ class RedisServer:
     ``options`` come after the defaults, so ``RedisServer("--appendonly", "yes")``
     wins over them. ``executor`` is mirakuru's, for tests that stop and start
     the same server (its data directory survives a restart). ``cpus`` pins it,
-    for the benchmark.
+    for the benchmark. ``host`` is the address it binds and ``prefix`` goes
+    before its command: a host of the network namespace test bed
+    (tests/support/netns.py) gives its address and ``ip netns exec <ns>``.
     """
 
     def __init__(
-        self, *options: str, datadir: Path | None = None, cpus: Iterable[int] | None = None
+        self,
+        *options: str,
+        datadir: Path | None = None,
+        cpus: Iterable[int] | None = None,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
+        self.host = host
         self.port = free_port()
         self._own_dir = datadir is None
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.executor = TCPExecutor(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+            [*prefix, "redis-server", "--port", str(self.port), "--bind", host]
             + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
-            + ["--save", "", "--appendonly", "no", *options],
-            host="127.0.0.1",
+            + ["--save", "", "--appendonly", "no"]
+            # Off loopback, a server with no password refuses clients (DENIED) unless told.
+            + ([] if host == "127.0.0.1" else ["--protected-mode", "no"])
+            + list(options),
+            host=host,
             port=self.port,
             timeout=30,
         )
         self.executor.start()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://{host}:{self.port}/0"
         self.client = redis.Redis.from_url(self.url)
         self._cpus = cpus
         if cpus is not None:
@@ -144,9 +156,14 @@ class PostgresServer:
     which the ``postgres`` user cannot enter. As root, pg_ctl is called
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns. ``dbname`` is created once the server accepts connections.
+
+    ``host`` is the address it listens on and ``prefix`` goes before pg_ctl
+    (a host of tests/support/netns.py: its address and ``ip netns exec
+    <ns>``). Off loopback it trusts clients on its own subnet (``samenet``),
+    as it trusts loopback ones.
     """
 
-    def __init__(self, dbname: str) -> None:
+    def __init__(self, dbname: str, host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
         from pytest_postgresql.executors import PostgreSQLExecutor
 
         pg_ctl = find_pg_ctl()
@@ -154,12 +171,20 @@ class PostgresServer:
             raise RuntimeError("pg_ctl not found (make setup installs PostgreSQL)")
         self.base = Path(tempfile.mkdtemp(prefix="pg-"))
         executable = pg_ctl
+        run_as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if os.geteuid() == 0:
             shutil.chown(self.base, "postgres")
+        if run_as or prefix:
             executable = str(self.base / "pg_ctl")
-            Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
+            command = " ".join(shlex.quote(arg) for arg in [*prefix, *run_as, pg_ctl])
+            Path(executable).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
             os.chmod(executable, 0o755)
-        self.host, self.port, self.dbname = "127.0.0.1", free_port(), dbname
+        options = ""
+        if host != "127.0.0.1":
+            hba = self.base / "pg_hba.conf"
+            hba.write_text("local all all trust\nhost all all samenet trust\n")
+            options = f"-c listen_addresses={host} -c hba_file={hba}"
+        self.host, self.port, self.dbname = host, free_port(), dbname
         self.executor = PostgreSQLExecutor(
             executable=executable,
             host=self.host,
@@ -170,6 +195,7 @@ class PostgresServer:
             startparams="-w",
             dbname=dbname,
             user="postgres",
+            postgres_options=options,
         )
         self.executor.start()
         try:
