@@ -15,9 +15,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: system-packages $(STAMP)
 
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
-# start private clusters), Chromium (rendering), Prometheus (monitor tests).
+# start private clusters), Chromium (rendering), Prometheus (monitor tests),
+# iproute2 and iptables (the network namespace test bed, tests/support/netns.py).
 system-packages:
 	@missing=""; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
