@@ -54,9 +54,8 @@ class RedisServer:
     ``options`` come after the defaults, so ``RedisServer("--appendonly", "yes")``
     wins over them. ``executor`` is mirakuru's, for tests that stop and start
     the same server (its data directory survives a restart). ``cpus`` pins it,
-    for the benchmark. ``host`` is the address it binds and ``prefix`` goes
-    before its command: a host of the network namespace test bed
-    (tests/support/netns.py) gives its address and ``ip netns exec <ns>``.
+    for the benchmark. ``host`` (the address it binds) and ``prefix`` (before its
+    command) run it in a host of tests/support/netns.py (``ip netns exec <ns>``).
     """
 
     def __init__(
@@ -67,7 +66,6 @@ class RedisServer:
         host: str = "127.0.0.1",
         prefix: Sequence[str] = (),
     ) -> None:
-        self.host = host
         self.port = free_port()
         self._own_dir = datadir is None
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
@@ -75,10 +73,8 @@ class RedisServer:
         self.executor = TCPExecutor(
             [*prefix, "redis-server", "--port", str(self.port), "--bind", host]
             + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
-            + ["--save", "", "--appendonly", "no"]
-            # Off loopback, a server with no password refuses clients (DENIED) unless told.
-            + ([] if host == "127.0.0.1" else ["--protected-mode", "no"])
-            + list(options),
+            # No protected mode: off loopback it refuses clients (DENIED) without a password.
+            + ["--save", "", "--appendonly", "no", "--protected-mode", "no", *options],
             host=host,
             port=self.port,
             timeout=30,
@@ -156,11 +152,7 @@ class PostgresServer:
     which the ``postgres`` user cannot enter. As root, pg_ctl is called
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns. ``dbname`` is created once the server accepts connections.
-
-    ``host`` is the address it listens on and ``prefix`` goes before pg_ctl
-    (a host of tests/support/netns.py: its address and ``ip netns exec
-    <ns>``). Off loopback it trusts clients on its own subnet (``samenet``),
-    as it trusts loopback ones.
+    ``host`` and ``prefix`` as for RedisServer; off loopback it trusts its subnet.
     """
 
     def __init__(self, dbname: str, host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
@@ -171,19 +163,17 @@ class PostgresServer:
             raise RuntimeError("pg_ctl not found (make setup installs PostgreSQL)")
         self.base = Path(tempfile.mkdtemp(prefix="pg-"))
         executable = pg_ctl
-        run_as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if os.geteuid() == 0:
             shutil.chown(self.base, "postgres")
-        if run_as or prefix:
+            prefix = [*prefix, "runuser", "-u", "postgres", "--"]
+        if prefix:
             executable = str(self.base / "pg_ctl")
-            command = " ".join(shlex.quote(arg) for arg in [*prefix, *run_as, pg_ctl])
+            command = " ".join(shlex.quote(arg) for arg in [*prefix, pg_ctl])
             Path(executable).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
             os.chmod(executable, 0o755)
-        options = ""
-        if host != "127.0.0.1":
-            hba = self.base / "pg_hba.conf"
-            hba.write_text("local all all trust\nhost all all samenet trust\n")
-            options = f"-c listen_addresses={host} -c hba_file={hba}"
+        hba = self.base / "pg_hba.conf"
+        hba.write_text("local all all trust\nhost all all samenet trust\n")
+        options = "" if host == "127.0.0.1" else f"-c listen_addresses={host} -c hba_file={hba}"
         self.host, self.port, self.dbname = host, free_port(), dbname
         self.executor = PostgreSQLExecutor(
             executable=executable,
