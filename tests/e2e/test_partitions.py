@@ -42,7 +42,8 @@ LEASE = 4  # FRONTIER_LEASE_TIMEOUT, seconds
 TIMEOUT = 2  # REDIS_SOCKET_TIMEOUT, seconds: a DROP is noticed only when a call times out
 CONCURRENCY = 2
 # 2 downloads in flight per worker against a site answering in 0.2 s: about
-# 10 pages/s each, so a 300-page crawl lasts long enough to cut it in the middle.
+# 10 pages/s each, so a crawl of a few hundred pages lasts long enough to cut
+# it in the middle.
 SETTINGS = (
     f"FRONTIER_LEASE_TIMEOUT={LEASE}",
     f"REDIS_SOCKET_TIMEOUT={TIMEOUT}",
@@ -254,7 +255,7 @@ def test_the_db_writer_cut_from_postgresql_then_from_redis_loses_nothing(cluster
 
     during_pg, _, healed = held("pg", PG_CUT)
     wait_until(lambda: c.r.llen(K.items) < limit, 60, what="the writer to catch up")
-    wait_until(lambda: len(site.request_log()) > 0 and site.request_log()[-1][0] > healed, 30)
+    wait_until(lambda: site.request_log()[-1][0] > healed, 30, what="the workers to resume")
     assert len(site.request_log()) < 170, "the crawl ended too early to cut the writer again"
     during_redis, _, _ = held("redis", REDIS_CUT)
     c.finish(site, workers, writer)
