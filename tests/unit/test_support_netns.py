@@ -118,18 +118,20 @@ def names(*argv: str) -> str:
 
 
 def test_teardown_leaves_no_namespace_link_rule_or_process_behind():
-    rules_before = names("iptables", "-w", "-S")
     made = NetnsBed(["x", "y"])
-    tag = made.tag
+    tag, x, y = made.tag, made.address("x"), made.address("y")
     assert names("ip", "netns", "list").count(tag) == 2
     sleeper = subprocess.Popen([*made.prefix("x"), "sleep", "300"])
     assert made.pids("x") == [sleeper.pid]
     made.cut("x", "y")
+    assert y in made.rules("x") and x in made.rules("y")
+    # The rules live in the hosts' own tables, never in the root namespace's
+    # (which other tests, such as the node-health one, may change meanwhile).
+    assert x not in names("iptables", "-w", "-S") and y not in names("iptables", "-w", "-S")
     made.close()  # what the fixture does, also after a failed test
     assert sleeper.wait(10) != 0  # killed
-    assert tag not in names("ip", "netns", "list")
-    assert tag not in names("ip", "-o", "link", "show")
-    assert names("iptables", "-w", "-S") == rules_before  # never touched the root namespace
+    assert tag not in names("ip", "netns", "list")  # and the rules with them
+    assert tag not in names("ip", "-o", "link", "show")  # veths and bridge
 
 
 def test_a_bed_left_by_a_dead_test_process_is_swept():
