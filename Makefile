@@ -16,9 +16,12 @@ setup: system-packages $(STAMP)
 
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
 # start private clusters), Chromium (rendering), Prometheus (monitor tests),
-# libfaketime (a worker whose clock is off).
+# libfaketime (a worker whose clock is off), iproute2 and iptables (network
+# faults: tests/support/netns.py, the node-health test).
 system-packages:
 	@missing=""; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,9 @@ class RedisServer:
     for the benchmark. ``tls``: TLS only, with that PKI's server certificate
     (``tls_clients``: ``--tls-auth-clients``); ``url`` is then a ``rediss://``
     URL that verifies it (with our client certificate unless ``tls_clients``
-    is "no"), and ``client`` speaks TLS.
+    is "no"), and ``client`` speaks TLS. ``host`` (the address it binds) and
+    ``prefix`` (before its command) run it in a host of tests/support/netns.py
+    (``ip netns exec <ns>``).
     """
 
     def __init__(
@@ -68,6 +71,8 @@ class RedisServer:
         cpus: Iterable[int] | None = None,
         tls: Pki | None = None,
         tls_clients: str = "no",
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
         self.port = free_port()
         if tls is not None:
@@ -77,15 +82,16 @@ class RedisServer:
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         self.executor = TCPExecutor(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+            [*prefix, "redis-server", "--port", str(self.port), "--bind", host]
             + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
-            + ["--save", "", "--appendonly", "no", *options],
-            host="127.0.0.1",
+            # No protected mode: off loopback it refuses clients (DENIED) without a password.
+            + ["--save", "", "--appendonly", "no", "--protected-mode", "no", *options],
+            host=host,
             port=self.port,
             timeout=30,
         )
         self.executor.start()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://{host}:{self.port}/0"
         if tls is not None:
             self.url = tls.url(self.port, client=tls_clients != "no")
         self.client = redis.Redis.from_url(self.url)
@@ -159,9 +165,10 @@ class PostgresServer:
     which the ``postgres`` user cannot enter. As root, pg_ctl is called
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns. ``dbname`` is created once the server accepts connections.
+    ``host`` and ``prefix`` as for RedisServer; off loopback it trusts its subnet.
     """
 
-    def __init__(self, dbname: str) -> None:
+    def __init__(self, dbname: str, host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
         from pytest_postgresql.executors import PostgreSQLExecutor
 
         pg_ctl = find_pg_ctl()
@@ -171,10 +178,16 @@ class PostgresServer:
         executable = pg_ctl
         if os.geteuid() == 0:
             shutil.chown(self.base, "postgres")
+            prefix = [*prefix, "runuser", "-u", "postgres", "--"]
+        if prefix:
             executable = str(self.base / "pg_ctl")
-            Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
+            command = " ".join(shlex.quote(arg) for arg in [*prefix, pg_ctl])
+            Path(executable).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
             os.chmod(executable, 0o755)
-        self.host, self.port, self.dbname = "127.0.0.1", free_port(), dbname
+        hba = self.base / "pg_hba.conf"
+        hba.write_text("local all all trust\nhost all all samenet trust\n")
+        options = "" if host == "127.0.0.1" else f"-c listen_addresses={host} -c hba_file={hba}"
+        self.host, self.port, self.dbname = host, free_port(), dbname
         self.executor = PostgreSQLExecutor(
             executable=executable,
             host=self.host,
@@ -185,6 +198,7 @@ class PostgresServer:
             startparams="-w",
             dbname=dbname,
             user="postgres",
+            postgres_options=options,
         )
         self.executor.start()
         try:
