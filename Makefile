@@ -15,14 +15,19 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: system-packages $(STAMP)
 
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
-# start private clusters), Chromium (rendering), Prometheus (monitor tests).
+# start private clusters), Chromium (rendering), Prometheus (monitor tests),
+# libfaketime (a worker whose clock is off), iproute2 and iptables (network
+# faults: tests/support/netns.py, the node-health test).
 system-packages:
 	@missing=""; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make setup: installing$$missing with apt-get"; \

@@ -9,7 +9,9 @@ log has one line when it starts listening, one when Redis answered at start,
 one per Redis state change (``Redis connection lost ...``, ``Redis reconnected
 at ...``), one per error reply (with its command) and one when it stops.
 
-Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound;
+Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound,
+or when Redis answers but the monitor's user may not read what it reads (one
+line naming the command or key: ``acl_check.py``);
 2 for bad settings or options.
 """
 
@@ -21,10 +23,15 @@ import sys
 import threading
 from collections.abc import Sequence
 
+import redis
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from scrapy.settings import Settings
 
 from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
+from spiders_project.acl import MONITOR
+from spiders_project.acl_check import permission_problem
+from spiders_project.keys import RedisKeys
 from spiders_project.process import (
     command_line,
     exit_on_bad_config,
@@ -69,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         keys_of=shard_keys_reader(settings, calls),
         masters_memory=masters_memory_reader(settings, calls),
     )
+    problem = _user_problem(settings, config.spiders)
+    if problem is not None:
+        logger.error("%s", problem)
+        client.close()
+        return 1
     registry = CollectorRegistry()
     registry.register(collector)
     ProcessCollector(registry=registry)
@@ -98,6 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     client.close()
     logger.info("stopped (%s)", signal.Signals(received[0]).name)
     return 0
+
+
+def _user_problem(settings: Settings, spiders: Sequence[str]) -> str | None:
+    """What the monitor's Redis user lacks (acl_check.py); None too when Redis does
+    not answer: the exporter starts anyway and answers ``crawler_redis_up 0``."""
+    cluster = RedisConfig.from_settings(settings).cluster
+    keys = [RedisKeys(spider, cluster=cluster) for spider in spiders]
+    try:
+        return permission_problem(settings, MONITOR.name, keys)
+    except (redis.RedisError, OSError):
+        return None
 
 
 if __name__ == "__main__":

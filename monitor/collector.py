@@ -157,6 +157,13 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
         "without signing off (killed, crashed, node down), until STATS_WORKER_RETENTION.",
         labels=sw,
     )
+    cut_off = GaugeMetricFamily(
+        "crawler_worker_cut_off",
+        "1 while the worker found itself cut off from the sites the cluster reaches "
+        "(its fetches all failed while other workers fetched pages): it fetches nothing "
+        "and probes until it reaches them again (NODE_* settings).",
+        labels=sw,
+    )
     last_seen = GaugeMetricFamily(
         "crawler_worker_last_seen_seconds",
         "Unix time of the worker's last stats publish (Redis' clock).",
@@ -252,6 +259,7 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
         for w in view.workers:
             labels = [name, w.worker]
             worker_up.add_metric(labels, 1 if w.alive else 0)
+            cut_off.add_metric(labels, 1 if w.cut_off else 0)
             last_seen.add_metric(labels, w.last_seen)
             pages.add_metric(labels, w.counters.get(PAGES, 0))
             items.add_metric(labels, w.counters.get(ITEMS, 0))
@@ -272,7 +280,7 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
             last_batch.add_metric([name], view.db_writer["last_batch_at"])
         if view.lag is not None:
             lag.add_metric([name], view.lag)
-    yield from (queue, rejected, dupefilter, alive, worker_up, last_seen)
+    yield from (queue, rejected, dupefilter, alive, worker_up, cut_off, last_seen)
     yield from (pages, items, errors, responses)
     yield from (spider_pages, spider_items, spider_errors, spider_responses)
     yield from (written, writer_rejected, batches, last_batch, lag)

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from spiders_project.contract import (
+    CUT_OFF,
     PAGES,
     PROXY_BANS,
     PROXY_REQUESTS,
@@ -54,6 +55,7 @@ class WorkerView:
     last_seen: float  # Unix time of its last publish, Redis clock
     alive: bool
     counters: dict[str, int]
+    cut_off: bool = False  # node health took it out of the crawl (contract.CUT_OFF)
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,10 @@ def _read_workers(
     for spider, workers in listed.items():
         for worker, last_seen in workers:
             stats, alive = hash_fields(next(replies)), next(replies)
-            found[spider].append(WorkerView(worker, last_seen, bool(alive), counters_of(stats)))
+            cut_off = any(text(k) == CUT_OFF and text(v) == "1" for k, v in stats.items())
+            found[spider].append(
+                WorkerView(worker, last_seen, bool(alive), counters_of(stats), cut_off)
+            )
     return found
 
 
@@ -288,6 +293,7 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
                         "alive": w.alive,
                         "last_seen": w.last_seen,
                         "counters": w.counters,
+                        "cut_off": w.cut_off,
                     }
                     for w in s.workers
                 ],

@@ -43,6 +43,9 @@ PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
 STATE_FIELD = "_state"  # RUNNING, or CLOSED after its last publish
 LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
 RUNNING, CLOSED = "running", "closed"
+# A Scrapy stat of the worker's (published with the others): 1 while node
+# health found this node cut off from the sites the cluster reaches.
+CUT_OFF = "node/cut_off"
 
 # Labels of crawler_queue_length, in display order. "requests" are all queued
 # requests, "render" those of them in the render queue (waiting for a worker

@@ -17,6 +17,11 @@ ASK drops itself and raises ``ConnectionError``, which the call path retries
 with its backoff (redis_calls). The blocking processes (db_writer, monitor,
 commands) use redis-py's ``RedisCluster``, whose blocking pipeline has no such
 cost (redis_connection.sync_client).
+
+Over TLS (a ``rediss://`` URL) the pinned connection is an SSL connection
+with the URL's ``ssl_*`` options, and so is the CLUSTER SLOTS question: the
+certificate of every node is verified against the host name CLUSTER SLOTS
+gives for it (an address, unless the nodes announce host names).
 """
 
 from __future__ import annotations
@@ -41,12 +46,20 @@ class SlotOwner:
     the one that died.
     """
 
-    def __init__(self, nodes: list[tuple[str, int]], slot: int, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        nodes: list[tuple[str, int]],
+        slot: int,
+        kwargs: dict[str, Any],
+        connection_class: type[redis.asyncio.Connection] = redis.asyncio.Connection,
+    ) -> None:
         self.nodes = list(dict.fromkeys(nodes))
         self.slot = slot
         self.address: tuple[str, int] | None = None
-        # Connection options for the CLUSTER SLOTS question (timeouts, password).
-        self._kwargs = {k: v for k, v in kwargs.items() if k in _ASK_KWARGS}
+        # Connection options for the CLUSTER SLOTS question (timeouts,
+        # password, and TLS: the class and every ssl_* option of the URL).
+        self._kwargs = {k: v for k, v in kwargs.items() if k in _ASK_KWARGS or k.startswith("ssl_")}
+        self._connection_class = connection_class
 
     def forget(self) -> None:
         self.address = None
@@ -57,14 +70,17 @@ class SlotOwner:
             return self.address
         errors = []
         for host, port in list(self.nodes):
-            client = redis.asyncio.Redis(host=host, port=port, **self._kwargs)
+            pool = redis.asyncio.ConnectionPool(
+                connection_class=self._connection_class, host=host, port=port, **self._kwargs
+            )
+            client = redis.asyncio.Redis(connection_pool=pool)
             try:
                 reply = await client.execute_command("CLUSTER", "SLOTS")
             except (redis.RedisError, OSError) as exc:
                 errors.append(f"{host}:{port}: {type(exc).__name__}: {exc}")
                 continue
             finally:
-                await client.aclose()
+                await client.aclose(close_connection_pool=True)
             owner = self._learn(reply, host)
             if owner is not None:
                 self.address = owner
@@ -98,7 +114,7 @@ _ASK_KWARGS = {"socket_timeout", "socket_connect_timeout", "username", "password
 
 
 class PinnedConnection(redis.asyncio.Connection):
-    """A connection to whichever master owns the pool's slot now."""
+    """A connection to whichever master owns the pool's slot now (plain TCP)."""
 
     def __init__(self, **kwargs: Any) -> None:
         self.slot_owner: SlotOwner = kwargs.pop("slot_owner")
@@ -126,6 +142,11 @@ class PinnedConnection(redis.asyncio.Connection):
             raise redis.ConnectionError(f"slot {self.slot_owner.slot} moved ({exc})") from exc
 
 
+class PinnedSSLConnection(PinnedConnection, redis.asyncio.SSLConnection):
+    """The same pinning over TLS (``rediss://``): ``PinnedConnection`` finds
+    the master, ``SSLConnection`` verifies it with the ``ssl_*`` options."""
+
+
 def pinned_async_client(url: str, slot_key: str, kwargs: dict[str, Any]) -> redis.asyncio.Redis:
     """A client whose every call goes to the master owning ``slot_key``'s slot.
 
@@ -133,12 +154,18 @@ def pinned_async_client(url: str, slot_key: str, kwargs: dict[str, Any]) -> redi
     takes for a moved slot and retries: a bug would show as a connection
     that never settles, so keys.py builds every key of a spider with its tag).
     """
-    parsed = redis.connection.parse_url(url)
+    parsed = redis.asyncio.connection.parse_url(url)
     seed = (str(parsed.get("host", "127.0.0.1")), int(parsed.get("port", 6379)))
-    options = {k: v for k, v in parsed.items() if k not in ("host", "port", "db")}
+    # rediss:// names redis-py's SSLConnection: ours pins it as well.
+    tls = issubclass(parsed.get("connection_class", object), redis.asyncio.SSLConnection)
+    drop = ("host", "port", "db", "connection_class")
+    options: dict[str, Any] = {k: v for k, v in parsed.items() if k not in drop}
     options.update(kwargs)
-    owner = SlotOwner([seed], key_slot(slot_key.encode()), options)
+    ask_class = redis.asyncio.SSLConnection if tls else redis.asyncio.Connection
+    owner = SlotOwner([seed], key_slot(slot_key.encode()), options, ask_class)
     pool = redis.asyncio.ConnectionPool(
-        connection_class=PinnedConnection, slot_owner=owner, **options
+        connection_class=PinnedSSLConnection if tls else PinnedConnection,
+        slot_owner=owner,
+        **options,
     )
     return redis.asyncio.Redis(connection_pool=pool)

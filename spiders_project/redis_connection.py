@@ -6,10 +6,19 @@ the synchronous client. Both get the same URL, timeouts and no hidden retry
 loop: redis-py's default retry sleeps synchronously, and every error is
 classified, retried with backoff and logged once per state change by the one
 call path of each process (``spiders_project.redis_calls``).
+
+TLS is a ``rediss://`` URL with redis-py's own query parameters
+(``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_cert_reqs``,
+``ssl_check_hostname``): the certificate and its host name are verified
+unless the URL says otherwise, and then every process says so once
+(docs/SECURITY.md).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import ssl
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -30,6 +39,8 @@ from spiders_project.redis_sentinel import (
     SentinelAccess,
     master_kwargs,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ class RedisConfig:
             except ValueError:
                 shown = "(not shown: it may hold a password)"
             read.fail("REDIS_URL", str(exc).replace(url, "<REDIS_URL>"), shown)
+        _check_tls(read, url)
         backoff = read.getfloat("REDIS_RECONNECT_BACKOFF", above=0)
         sentinels = []
         for part in read.getstr("REDIS_SENTINELS").split(","):
@@ -83,6 +95,11 @@ class RedisConfig:
             not cluster or int(parse_url(url).get("db", 0)) == 0,
             "REDIS_CLUSTER",
             "a Redis Cluster has only db 0: REDIS_URL must not name another",
+        )
+        read.check(
+            not cluster or urlsplit(url).scheme in ("redis", "rediss"),
+            "REDIS_CLUSTER",
+            "a Redis Cluster is reached over TCP: REDIS_URL must be redis:// or rediss://",
         )
         return cls(
             url=url,
@@ -107,6 +124,58 @@ class RedisConfig:
         if self.cluster:
             return f"Redis Cluster of {mask_url(self.url)}"
         return mask_url(self.url)
+
+
+# The ssl_cert_reqs redis-py knows, and the ssl_* parameters that name a file.
+_CERT_REQS = ("none", "optional", "required")
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+
+
+def _check_tls(read: SettingsReader, url: str) -> None:
+    """REDIS_URL's TLS parameters, checked before any connection: ssl_* only
+    with rediss://, a known ssl_cert_reqs, certificate files that exist."""
+    options = parse_url(url)
+    shown = repr(mask_url(url))
+    given = sorted(name for name in options if name.startswith("ssl_"))
+    if given and urlsplit(url).scheme != "rediss":
+        read.fail("REDIS_URL", f"{', '.join(given)}: TLS parameters need a rediss:// URL", shown)
+    reqs = options.get("ssl_cert_reqs")
+    if reqs is not None and reqs not in _CERT_REQS:
+        read.fail("REDIS_URL", f"ssl_cert_reqs={reqs}: not one of {', '.join(_CERT_REQS)}", shown)
+    for name in _TLS_FILES:
+        path = options.get(name)
+        if path is not None and not os.path.isfile(str(path)):
+            read.fail("REDIS_URL", f"{name}={path}: no such file", shown)
+
+
+# REDIS_URLs this process has warned about (one line per process, not per client).
+_warned: set[str] = set()
+
+
+def _warn_if_unverified(config: RedisConfig) -> None:
+    """One WARNING per process when REDIS_URL turns TLS verification off."""
+    options = parse_url(config.url)
+    if urlsplit(config.url).scheme != "rediss" or config.url in _warned:
+        return
+    if options.get("ssl_cert_reqs") == "none":
+        risk = (
+            "ssl_cert_reqs=none: Redis' certificate is not verified, so anyone on the "
+            "network path can pose as Redis"
+        )
+    elif options.get("ssl_check_hostname") is False:
+        risk = (
+            "ssl_check_hostname=false: any certificate of the CA is taken for Redis', so "
+            "any host holding one can pose as Redis"
+        )
+    else:
+        return
+    _warned.add(config.url)
+    logger.warning(
+        "REDIS_URL %s has %s and read or change every request, item and password this "
+        "process sends (docs/SECURITY.md: leave verification on)",
+        mask_url(config.url),
+        risk,
+    )
 
 
 def mask_url(url: str) -> str:
@@ -141,6 +210,7 @@ def _sentinel_kwargs(config: RedisConfig) -> tuple[dict[str, Any], dict[str, Any
 def sync_client(settings: BaseSettings) -> redis.Redis:
     """A blocking client for processes that own their thread (db_writer, commands)."""
     config = RedisConfig.from_settings(settings)
+    _warn_if_unverified(config)
     if config.sentinels:
         # redis-py's Sentinel pool asks the sentinels for the master on every new
         # connection, and drops a connection whose server answers READONLY
@@ -170,6 +240,7 @@ def async_client(settings: BaseSettings, slot_key: str) -> redis.asyncio.Redis:
     master of that slot (redis_cluster.py).
     """
     config = RedisConfig.from_settings(settings)
+    _warn_if_unverified(config)
     if config.cluster:
         return pinned_async_client(config.url, slot_key, _client_kwargs(config))
     if config.sentinels:
@@ -186,10 +257,37 @@ def async_client(settings: BaseSettings, slot_key: str) -> redis.asyncio.Redis:
 
 def unreachable_message(settings: BaseSettings, exc: BaseException) -> str:
     """The single line printed when Redis cannot be reached at start."""
-    return (
-        f"cannot connect to Redis at {RedisConfig.from_settings(settings).where}: "
-        f"{type(exc).__name__}: {exc}"
-    )
+    where = RedisConfig.from_settings(settings).where
+    problem = tls_problem(exc)
+    if problem is not None:
+        return f"cannot connect to Redis at {where}: {problem} ({type(exc).__name__}: {exc})"
+    return f"cannot connect to Redis at {where}: {type(exc).__name__}: {exc}"
+
+
+def tls_problem(exc: BaseException) -> str | None:
+    """What a TLS failure in ``exc`` means for the operator, or None.
+
+    redis-py wraps the ssl error in its ConnectionError (a cluster client in
+    a RedisClusterException's text only), so both the chain and the text are read.
+    """
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    verify = [e for e in chain if isinstance(e, ssl.SSLCertVerificationError)]
+    if verify or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        reason = f" ({verify[0].verify_message})" if verify else ""
+        return (
+            f"TLS certificate problem: Redis' certificate was refused{reason}; check "
+            "ssl_ca_certs, and that the certificate names the host REDIS_URL gives"
+        )
+    if any(isinstance(e, ssl.SSLError) for e in chain) or "_ssl.c" in str(exc):
+        return (
+            "TLS problem: the handshake failed or Redis closed the connection; if Redis "
+            "asks for client certificates (tls-auth-clients), give ssl_certfile and ssl_keyfile"
+        )
+    return None
 
 
 def ping_or_message(settings: BaseSettings) -> str | None:

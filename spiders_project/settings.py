@@ -74,6 +74,17 @@ REDIS_WAIT_TIMEOUT = _env("REDIS_WAIT_TIMEOUT", 1.0)
 # Reconnect backoff: first wait and cap, in seconds (doubles each failure).
 REDIS_RECONNECT_BACKOFF = 0.2
 REDIS_RECONNECT_BACKOFF_MAX = 5.0
+# Passwords of the four Redis users `scrapy redis-acl` writes into the ACL file
+# (as SHA-256 hashes), one per role: crawler-worker (HTTP and render workers),
+# crawler-db-writer, crawler-monitor (reads only) and crawler-operator (seeding
+# and the commands). Needed only where the file is generated: each process
+# logs in with the user and password of its own REDIS_URL
+# (redis://crawler-worker:<password>@host:6379/0). Empty: redis-acl refuses to
+# write the file (docs/SECURITY.md, "Redis users").
+REDIS_ACL_WORKER_PASSWORD = _env("REDIS_ACL_WORKER_PASSWORD", "")
+REDIS_ACL_DB_WRITER_PASSWORD = _env("REDIS_ACL_DB_WRITER_PASSWORD", "")
+REDIS_ACL_MONITOR_PASSWORD = _env("REDIS_ACL_MONITOR_PASSWORD", "")
+REDIS_ACL_OPERATOR_PASSWORD = _env("REDIS_ACL_OPERATOR_PASSWORD", "")
 
 # --- The frontier (scheduler, queue, dupefilter) -----------------------------
 # scrapy-redis' Scheduler, subclassed so its Redis I/O never blocks the reactor.
@@ -271,6 +282,26 @@ DOWNLOADER_MIDDLEWARES["spiders_project.scope.networks.NetworkGuardMiddleware"] 
 # error or a RETRY_HTTP_CODES status) are kept as JSON in <spider>:dead for
 # `scrapy deadletters list|requeue|purge`. False drops them after the log line.
 DEAD_LETTERS_ENABLED = True
+
+# --- Node health -----------------------------------------------------------------
+# A worker whose own network is broken (it reaches Redis but no site) takes
+# itself out of the crawl instead of failing every URL it leases: after
+# NODE_FAILURES fetches in a row failed with a network error (RETRY_EXCEPTIONS),
+# or NODE_FAILURE_WINDOW seconds of nothing but such failures (at least 3), or
+# a request's last attempt failing after another failure, it stops fetching
+# while the other workers fetch what it failed, and reads their published
+# stats. If they get answers, it hands its leases back, fetches nothing, and
+# tries to connect to the last sites that failed every NODE_PROBE_INTERVAL
+# seconds until one answers (stat node/cut_off, metric crawler_worker_cut_off);
+# if they fail too, the sites are down and it goes on. Requests that fail on
+# such a node are queued again without using a retry, so none becomes a dead
+# letter (spiders_project/node_health/).
+NODE_HEALTH_ENABLED = True
+NODE_FAILURES = 50
+NODE_FAILURE_WINDOW = 30.0
+NODE_PROBE_INTERVAL = 5.0
+# Before RetryMiddleware (550): it sees a failed fetch first.
+DOWNLOADER_MIDDLEWARES["spiders_project.node_health.middleware.NodeHealthMiddleware"] = 590
 
 # --- Seeds ---------------------------------------------------------------------
 # Seeds are read from <spider>:start_urls in batches of this size whenever the

@@ -15,6 +15,7 @@ from mirakuru import TCPExecutor
 from pytest_redis import factories
 
 from tests.support.services import RedisServer
+from tests.support.tls import Pki, make_pki
 
 redis_proc = factories.redis_proc(port=None)
 redisdb = factories.redisdb("redis_proc")
@@ -63,3 +64,10 @@ def start_redis(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory) -> Pki:
+    """One private CA with server, wrong-name and client certificates for the
+    session's TLS tests (tests/support/tls.py; about a second of openssl)."""
+    return make_pki(tmp_path_factory.mktemp("pki"))

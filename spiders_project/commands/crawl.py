@@ -6,17 +6,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+import redis
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import BaseSettings
+from scrapy.spiderloader import get_spider_loader
 
+from spiders_project.acl import WORKER
+from spiders_project.acl_check import permission_problem
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
 from spiders_project.extensions.heartbeat import StatsPublishConfig
 from spiders_project.extensions.shutdown import ShutdownConfig
+from spiders_project.keys import RedisKeys, seeds_key_of
+from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.redis_connection import RedisConfig, ping_or_message
+from spiders_project.redis_connection import RedisConfig, ping_or_message, unreachable_message
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.seen import SeenConfig, mode_problem
@@ -34,6 +40,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     FrontierConfig.from_settings(settings)
     HostPoliteness.from_settings(settings)
     PacingConfig.from_settings(settings)
+    NodeHealthConfig.from_settings(settings)
     BackpressureConfig.from_settings(settings)
     RenderConfig.from_settings(settings)
     SeenConfig.from_settings(settings)
@@ -56,7 +63,8 @@ class Command(ScrapyCrawlCommand):
 
     Without them a bad setting or an unreachable Redis surfaces as a
     traceback from deep inside the engine, after the spider has been opened.
-    A setting problem exits with status 2, an unreachable Redis with 1.
+    A setting problem exits with status 2, an unreachable Redis, or a Redis
+    user that may not run what a worker runs (``acl_check.py``), with 1.
     """
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -76,6 +84,11 @@ class Command(ScrapyCrawlCommand):
             print(f"ERROR: {message}", file=sys.stderr)
             self.exitcode = 1
             return
+        lacking = self._user_problem(args[0]) if args else None
+        if lacking is not None:
+            print(f"ERROR: {lacking}", file=sys.stderr)
+            self.exitcode = 1
+            return
         try:
             # Also records the frontier's shard count, or refuses another (shards.py).
             mismatch = mode_problem(self.settings, args[0]) if args else None
@@ -86,3 +99,16 @@ class Command(ScrapyCrawlCommand):
             self.exitcode = CONFIG_EXIT_STATUS
             return
         super().run(args, opts)
+
+    def _user_problem(self, spider: str) -> str | None:
+        """The line saying what REDIS_URL's user lacks of a worker's needs (acl_check.py)."""
+        assert self.settings is not None
+        loader = get_spider_loader(self.settings)
+        if spider not in loader.list():
+            return None  # Scrapy says so itself
+        seeds = seeds_key_of(loader.load(spider)) or ""
+        keys = RedisKeys(spider, seeds, cluster=RedisConfig.from_settings(self.settings).cluster)
+        try:
+            return permission_problem(self.settings, WORKER.name, [keys])
+        except (redis.RedisError, OSError) as exc:
+            return unreachable_message(self.settings, exc)

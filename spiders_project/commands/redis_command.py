@@ -15,13 +15,20 @@ import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import redis
 from scrapy.commands import ScrapyCommand
 
-from spiders_project.config import exit_on_config_error
+from spiders_project.acl import MONITOR, OPERATOR
+from spiders_project.acl_check import permission_problem
+from spiders_project.config import SettingsReader, exit_on_config_error
+from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import RedisConfig, mask_url
 
 DEFAULT_SPIDER = "distributed"
+
+# Whose user a command needs (acl.py), by its name; any other: the operator's.
+ACL_ROLES = {"crawlstatus": MONITOR.name}
 
 # Scrapy makes a command of every ScrapyCommand subclass defined in a module
 # of COMMANDS_MODULE, named after the module: a subclass defined here would
@@ -55,14 +62,45 @@ class RedisCommand(_Command):
         """Around reading settings: a bad one is one line and exit status 2."""
         return exit_on_config_error(f"scrapy {self.command_name}")
 
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        # The spiders the command works on, for the user check (redis_calls).
+        named = getattr(opts, "spider", None)
+        self._spiders = [named] if isinstance(named, str) else list(named or [])
+
     def redis_calls(self) -> SyncRedisCalls:
-        """The command's call path to Redis (see ``redis_calls.one_shot_calls``).
+        """The command's call path to Redis (see ``redis_calls.one_shot_calls``),
+        after checking that the user of REDIS_URL may do what the command does
+        (``acl_check``): if not, one ``ERROR:`` line and exit status 1.
 
         Its state logs as the command's module, to nowhere: a failure is the
         command's own one line.
         """
         assert self.settings is not None
-        return one_shot_calls(self.settings, logging.getLogger(type(self).__module__))
+        calls = one_shot_calls(self.settings, logging.getLogger(type(self).__module__))
+        self.check_user()
+        return calls
+
+    def check_user(self) -> None:
+        """Refuse (one line, exit 1) when REDIS_URL's user lacks what this command runs.
+
+        crawlstatus reads what the monitor reads; the others are the
+        operator's. A Redis that does not answer is left to the command,
+        which says so in its own words (or retries, crawlstatus live).
+        """
+        assert self.settings is not None
+        read = SettingsReader(self.settings)
+        role = ACL_ROLES.get(self.command_name, OPERATOR.name)
+        spiders = getattr(self, "_spiders", None) or read.getlist("MONITOR_SPIDERS")
+        cluster = RedisConfig.from_settings(self.settings).cluster
+        keys = [RedisKeys(s.strip(), cluster=cluster) for s in spiders if s.strip()]
+        try:
+            problem = permission_problem(self.settings, role, keys)
+        except (redis.RedisError, OSError):
+            return
+        if problem is not None:
+            print(f"ERROR: {problem}", file=sys.stderr)
+            raise SystemExit(1)
 
     def redis_url(self) -> str:
         """``REDIS_URL`` with its password masked, for the command's lines."""

@@ -11,7 +11,8 @@ the others are stopped and the process exits 1 for its supervisor.
 Exit status: 0 after a stop request (SIGTERM, SIGINT) or, with
 ``--exit-when-empty``, once nothing is left to write; 1 when Redis or the
 database cannot be reached at start (one log line says which, password
-masked); 2 for a bad DB_URL or bad options. A second SIGTERM or SIGINT
+masked), or when its Redis user may not run what it runs (one line naming
+the command or key: ``acl_check.py``); 2 for a bad DB_URL or bad options. A second SIGTERM or SIGINT
 kills the process at once (status 143 or 130 from the shell); the entries it
 was writing stay in the processing list and are written at the next start.
 """
@@ -23,6 +24,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import redis
+from scrapy.settings import Settings
+
+from spiders_project.acl import DB_WRITER
+from spiders_project.acl_check import permission_problem
 from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.pool import WriterPool
@@ -39,7 +45,12 @@ from spiders_project.process import (
     start,
 )
 from spiders_project.redis_calls import SyncRedisCalls
-from spiders_project.redis_connection import RedisConfig, mask_url, ping_or_message
+from spiders_project.redis_connection import (
+    RedisConfig,
+    mask_url,
+    ping_or_message,
+    unreachable_message,
+)
 from spiders_project.shards import spider_keys
 
 logger = logging.getLogger("spiders_project.db_writer")
@@ -81,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         db_url = parse_db_url(settings.get("DB_URL"))
         config = WriterConfig.from_settings(settings)
         redis_config = RedisConfig.from_settings(settings)
-    message = ping_or_message(settings)
+    message = ping_or_message(settings) or _user_problem(settings, args.spiders)
     if message is not None:
         logger.error("%s", message)
         return 1
@@ -146,6 +157,16 @@ def _writer(
         exit_when_empty=exit_when_empty,
         store_name=db_url.redacted(),
     )
+
+
+def _user_problem(settings: Settings, spiders: list[str]) -> str | None:
+    """The line saying what REDIS_URL's user lacks of the db_writer's needs (acl_check.py)."""
+    cluster = RedisConfig.from_settings(settings).cluster
+    keys = [RedisKeys(spider, cluster=cluster) for spider in spiders]
+    try:
+        return permission_problem(settings, DB_WRITER.name, keys)
+    except (redis.RedisError, OSError) as exc:
+        return unreachable_message(settings, exc)
 
 
 def _registered(calls: SyncRedisCalls) -> list[str]:

@@ -52,8 +52,11 @@ class DeadLetters:
         worker: str,
         key: str,
         values: ValueCodec = serialize.PLAIN,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.sink = sink
+        # The time a letter is stamped with: Redis' clock in a worker (RedisTime).
+        self.clock = clock
         self.values = values
         self.stats = stats
         self.worker = worker
@@ -75,6 +78,7 @@ class DeadLetters:
                 worker=f"{socket.gethostname()}:{os.getpid()}",
                 key=dead,
                 values=ValueCodec.of(crawler),
+                clock=redis.time.now_datetime,
             )
             crawler.signals.connect(letters.spider_opened, signal=signals.spider_opened)
             return letters
@@ -104,7 +108,7 @@ class DeadLetters:
             payload,
             error=error,
             attempts=attempts,
-            failed_at=datetime.now(UTC),
+            failed_at=self.clock(),
             worker=self.worker,
         )
         self.sink(letter.dumps())

@@ -11,10 +11,10 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
-from spiders_project import internals
 from spiders_project.config import SettingsReader
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ class ItemBackpressure:
         self.limit = config.limit
         self.resume_below = int(config.limit * config.resume)
         self.paused = False
+        # Fetching resumes only once no other holder (node health) pauses it.
+        self.pauses = EnginePauses.of(crawler)
         self._task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
@@ -82,7 +84,7 @@ class ItemBackpressure:
 
     def _pause(self, backlog: int) -> None:
         self.paused = True
-        self.crawler.engine.pause()
+        self.pauses.hold("backpressure")
         logger.warning(
             "Backpressure: %d items waiting in %s (limit %d), pausing fetching",
             backlog,
@@ -109,11 +111,9 @@ class ItemBackpressure:
                     )
                 except RedisUnavailable:
                     continue
-            engine = self.crawler.engine
             if not self.paused and backlog > self.limit:
                 self._pause(backlog)
             elif self.paused and backlog <= self.resume_below:
                 self.paused = False
-                engine.unpause()
-                internals.wake_engine(engine)
+                self.pauses.release("backpressure")
                 logger.info("Backpressure: %d items waiting, resuming fetching", backlog)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from scrapy import Request
@@ -91,7 +90,7 @@ class BadEntries:
             "reason": str(problem),
             "where": where,
             "type": type_name,
-            "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "at": self.redis.time.now_datetime().isoformat(timespec="milliseconds"),
             "worker": self.redis.worker,
         }
         text = json.dumps(entry, default=_shown, skipkeys=True, ensure_ascii=False)

@@ -7,14 +7,17 @@ others).
 
 from __future__ import annotations
 
+from spiders_project.frontier.dupefilter import SentFingerprints
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisCalls
 from spiders_project.runtime.context import WorkerRedis
 
 
-async def clear_frontier(redis: WorkerRedis) -> None:
-    """Forget every queued and leased request and every fingerprint (every shard)."""
+async def clear_frontier(redis: WorkerRedis, sent: SentFingerprints) -> None:
+    """Forget every queued and leased request and every fingerprint (every shard),
+    and this worker's seen-cache of them."""
     await redis.per_shard(_clear_shard)
+    sent.clear()
 
 
 async def _clear_shard(keys: RedisKeys, calls: RedisCalls) -> None:

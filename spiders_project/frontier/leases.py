@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Any
 
+from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.keys import RedisKeys
@@ -107,6 +109,18 @@ class LeaseKeeper:
         triples = zip(leased[::3], leased[1::3], leased[2::3], strict=True)
         return [(lease_id, member, host.decode()) for lease_id, member, host in triples]
 
+    def give_back(self, unstarted: deque[tuple[Request, Lease]]) -> None:
+        """Put the leases of requests this worker took and has not started back in
+        their queues, in the background (``unstarted`` is emptied now, so they are
+        no longer renewed): for a pause that may last (``runtime/pauses.py``)."""
+        leases = [lease for _, lease in unstarted]
+        unstarted.clear()
+        if not leases:
+            return
+        self.stats.inc_value("frontier/leases_given_back", len(leases))
+        task = asyncio.ensure_future(self.hand_back(leases, self.lease_ms / 1000))
+        task.add_done_callback(_log_failure)
+
     async def hand_back(self, leases: list[Lease], timeout: float) -> int:
         """Put our unfinished ``leases`` back in their queues now; how many went back.
 
@@ -128,3 +142,9 @@ class LeaseKeeper:
                 continue
             returned += int(result)
         return returned
+
+
+def _log_failure(task: asyncio.Task[int]) -> None:
+    """A background hand-back that failed: its leases expire and return; say so."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("Handing back leases failed: %r; they expire and return", task.exception())

@@ -52,6 +52,7 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.steps import Enqueue, FrontierSteps
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
@@ -107,6 +108,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
         crawler.signals.connect(self._download_ended, signal=signals.request_left_downloader)
+        # A pause that may last (node health): what was leased and not started goes back.
+        pauses = EnginePauses.of(crawler)
+        pauses.given_back.subscribe(lambda: self.leases.give_back(self._prefetched))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -141,7 +145,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
 
     async def _open(self) -> None:
         if self.flush_on_start:
-            await self._clear_frontier()
+            await clear_frontier(self.redis, self.sent)
             logger.warning(
                 "SCHEDULER_FLUSH_ON_START: emptied the frontier and the dupefilter of %s",
                 self.spider.name,
@@ -149,7 +153,9 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.remote_size = await self.redis.frontier_size()
         await self.seen_guard.check_mode()
         with contextlib.suppress(RedisUnavailable):
-            await self.seen_guard.check_run_id()  # the lease loop checks again
+            # Both again in the lease loop.
+            await self.seen_guard.check_run_id()
+            await self.redis.sync_time()
         logger.info(
             "Connected to Redis at %s (%d requests queued)", self.redis.state.url, self.remote_size
         )
@@ -172,7 +178,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             returned,
         )
         if not self.persist:
-            await self._clear_frontier()
+            await clear_frontier(self.redis, self.sent)
         await self.redis.aclose()
 
     async def hand_back(self) -> int:
@@ -196,11 +202,6 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         if unfinished and delivered:
             return await self.leases.hand_back(unfinished, self.config.close_timeout)
         return 0
-
-    async def _clear_frontier(self) -> None:
-        """Forget every queued and leased request and every fingerprint (every shard)."""
-        await clear_frontier(self.redis)
-        self.sent.clear()
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
@@ -377,7 +378,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self._want.set()
 
     async def _lease_loop(self) -> None:
-        """Renew our leases, put back expired leases, and notice a Redis that changed."""
+        """Renew our leases, put back expired leases, notice a Redis that changed, and
+        measure this node's clock against Redis'."""
         while True:
             await asyncio.sleep(self.config.renew_interval)
             ids = [lease[0] for _, lease in self._prefetched]
@@ -386,6 +388,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 await self.leases.renew(ids)
                 moved = await self.leases.reclaim_expired()
                 await self.seen_guard.check_run_id()
+                await self.redis.sync_time()
                 if self.seen_guard.legacy_seen:
                     await self.seen_guard.check_legacy()
             except RedisUnavailable:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -114,7 +113,8 @@ class ItemBuffer:
 
     def item_scraped(self, item: Any, response: Any) -> None:
         item_type = item_type_of(item)
-        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        # Redis' clock, not this node's: the newer of two rows wins in the database.
+        now = self.redis.time.now_datetime().isoformat(timespec="microseconds")
         why = None
         try:
             key = self.keys.key_of(item, item_type)

@@ -14,6 +14,7 @@ from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
 from spiders_project.redis_calls import load_lua
+from spiders_project.runtime.clock import RedisTime
 from spiders_project.runtime.context import WorkerRedis
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,21 @@ def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> flo
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def site_now(response: Response, clock: RedisTime) -> datetime:
+    """The time a Retry-After date counts from: the site's own ``Date`` header,
+    whose clock wrote the date, else Redis' (never this node's, which may be off)."""
+    value = response.headers.get(b"Date")
+    if value:
+        try:
+            when = parsedate_to_datetime(value.decode("latin-1"))
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    now: datetime = clock.now_datetime()
+    return now
 
 
 class SitePacingMiddleware:
@@ -62,7 +78,9 @@ class SitePacingMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         host = self.politeness.key_of(request.url)
         if response.status in (429, 503):
-            pause = retry_after_seconds(response.headers.get(b"Retry-After"))
+            pause = retry_after_seconds(
+                response.headers.get(b"Retry-After"), site_now(response, self.redis.time)
+            )
             if pause:
                 pause = min(pause, self.retry_after_max)
                 logger.info(

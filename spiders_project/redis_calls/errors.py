@@ -1,4 +1,4 @@
-"""Which of four kinds an error of Redis or of the network is (see the package docstring).
+"""Which of five kinds an error of Redis or of the network is (see the package docstring).
 
 One classification for every caller: the call paths (``calls.py``) retry or
 raise by it, the connection state (``state.py``) logs by it, and the
@@ -17,6 +17,7 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     MasterDownError,
+    NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -57,6 +58,7 @@ _MAPPED_CODES: tuple[tuple[type[BaseException], str], ...] = (
     (MasterDownError, "MASTERDOWN"),
     (ClusterDownError, "CLUSTERDOWN"),
     (TryAgainError, "TRYAGAIN"),
+    (NoPermissionError, "NOPERM"),
 )
 
 # Exceptions that mean the call did not reach Redis, or its answer did not come back.
@@ -74,10 +76,21 @@ _CONNECTION_EXCEPTIONS: tuple[type[BaseException], ...] = (
 )
 
 
+# How Redis 7.0 words a script's command or key its user may not use: an ERR
+# reply, not NOPERM (``ERR The user executing the script can't run this
+# command or subcommand script: <sha>, on @user_script:<line>.``); later
+# versions say ``ACL failure in script``.
+_SCRIPT_ACL = re.compile(r"The user executing the script can't|ACL failure in script")
+
+
 class ErrorKind(enum.Enum):
     CONNECTION = "connection"
     REFUSED_WRITES = "refused writes"
     NOSCRIPT = "noscript"
+    # The user REDIS_URL names may not run this command or use this key (ACL):
+    # retried with backoff, since an operator fixes it in Redis (ACL SETUSER,
+    # ACL LOAD) without restarting anything; logged once per command and counted.
+    NOPERM = "noperm"
     CALLER = "caller"
 
 
@@ -103,10 +116,21 @@ def error_code(exc: BaseException) -> str:
     return first if first.isupper() and first.isalpha() else ""
 
 
+def is_noperm(exc: BaseException) -> bool:
+    """Whether ``exc`` says the user may not run a command or use a key (ACL)."""
+    if isinstance(exc, NoPermissionError):
+        return True
+    return isinstance(exc, redis.ResponseError) and (
+        error_code(exc) == "NOPERM" or _SCRIPT_ACL.search(error_text(exc)) is not None
+    )
+
+
 def classify(exc: BaseException) -> ErrorKind:
-    """Which of the four kinds (see the module docstring) ``exc`` is."""
+    """Which of the five kinds (see the module docstring) ``exc`` is."""
     if isinstance(exc, NoScriptError):
         return ErrorKind.NOSCRIPT
+    if is_noperm(exc):
+        return ErrorKind.NOPERM
     # Mapped classes first: BusyLoadingError (LOADING) is a ConnectionError subclass.
     refusals = ReadOnlyError | OutOfMemoryError | BusyLoadingError | ClusterDownError
     if isinstance(exc, refusals | TryAgainError):
@@ -118,6 +142,7 @@ def classify(exc: BaseException) -> ErrorKind:
         if code in REFUSED_WRITE_CODES:
             return ErrorKind.REFUSED_WRITES
         if code == "EXECABORT":
+            # (A NOPERM at queue time aborts the transaction too: its cause says so.)
             # A transaction refused as a whole; redis-py raises the first queued
             # command's error instead when it has one, so this is rare.
             cause = exc.__cause__ or exc.__context__
@@ -130,7 +155,7 @@ def classify(exc: BaseException) -> ErrorKind:
 
 def is_retryable(exc: BaseException) -> bool:
     """True for errors after which the same call may succeed later."""
-    return classify(exc) in (ErrorKind.CONNECTION, ErrorKind.REFUSED_WRITES)
+    return classify(exc) in (ErrorKind.CONNECTION, ErrorKind.REFUSED_WRITES, ErrorKind.NOPERM)
 
 
 class RedisUnavailable(Exception):

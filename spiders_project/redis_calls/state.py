@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from scrapy.settings import BaseSettings
 
@@ -38,12 +39,20 @@ class RedisState:
         if not 0 < backoff <= backoff_max:
             raise ValueError("need 0 < REDIS_RECONNECT_BACKOFF <= REDIS_RECONNECT_BACKOFF_MAX")
         self.url = mask_url(url)
+        # The user REDIS_URL logs in as, for the NOPERM line.
+        username = urlsplit(url).username if "://" in url else None
+        self.user = repr(username or "default")
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.logger = logger
         self.connected = True
         self.writable = True
         self.on_reconnect: list[Callable[[], None]] = []
+        # Called with the command's name at every NOPERM (a worker counts
+        # them in the stat ``redis/noperm``); ``noperm`` counts them here.
+        self.on_noperm: list[Callable[[str], None]] = []
+        self.noperm = 0
+        self._denied: set[str] = set()
         self._delay = backoff
         self._refusal_code = ""
         self._last_caller_error: str | None = None
@@ -59,10 +68,13 @@ class RedisState:
     def healthy(self) -> bool:
         return self.connected and self.writable
 
-    def failed(self, exc: BaseException) -> float:
-        """Record a retryable failure; the seconds to wait before trying again."""
+    def failed(self, exc: BaseException, command: str = "") -> float:
+        """Record a retryable failure of ``command``; the seconds to wait before trying again."""
         with self._lock:
-            if classify(exc) is ErrorKind.REFUSED_WRITES:
+            kind = classify(exc)
+            if kind is ErrorKind.NOPERM:
+                self._no_permission(command, exc)
+            elif kind is ErrorKind.REFUSED_WRITES:
                 if self.writable:
                     self.writable = False
                     code, text = error_code(exc) or type(exc).__name__, error_text(exc)
@@ -80,6 +92,23 @@ class RedisState:
             delay = self._delay
             self._delay = min(self._delay * 2, self.backoff_max)
             return delay
+
+    def _no_permission(self, command: str, exc: BaseException) -> None:
+        """A NOPERM: logged once per command (the ACL rarely changes alone), always counted."""
+        self.noperm += 1
+        name = command or "a command"
+        if name not in self._denied:
+            self._denied.add(name)
+            self.logger.error(
+                "Redis user %s may not run %s (%s: %s); retrying until the ACL allows it"
+                " (scrapy redis-acl)",
+                self.user,
+                name,
+                type(exc).__name__,
+                error_text(exc),
+            )
+        for callback in self.on_noperm:
+            callback(name)
 
     def ok(self) -> None:
         """Record a call Redis answered: log the recoveries, reset the backoff."""
@@ -123,7 +152,7 @@ class RedisState:
         if classify(exc) in (ErrorKind.CALLER, ErrorKind.NOSCRIPT):
             self.refused(command, exc)
             raise exc
-        return self.failed(exc)
+        return self.failed(exc, command)
 
     def _writes_back(self) -> None:
         self.writable = True

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.redis_calls import RedisCalls, RedisState
 from spiders_project.redis_connection import RedisConfig, async_client
 from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.clock import ScriptClock
+from spiders_project.runtime.clock import RedisTime, ScriptClock
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT, SeenConfig
@@ -66,6 +67,7 @@ class WorkerRedis:
         self.state = state
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
+        state.on_noperm.append(self.noperm)
         # The call paths of the frontier shards' slots (Redis Cluster), by
         # prefix, and the connection state of each slot's master.
         self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
@@ -84,6 +86,8 @@ class WorkerRedis:
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
         # Production never sets it: the scripts then read Redis' clock.
         self.clock = ScriptClock()
+        # Redis' wall clock for what this worker stamps itself (sync_time).
+        self.time = RedisTime()
         self.seen = seen or EXACT
         # (REDIS_WAIT_REPLICAS, REDIS_WAIT_TIMEOUT): replicas that confirm writes.
         self.batcher = RedisBatcher(
@@ -129,6 +133,7 @@ class WorkerRedis:
             state = RedisState(home.url, home.backoff, home.backoff_max, home.logger)
             state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
             state.on_reconnect = home.on_reconnect
+            state.on_noperm = home.on_noperm
             self._states[prefix] = state
         return state
 
@@ -222,6 +227,29 @@ class WorkerRedis:
             )
         finally:
             await client.aclose()
+
+    async def sync_time(self) -> None:
+        """Measure this node's clock against Redis' (``RedisTime``); raises RedisUnavailable.
+
+        Logs once when the two differ by more than a second: everything the
+        cluster times runs on Redis' clock, so such a node still crawls
+        correctly, but its own log lines and its operator's tools do not.
+        """
+        sent = time.time()
+        seconds, micros = await self.calls.command("TIME", retry=False, writes=False)
+        received = time.time()
+        was_known = self.time.known
+        self.time.observe(int(seconds) + int(micros) / 1e6, sent, received)
+        if not was_known and abs(self.time.offset) > 1.0:
+            logger.warning(
+                "This node's clock is %+.1f s off Redis' clock: the crawl follows Redis' clock",
+                -self.time.offset,
+            )
+
+    def noperm(self, command: str) -> None:
+        """Count a call Redis refused to this worker's user (stat ``redis/noperm``)."""
+        if self._crawler is not None:
+            self._crawler.stats.inc_value("redis/noperm")
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""

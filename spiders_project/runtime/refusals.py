@@ -43,8 +43,10 @@ class Refusals:
                 continue
             failed.add(kind)
             exc = errors[0]
-            if classify(exc) in (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION):
-                delay = max(delay, state.failed(exc))
+            passing = (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION, ErrorKind.NOPERM)
+            if classify(exc) in passing:
+                # A NOPERM is the state's too: logged once with the command, counted.
+                delay = max(delay, state.failed(exc, name))
                 continue
             refusal = f"{name}: {type(exc).__name__}: {exc}"
             if refusal != self._refusal:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
 
@@ -49,7 +48,7 @@ class DistributedSpider(RedisSpider):
             url=canonicalize_url(response.url),
             status=response.status,
             title=(response.xpath("//title/text()").get() or "").strip() or None,
-            fetched_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            fetched_at=self.redis.time.now_datetime().isoformat(timespec="milliseconds"),
             depth=response.meta.get("depth", 0),
             spider=self.name,
             # Set by the rendering handler on what Chromium rendered; meta

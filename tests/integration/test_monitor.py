@@ -566,7 +566,7 @@ def test_a_real_prometheus_scrapes_the_exporter(redis_url, r, tmp_path, exporter
         with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=10) as response:
             groups = json.load(response)["data"]["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        assert len(rules) == 9 and all(rule["health"] != "err" for rule in rules), rules
+        assert len(rules) == 10 and all(rule["health"] != "err" for rule in rules), rules
     finally:
         prometheus.stop(30)
         prometheus.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -50,15 +51,29 @@ def scrape_url(url: str, timeout: float = 10) -> Metrics:
 
 
 class Exporter:
-    """``python -m monitor`` on a free port, logging to ``<log_dir>/<name>.log``."""
+    """``python -m monitor`` on a free port, logging to ``<log_dir>/<name>.log``.
 
-    def __init__(self, redis_url: str, log_dir: Path, *settings: str, name: str = "monitor"):
+    ``host`` is the address it listens on (MONITOR_HOST) and ``prefix`` goes
+    before its command (a host of tests/support/netns.py: ``ip netns exec <ns>``).
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        log_dir: Path,
+        *settings: str,
+        name: str = "monitor",
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
+    ):
         self.port = free_port()
-        argv = [PYTHON, "-m", "monitor", "-s", f"MONITOR_PORT={self.port}"]
+        argv = [*prefix, PYTHON, "-m", "monitor", "-s", f"MONITOR_PORT={self.port}"]
+        if host != "127.0.0.1":
+            argv += ["-s", f"MONITOR_HOST={host}"]
         for setting in settings:
             argv += ["-s", setting]
         self.proc = Proc(name, argv, {"REDIS_URL": redis_url}, log_dir / f"{name}.log")
-        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self.url = f"http://{host}:{self.port}/metrics"
         wait_until(self._answers, 30, what="the exporter to answer")
 
     def _answers(self) -> bool:

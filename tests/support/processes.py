@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,9 +151,11 @@ def worker(
     *settings: str,
     env: dict | None = None,
     spider: str = "distributed",
+    prefix: Sequence[str] = (),
 ) -> Proc:
-    """``scrapy crawl <spider>`` with ``-s NAME=VALUE`` for each of ``settings``."""
-    argv = [PYTHON, "-m", "scrapy", "crawl", spider]
+    """``scrapy crawl <spider>`` with ``-s NAME=VALUE`` for each of ``settings``;
+    ``prefix`` goes before the command (``ip netns exec <ns>``: tests/support/netns.py)."""
+    argv = [*prefix, PYTHON, "-m", "scrapy", "crawl", spider]
     for s in (*TEST_WORKER_SETTINGS, *settings):
         argv += ["-s", s]
     return Proc(name, argv, {"REDIS_URL": redis_url, **(env or {})}, log_dir / f"{name}.log")
@@ -176,9 +178,16 @@ def stat(r: redis.Redis, proc: Proc, name: str, keys: RedisKeys = K) -> int:
 
 
 def db_writer(
-    name: str, redis_url: str, db_url: str, log_dir: Path, *args: str, env: dict | None = None
+    name: str,
+    redis_url: str,
+    db_url: str,
+    log_dir: Path,
+    *args: str,
+    env: dict | None = None,
+    prefix: Sequence[str] = (),
 ) -> Proc:
-    argv = [PYTHON, "-m", "spiders_project.db_writer", *args]
+    """``python -m spiders_project.db_writer <args>``, ``prefix`` before it (as ``worker``)."""
+    argv = [*prefix, PYTHON, "-m", "spiders_project.db_writer", *args]
     return Proc(
         name,
         argv,

@@ -48,9 +48,11 @@ class SentinelGroup:
         self.name = name
         self.tls, self.sentinel_password = tls, sentinel_password
         secured: dict[str, Any] = {"tls": tls, "password": password}
-        self.master = RedisServer(**secured)
+        # Replicas reach their master over TLS, and so does an old master demoted.
+        extra = ("--tls-replication", "yes") if tls is not None else ()
+        self.master = RedisServer(*extra, **secured)
         self.replicas = [
-            RedisServer("--replicaof", "127.0.0.1", str(self.master.port), **secured)
+            RedisServer("--replicaof", "127.0.0.1", str(self.master.port), *extra, **secured)
             for _ in range(replicas)
         ]
         self.sentinels: list[TCPExecutor] = []

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,12 @@ class RedisServer:
     wins over them. ``executor`` is mirakuru's, for tests that stop and start
     the same server (its data directory survives a restart). ``cpus`` pins it,
     for the benchmark. ``tls``: TLS only, with that PKI's server certificate
-    (replication over TLS too); ``password``: ``requirepass`` and ``masterauth``.
-    ``url`` (and ``client``) then say ``rediss://`` and carry the password.
+    (``tls_clients``: ``--tls-auth-clients``); ``url`` is then a ``rediss://``
+    URL that verifies it (with our client certificate unless ``tls_clients``
+    is "no"), and ``client`` speaks TLS. ``host`` (the address it binds) and
+    ``prefix`` (before its command) run it in a host of tests/support/netns.py
+    (``ip netns exec <ns>``). ``password``: ``requirepass`` and ``masterauth``;
+    ``url`` (and ``client``) then carry it.
     """
 
     def __init__(
@@ -66,30 +71,36 @@ class RedisServer:
         datadir: Path | None = None,
         cpus: Iterable[int] | None = None,
         tls: Pki | None = None,
+        tls_clients: str = "no",
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
         password: str | None = None,
     ) -> None:
         self.port = free_port()
+        if tls is not None:
+            # After --port N: "--port 0" turns plain TCP off, TLS takes the port.
+            options = (*tls.redis_server_options(self.port, clients=tls_clients), *options)
         self._own_dir = datadir is None
         self.dir = datadir or Path(tempfile.mkdtemp(prefix="redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
-        secured: list[str] = []
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        if tls is not None:
-            secured += [*tls.redis_server_options(self.port), "--tls-replication", "yes"]
-            self.url = tls.url(self.port)
         if password is not None:
-            secured += ["--requirepass", password, "--masterauth", password]
-            scheme, _, rest = self.url.partition("://")
-            self.url = f"{scheme}://:{password}@{rest}"
+            options = ("--requirepass", password, "--masterauth", password, *options)
         self.executor = TCPExecutor(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+            [*prefix, "redis-server", "--port", str(self.port), "--bind", host]
             + ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
-            + ["--save", "", "--appendonly", "no", *secured, *options],
-            host="127.0.0.1",
+            # No protected mode: off loopback it refuses clients (DENIED) without a password.
+            + ["--save", "", "--appendonly", "no", "--protected-mode", "no", *options],
+            host=host,
             port=self.port,
             timeout=30,
         )
         self.executor.start()
+        self.url = f"redis://{host}:{self.port}/0"
+        if tls is not None:
+            self.url = tls.url(self.port, client=tls_clients != "no")
+        if password is not None:
+            scheme, _, rest = self.url.partition("://")
+            self.url = f"{scheme}://:{password}@{rest}"
         self.client = redis.Redis.from_url(self.url)
         self._cpus = cpus
         if cpus is not None:
@@ -161,11 +172,19 @@ class PostgresServer:
     which the ``postgres`` user cannot enter. As root, pg_ctl is called
     through ``runuser -u postgres`` and the data lives in a directory that
     user owns. ``dbname`` is created once the server accepts connections.
+    ``host`` and ``prefix`` as for RedisServer; off loopback it trusts its subnet.
     ``tls``: ``ssl=on`` with that PKI's server certificate (copied where the
     server's user can read it; the key must be its own, mode 0600).
     """
 
-    def __init__(self, dbname: str, *, tls: Pki | None = None) -> None:
+    def __init__(
+        self,
+        dbname: str,
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
+        *,
+        tls: Pki | None = None,
+    ) -> None:
         from pytest_postgresql.executors import PostgreSQLExecutor
 
         pg_ctl = find_pg_ctl()
@@ -175,11 +194,18 @@ class PostgresServer:
         executable = pg_ctl
         if os.geteuid() == 0:
             shutil.chown(self.base, "postgres")
+            prefix = [*prefix, "runuser", "-u", "postgres", "--"]
+        if prefix:
             executable = str(self.base / "pg_ctl")
-            Path(executable).write_text(f'#!/bin/sh\nexec runuser -u postgres -- "{pg_ctl}" "$@"\n')
+            command = " ".join(shlex.quote(arg) for arg in [*prefix, pg_ctl])
+            Path(executable).write_text(f'#!/bin/sh\nexec {command} "$@"\n')
             os.chmod(executable, 0o755)
-        self.host, self.port, self.dbname = "127.0.0.1", free_port(), dbname
-        options = "" if tls is None else self._tls_options(tls)
+        hba = self.base / "pg_hba.conf"
+        hba.write_text("local all all trust\nhost all all samenet trust\n")
+        options = "" if host == "127.0.0.1" else f"-c listen_addresses={host} -c hba_file={hba}"
+        self.host, self.port, self.dbname = host, free_port(), dbname
+        if tls is not None:
+            options = f"{options} {self._tls_options(tls)}".strip()
         self.executor = PostgreSQLExecutor(
             executable=executable,
             host=self.host,
@@ -243,21 +269,31 @@ class RedisClusterGroup:
     Every node is a :class:`RedisServer` (free port, own directory); ``url``
     names the first master, as ``REDIS_URL`` would; ``client`` is redis-py's
     cluster client. A replica takes over a master one second after it stops
-    answering (``cluster-node-timeout 1000``).
+    answering (``cluster-node-timeout 1000``). ``tls``: every node speaks TLS
+    only, to clients, on the cluster bus and to its master
+    (``--tls-cluster``, ``--tls-replication``); a node connecting to another
+    shows our client certificate (the bus always asks for one, and the
+    server's is for serverAuth only).
     """
 
-    def __init__(self, masters: int = 3, replicas: int = 0) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 0, tls: Pki | None = None) -> None:
         options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         options += ["--cluster-node-timeout", "1000"]
+        cli = []
+        if tls is not None:
+            options += ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            options += ["--tls-client-cert-file", str(tls.client_cert)]
+            options += ["--tls-client-key-file", str(tls.client_key)]
+            cli = ["--tls", "--cacert", str(tls.ca)]
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(masters * (1 + replicas)):
                 # The cluster bus on a free port of its own: by default it is
                 # the node's port + 10000, which may be taken, or past 65535.
                 bus = ["--cluster-port", str(free_port())]
-                self.nodes.append(RedisServer(*options, *bus))
+                self.nodes.append(RedisServer(*options, *bus, tls=tls))
             created = subprocess.run(
-                ["redis-cli", "--cluster", "create"]
+                ["redis-cli", *cli, "--cluster", "create"]
                 + [f"127.0.0.1:{node.port}" for node in self.nodes]
                 + ["--cluster-replicas", str(replicas), "--cluster-yes"],
                 capture_output=True,

@@ -10,6 +10,7 @@ pages whose content only a browser sees (their HTML is in ``js_pages.py``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from collections import Counter
 from typing import Any
@@ -20,25 +21,45 @@ from tests.support.js_pages import BUSY, HANG, LEAK, MIXED, PLAIN, SHELL, TRACKE
 __all__ = ["OFFSITE_HOST", "TRACKER_HOST", "JsSite", "TestSite"]
 
 
+# The address a request came from, set for each connection's task (asyncio
+# gives every connection a task of its own, and a task its own context).
+_client: contextvars.ContextVar[str] = contextvars.ContextVar("client", default="")
+
+
 class TestSite(SiteServer):
-    """``SiteServer`` plus ``request_log()`` and ``offsite_requests()``."""
+    """``SiteServer`` plus ``request_log()``, ``clients()`` and ``offsite_requests()``."""
 
     __test__ = False  # a helper, not a test class, whatever pytest thinks of its name
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._log: list[tuple[float, str, str, int]] = []
+        self._clients: list[str] = []
+
+    async def _connection(
+        self, site: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        peer = writer.get_extra_info("peername")
+        _client.set(str(peer[0]) if peer else "")
+        await super()._connection(site, reader, writer)
 
     def served(
         self, arrived: float, host: str, site: int, method: str, target: str, status: int
     ) -> None:
         super().served(arrived, host, site, method, target, status)
         self._log.append((arrived, host, target, status))
+        self._clients.append(_client.get())
 
     def request_log(self) -> list[tuple[float, str, str, int]]:
         """(monotonic arrival time, Host header, path with query, status) of every request."""
         with self._lock:
             return list(self._log)
+
+    def clients(self) -> list[str]:
+        """The address each request of ``request_log()`` came from, in the same order
+        (on the network namespace test bed, which host asked)."""
+        with self._lock:
+            return list(self._clients)
 
     def offsite_requests(self) -> list[tuple[float, str, str, int]]:
         """Requests whose Host header names none of the served sites (a crawler bug)."""

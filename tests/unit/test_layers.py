@@ -27,7 +27,15 @@ RUNTIME = "spiders_project.runtime"
 FRONTIER = "spiders_project.frontier"
 FEATURES = tuple(
     f"spiders_project.{name}"
-    for name in ("politeness", "scope", "proxies", "rendering", "item_buffer", "dead_letters")
+    for name in (
+        "politeness",
+        "scope",
+        "proxies",
+        "rendering",
+        "item_buffer",
+        "dead_letters",
+        "node_health",
+    )
 )
 TOP = tuple(
     f"spiders_project.{name}"

@@ -13,7 +13,12 @@ import pytest
 from scrapy import Request
 from scrapy.http import Response
 
-from spiders_project.politeness.middlewares import SitePacingMiddleware, retry_after_seconds
+from spiders_project.politeness.middlewares import (
+    SitePacingMiddleware,
+    retry_after_seconds,
+    site_now,
+)
+from spiders_project.runtime.clock import RedisTime
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 from tests.support.processes import K
@@ -51,3 +56,25 @@ def test_retry_after_pauses_the_host_for_the_cluster(redis_url, r):
     asyncio.run(main())
     assert r.zscore(K.hosts, "a.example") == T0 + 30_000
     assert r.zscore(K.hosts, "b.example") == T0 + 60_000
+
+
+def test_a_retry_after_date_counts_from_the_sites_date_not_this_nodes_clock():
+    """A node whose clock is an hour ahead would take every Retry-After date
+    for the past (no pause); the site's own Date header wrote that date."""
+    clock = RedisTime(lambda: 7_200.0)  # this node: an hour ahead, Redis never asked
+    response = Response(
+        "http://a.example/",
+        status=503,
+        headers={
+            "Date": "Tue, 24 Nov 2026 12:00:00 GMT",
+            "Retry-After": "Tue, 24 Nov 2026 12:00:30 GMT",
+        },
+    )
+    now = site_now(response, clock)
+    assert now == datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    assert retry_after_seconds(response.headers[b"Retry-After"], now) == 30.0
+    # Without a Date header: Redis' clock, as this node measured it.
+    clock.observe(3_600.0, 7_200.0, 7_200.0)
+    assert site_now(Response("http://a.example/", status=503), clock) == datetime.fromtimestamp(
+        3_600.0, UTC
+    )

@@ -12,6 +12,7 @@ from redis.exceptions import (
     BusyLoadingError,
     ClusterDownError,
     MovedError,
+    NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -19,7 +20,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from spiders_project.redis_calls import ErrorKind, classify, error_code
+from spiders_project.redis_calls import ErrorKind, classify, error_code, is_retryable
 
 
 @pytest.mark.parametrize(
@@ -67,3 +68,16 @@ def test_error_code_reads_mapped_and_unmapped_replies():
 )
 def test_cluster_errors_pass(exc: Exception, kind: ErrorKind) -> None:
     assert classify(exc) is kind
+
+
+def test_noperm_is_a_kind_of_its_own_and_retried():
+    refused = NoPermissionError("this user has no permissions to run the 'srem' command")
+    assert classify(refused) is ErrorKind.NOPERM and is_retryable(refused)
+    assert error_code(refused) == "NOPERM"
+    # Redis 7.0 words a script's refused command or key as an ERR reply.
+    script = redis.ResponseError(
+        "The user executing the script can't run this command or subcommand script: "
+        "d530a22111e074618d24a380340dd3d8bc48af4a, on @user_script:1."
+    )
+    assert classify(script) is ErrorKind.NOPERM
+    assert classify(redis.ResponseError("WRONGTYPE Operation against a key")) is ErrorKind.CALLER

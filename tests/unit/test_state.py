@@ -88,3 +88,22 @@ def test_a_callers_error_is_logged_once_with_its_command_and_raised(state, caplo
 def test_a_backoff_policy_that_cannot_work_is_refused():
     with pytest.raises(ValueError, match="REDIS_RECONNECT_BACKOFF"):
         RedisState("redis://x", 1.0, 0.5, logging.getLogger(LOGGER))
+
+
+def test_a_noperm_is_logged_once_per_command_counted_and_retried(caplog):
+    state = RedisState(
+        "redis://crawler-worker:pw@db.example:6379/0", 0.1, 0.5, logging.getLogger(LOGGER)
+    )
+    seen: list[str] = []
+    state.on_noperm.append(seen.append)
+    refused = redis.exceptions.NoPermissionError("no permissions to run the 'srem' command")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        delays = [state.failure("script ack", refused) for _ in range(3)]
+        state.failure("LLEN", refused)
+    assert delays == [0.1, 0.2, 0.4]
+    assert state.noperm == 4 and seen == ["script ack"] * 3 + ["LLEN"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "Redis user 'crawler-worker' may not run script ack" in lines[0]
+    assert "pw" not in " ".join(lines)
+    # Neither a lost connection nor refused writes.
+    assert state.connected and state.writable

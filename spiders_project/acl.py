@@ -1,0 +1,293 @@
+"""The Redis users of the cluster, one per role, and the ACL file that declares them.
+
+Every process logs in as the user ``REDIS_URL`` names
+(``redis://crawler-worker:<password>@host/0``); ``scrapy redis-acl`` prints
+the file ``redis-server --aclfile`` loads (``acl_file``), and each process
+checks at start that its user may run what it runs (``acl_check.py``).
+
+Each user gets only the commands its role sends, Lua scripts' own
+``redis.call`` commands included (Redis checks those against the user that
+runs the script, commands and keys alike), and only its spiders' keys:
+``<spider>:*`` (``{<spider>}:*`` and the frontier shards' ``{<spider>/<n>}:*``
+on a Redis Cluster). Where a key pattern cannot separate spiders is written
+down in docs/SECURITY.md ("Redis users").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scrapy.settings import BaseSettings
+
+from spiders_project.config import SettingsReader
+from spiders_project.keys import SPIDERS, RedisKeys
+
+# Commands of the scripts and the calls every role makes on connecting.
+_CONNECT = ("ping", "select")
+# What a Redis Cluster client asks of the cluster (redis-py: the slots, and
+# COMMAND for the keys' positions; redis_cluster.py: CLUSTER SLOTS).
+_CLUSTER = ("cluster|slots", "cluster|shards", "command")
+# Run a script by SHA, load it after NOSCRIPT, or send its source (the write
+# batcher's transaction sends EVAL).
+_SCRIPTS = ("eval", "evalsha", "script|load")
+# A transaction (the write batcher's tick) and the start check's MULTI ... DISCARD.
+_TRANSACTION = ("multi", "exec", "discard")
+
+# The worker (HTTP and render): every redis.call of runtime/, politeness/,
+# proxies/, scope/, extensions/ and redis_calls/ scripts (tests/unit/test_acl.py
+# reads them), and what its Python code sends: seeds (LRANGE, LREM), the
+# spiders set (SADD), backpressure (LLEN), WAIT for replicas, INFO server (the
+# run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
+# the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
+# and node health's reads of the other workers' stats (ZRANGE, HMGET).
+WORKER_COMMANDS = (
+    *_CONNECT,
+    *_SCRIPTS,
+    *_TRANSACTION,
+    "bitfield",
+    "decrby",
+    "del",
+    "exists",
+    "expire",
+    "get",
+    "hdel",
+    "hget",
+    "hgetall",
+    "hincrby",
+    "hkeys",
+    "hlen",
+    "hmget",
+    "hset",
+    "incr",
+    "incrby",
+    "info",
+    "lindex",
+    "llen",
+    "lpop",
+    "lpush",
+    "lrange",
+    "lrem",
+    "pexpire",
+    "pttl",
+    "rpush",
+    "sadd",
+    "scan",
+    "set",
+    "sismember",
+    "smembers",
+    "srem",
+    "time",
+    "unlink",
+    "wait",
+    "zadd",
+    "zcard",
+    "zcount",
+    "zpopmin",
+    "zrange",
+    "zrangebyscore",
+    "zrem",
+    "zremrangebyscore",
+    "zscore",
+)
+# The db_writer: db_writer/lua's scripts (lock, take, ack), BLMOVE on the
+# buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders set.
+DB_WRITER_COMMANDS = (
+    *_CONNECT,
+    *_SCRIPTS,
+    "blmove",
+    "del",
+    "get",
+    "hincrby",
+    "hset",
+    "llen",
+    "lrange",
+    "ltrim",
+    "pexpire",
+    "rpush",
+    "set",
+    "smembers",
+)
+# The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
+# contract.py, TIME and INFO memory. No write, no script (EVAL counts its keys as written).
+MONITOR_COMMANDS = (
+    *_CONNECT,
+    "exists",
+    "get",
+    "hgetall",
+    "info",
+    "lindex",
+    "llen",
+    "scard",
+    "time",
+    "zcard",
+    "zrange",
+)
+# The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove): reads
+# and writes of its spiders' keys by category, minus the dangerous ones (FLUSHALL,
+# FLUSHDB, KEYS, CONFIG, DEBUG, SHUTDOWN, ACL, MONITOR, MIGRATE, RESTORE, SORT,
+# ...) and the FUNCTION family; then the few it needs back (INFO is dangerous).
+OPERATOR_RULES = (
+    "+@read",
+    "+@write",
+    "+@keyspace",
+    "+@transaction",
+    "-@dangerous",
+    "-function",
+    *(f"+{c}" for c in (*_CONNECT, *_SCRIPTS, "info", "time", "wait")),
+)
+
+# Never granted to any role (tests/integration/test_redis_acl.py tries each).
+FORBIDDEN = ("flushall", "flushdb", "config", "debug", "shutdown", "acl", "keys", "monitor")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One Redis user: its name, its password's setting, what it may run and touch."""
+
+    name: str
+    user: str
+    password_setting: str
+    # What the role does, for the file's comment.
+    what: str
+    # Explicit commands (lower case, "container|sub" for a subcommand) ...
+    commands: tuple[str, ...] = ()
+    # ... or category rules (the operator's).
+    rules: tuple[str, ...] = ()
+    # "%RW" (read and write) or "%R" (read only) on its spiders' keys.
+    access: str = "%RW"
+    # Key suffixes under the spider's prefix it may use; () for every key of the spider.
+    suffixes: tuple[str, ...] = ()
+    # Commands it may run on the spiders set (keys.SPIDERS), a key of no
+    # spider, and how ("%R", "%W", "%RW"): a selector of its own.
+    spiders_set: tuple[str, ...] = ()
+    spiders_access: str = "%R"
+
+    @property
+    def writes(self) -> bool:
+        return "W" in self.access
+
+
+WORKER = Role(
+    "worker",
+    "crawler-worker",
+    "REDIS_ACL_WORKER_PASSWORD",
+    "HTTP and render workers (scrapy crawl)",
+    commands=WORKER_COMMANDS,
+    spiders_set=("sadd",),
+    spiders_access="%W",
+)
+DB_WRITER = Role(
+    "db_writer",
+    "crawler-db-writer",
+    "REDIS_ACL_DB_WRITER_PASSWORD",
+    "the db_writer (python -m spiders_project.db_writer): the item buffer and its lock only",
+    # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
+    commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
+    suffixes=("items", "items:*", "db_writer:*"),
+    spiders_set=("smembers",),
+)
+MONITOR = Role(
+    "monitor",
+    "crawler-monitor",
+    "REDIS_ACL_MONITOR_PASSWORD",
+    "the Prometheus exporter (python -m monitor) and scrapy crawlstatus: reads only",
+    commands=MONITOR_COMMANDS,
+    access="%R",
+)
+OPERATOR = Role(
+    "operator",
+    "crawler-operator",
+    "REDIS_ACL_OPERATOR_PASSWORD",
+    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus)",
+    rules=OPERATOR_RULES,
+    # Never a category here: a selector's command with no key (KEYS is @read)
+    # would be allowed whatever its key pattern.
+    spiders_set=("smembers", "scard", "sadd", "srem"),
+    spiders_access="%RW",
+)
+ROLES = (WORKER, DB_WRITER, MONITOR, OPERATOR)
+
+
+def role_named(name: str) -> Role:
+    return next(role for role in ROLES if role.name == name)
+
+
+def _glob(text: str) -> str:
+    """``text`` with Redis' glob characters escaped."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def spider_patterns(keys: RedisKeys, suffixes: Sequence[str] = ()) -> list[str]:
+    """The key patterns of one spider: its prefix (the shards' too on a
+    cluster) and its seed list when ``redis_key`` puts it elsewhere."""
+    prefixes = [_glob(keys.prefix)]
+    if keys.cluster and not suffixes:
+        # The frontier shards' tags, "{<spider>/<n>}" or "{<spider>/<n>.<k>}" (keys.shard_tag).
+        prefixes.append("{" + _glob(keys.spider) + "/[0-9]*}:")
+    patterns = [p + s for p in prefixes for s in (suffixes or ("*",))]
+    if not suffixes and not keys.start_urls.startswith(keys.prefix):
+        patterns.append(_glob(keys.start_urls))
+        patterns.append(_glob(keys.start_urls_rejected))
+    return patterns
+
+
+def password_hash(password: str) -> str:
+    """The ACL file's form of a password: ``#`` and its SHA-256 (the file holds no secret)."""
+    return "#" + hashlib.sha256(password.encode()).hexdigest()
+
+
+def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], cluster: bool) -> str:
+    """The ``user ...`` line of ``role`` for those spiders."""
+    if not password:
+        raise ValueError(f"{role.password_setting} is empty")
+    parts = ["user", role.user, "reset", "on", password_hash(password), "-@all"]
+    parts += role.rules
+    parts += [f"+{c}" for c in role.commands + (_CLUSTER if cluster else ())]
+    for keys in spider_keys:
+        parts += [f"{role.access}~{p}" for p in spider_patterns(keys, role.suffixes)]
+    if role.spiders_set:
+        # A selector: these commands on the spiders set, and nothing else on it.
+        rights = " ".join("+" + c for c in role.spiders_set)
+        parts.append(f"({role.spiders_access}~{SPIDERS} {rights})")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class AclConfig:
+    """The four roles' passwords (REDIS_ACL_*_PASSWORD) and whether keys are a cluster's."""
+
+    passwords: dict[str, str]
+    cluster: bool
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> AclConfig:
+        read = SettingsReader(settings)
+        passwords = {}
+        for role in ROLES:
+            password = read.getstr(role.password_setting)
+            if not password:
+                read.fail(role.password_setting, f"is empty: the {role.user} user needs a password")
+            if any(c.isspace() for c in password):
+                # Never echoed: it is a password.
+                read.fail(
+                    role.password_setting,
+                    "must not hold white space (the ACL file splits at it)",
+                    "(not shown)",
+                )
+            passwords[role.name] = password
+        return cls(passwords, read.getbool("REDIS_CLUSTER"))
+
+
+def acl_file(config: AclConfig, spider_keys: Sequence[RedisKeys]) -> str:
+    """The ACL file for ``spider_keys``' spiders: the default user off, then one user per role.
+
+    No comments: Redis' ACL file takes ``user`` lines only (a ``#`` line
+    aborts its start), so what each line is for is said in
+    deploy/redis/README.md and docs/SECURITY.md.
+    """
+    lines = ["user default off"]
+    for role in ROLES:
+        lines.append(user_line(role, config.passwords[role.name], spider_keys, config.cluster))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""``scrapy redis-acl [--spider NAME]...``: print the Redis ACL file of the cluster's users.
+
+One user per role (``spiders_project/acl.py``): ``crawler-worker``,
+``crawler-db-writer``, ``crawler-monitor`` and ``crawler-operator``, each
+with the SHA-256 of its password (REDIS_ACL_*_PASSWORD), only the commands
+its role sends and only the keys of the spiders named, and ``user default
+off``. Load it with ``redis-server --aclfile FILE`` (or ``ACL LOAD``). It
+needs no Redis: it reads the settings (REDIS_CLUSTER decides the keys' form)
+and the project's spiders (a spider's ``redis_key`` may put its seed list
+outside its prefix). A missing password is one line and exit status 2: a
+user without a password would let anyone in.
+
+Scrapy names a command after its module, and a module named ``redis-acl``
+cannot be imported by name: ``commands/redis-acl.py`` holds only the
+``Command`` class Scrapy finds, built from :class:`RedisAcl` here (which,
+like the mixin, is no ScrapyCommand at run time, so Scrapy does not list
+this module as a second command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
+
+from spiders_project.acl import AclConfig, acl_file
+from spiders_project.commands.redis_command import DEFAULT_SPIDER, RedisCommand
+from spiders_project.keys import RedisKeys, seeds_key_of
+
+
+class RedisAcl(RedisCommand):
+    """``scrapy redis-acl`` (see the module docstring)."""
+
+    def syntax(self) -> str:
+        return "[--spider NAME]..."
+
+    def short_desc(self) -> str:
+        return "Print the Redis ACL file of the crawler's users (redis-server --aclfile)"
+
+    @property
+    def command_name(self) -> str:
+        return "redis-acl"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--spider",
+            action="append",
+            metavar="NAME",
+            help=f"a spider whose keys the users may use; repeatable (default {DEFAULT_SPIDER})",
+        )
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        if args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        names = list(dict.fromkeys(opts.spider or [DEFAULT_SPIDER]))
+        with self.config_errors():
+            config = AclConfig.from_settings(self.settings)
+        loader = get_spider_loader(self.settings)
+        known = set(loader.list())
+        keys = []
+        for name in names:
+            # Its own seed list (redis_key), when the spider is one of this project's.
+            seeds = seeds_key_of(loader.load(name)) if name in known else None
+            keys.append(RedisKeys(name, seeds or "", cluster=config.cluster))
+        sys.stdout.write(acl_file(config, keys))

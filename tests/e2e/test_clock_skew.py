@@ -1,0 +1,106 @@
+"""A worker whose clock is an hour off crawls correctly (issue 26, item 5).
+
+libfaketime (Debian's ``faketime`` package) moves one worker's clock an hour
+ahead, wall clock and monotonic alike, as a node with a wrong clock would
+have. Leases, heartbeats, stats samples, turns and seed budgets are timed by
+Redis' clock in the scripts; what the worker stamps itself (an item's
+``scraped_at``, which decides the newer of two rows, and its ``fetched_at``)
+follows Redis' clock through ``RedisTime``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import (
+    K,
+    db_writer,
+    items_drained,
+    published_stats,
+    stat,
+    stored_urls,
+    wait_until,
+    worker,
+)
+from tests.support.site import TestSite
+
+pytestmark = pytest.mark.slow
+
+# Debian's faketime package (make setup installs it), for this machine's architecture.
+(LIBFAKETIME,) = Path("/usr/lib").glob("*/faketime/libfaketime.so.1")
+AN_HOUR_AHEAD = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": "+1h", "FAKETIME_NO_CACHE": "1"}
+
+
+def test_libfaketime_moves_a_childs_clock(tmp_path):
+    """The test below means something only if the worker's clock really is off."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import time; print(time.time())"],
+        env=AN_HOUR_AHEAD,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert float(out) - time.time() == pytest.approx(3600, abs=30)
+
+
+def test_a_worker_an_hour_ahead_crawls_on_redis_clock(redis_url, r, tmp_path, procs):
+    db_path = tmp_path / "items.db"
+    with TestSite(pages=300, seed=7) as site:
+        # A budget the cluster counts in Redis: exactly 200 pages of the 300.
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "max_pages": 200}))
+        settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_LEASE_TIMEOUT=6")
+        normal = worker("normal", redis_url, tmp_path, *settings)
+        ahead = worker("ahead", redis_url, tmp_path, *settings, env=AN_HOUR_AHEAD)
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs += [normal, ahead, writer]
+
+        # While it crawls, its heartbeat is stamped with Redis' clock.
+        wait_until(lambda: stat(r, ahead, "item_scraped_count") > 0, 60, what="a first item")
+        redis_now = float(r.time()[0])
+        last_seen = float(published_stats(r, ahead)["_last_seen"])
+        assert abs(last_seen - redis_now) < 30
+
+        for w in (normal, ahead):
+            assert w.wait(120) == 0, w.log()[-3000:]
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
+        assert writer.stop(30) == 0, writer.log()[-3000:]
+
+        urls = stored_urls(db_path)
+        hits = site.hits()
+        assert {u: n for u, n in hits.items() if n != 1} == {}  # nothing fetched twice
+        # The budget is exact: 200 fetches (pages and dead links), robots.txt aside.
+        fetched = [t for _, _, t, _ in site.request_log() if t != "/robots.txt"]
+        assert len(fetched) == 200, len(fetched)
+        # Every page fetched is stored once.
+        assert len(urls) == len(set(urls))
+        assert set(urls) == set(hits) & site.page_urls()
+
+    # Both did real work; no lease of the worker ahead looked expired to anyone.
+    assert stat(r, ahead, "item_scraped_count") > 0 and stat(r, normal, "item_scraped_count") > 0
+    for w in (normal, ahead):
+        assert stat(r, w, "frontier/leases_reclaimed") == 0
+    assert "clock is +3600" in ahead.log() or "clock is +3599" in ahead.log()
+    # Every row is stamped within the crawl's minutes on Redis' clock, not an hour on.
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT scraped_at, data FROM items").fetchall()
+    times = [_epoch(scraped_at) for scraped_at, _ in rows]
+    fetched = [_epoch(json.loads(data)["fetched_at"]) for _, data in rows]
+    for stamp in times + fetched:
+        assert abs(stamp - redis_now) < 300, (stamp, redis_now)
+    for w in (normal, ahead):
+        for log in (w.log(),):
+            assert "Traceback" not in log
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

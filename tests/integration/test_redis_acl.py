@@ -1,0 +1,261 @@
+"""The Redis users of ``scrapy redis-acl``, on a real redis-server started with the file.
+
+Each role does its whole job as its own user (seeding and the commands as the
+operator, a worker, the db_writer, the monitor), and Redis' ACL LOG shows no
+refusal meanwhile; each role is refused the commands no role may run; the
+monitor cannot write; a worker cannot touch another spider's keys; a process
+whose user lacks a command refuses to start with one line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from spiders_project.acl import FORBIDDEN, ROLES
+from tests.support.monitoring import Exporter
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    K,
+    db_writer,
+    items_drained,
+    scrapy_command,
+    stored_urls,
+    wait_until,
+    worker,
+)
+from tests.support.services import RedisServer
+from tests.support.site import TestSite
+
+PASSWORDS = {role.name: f"pw-{role.name}-1" for role in ROLES}
+ENV = {role.password_setting: PASSWORDS[role.name] for role in ROLES}
+ADMIN = "user acl-admin on >admin-pw +@all ~* &*"
+
+
+@functools.cache
+def acl_text(*spiders: str) -> str:
+    argv = [PYTHON, "-m", "scrapy", "redis-acl"]
+    for spider in spiders:
+        argv += ["--spider", spider]
+    done = subprocess.run(
+        argv, cwd=ROOT, env={**os.environ, **ENV}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+class AclRedis:
+    """A redis-server with the generated users (and a test admin to read the ACL LOG)."""
+
+    def __init__(self, folder: Path, text: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.file = folder / "users.acl"
+        self.file.write_text(text + ADMIN + "\n")
+        # DEBUG enabled, so that refusing it is the ACL's doing, not the server's default.
+        self.server = RedisServer(
+            "--aclfile", str(self.file), "--enable-debug-command", "yes", datadir=folder
+        )
+        self.port = self.server.port
+        self.admin = redis.Redis(port=self.port, username="acl-admin", password="admin-pw")
+
+    def url(self, role: str) -> str:
+        user = next(r.user for r in ROLES if r.name == role)
+        return f"redis://{user}:{PASSWORDS[role]}@127.0.0.1:{self.port}/0"
+
+    def client(self, role: str) -> redis.Redis:
+        return redis.Redis.from_url(self.url(role))
+
+    def denials(self) -> list[dict]:
+        return self.admin.acl_log()
+
+    def close(self) -> None:
+        self.admin.close()
+        self.server.stop()
+
+
+@pytest.fixture
+def acl_redis(tmp_path) -> Iterator[AclRedis]:
+    server = AclRedis(tmp_path / "redis", acl_text("distributed"))
+    yield server
+    server.close()
+
+
+def test_the_file_turns_the_default_user_off(acl_redis):
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=acl_redis.port, retry=None).ping()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(
+            port=acl_redis.port, username="crawler-worker", password="wrong", retry=None
+        ).ping()
+
+
+@pytest.mark.slow
+def test_each_role_does_its_whole_job_as_its_own_user(acl_redis, tmp_path, procs):
+    admin = acl_redis.admin
+    db_path = tmp_path / "items.db"
+    with TestSite(pages=40, seed=5, dead_links=False, offsite_links=False) as site:
+        operator = acl_redis.client("operator")
+        operator.lpush(K.start_urls, site.url)
+        operator.close()
+        w = worker("w", acl_redis.url("worker"), tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        writer = db_writer("dbw", acl_redis.url("db_writer"), f"sqlite:///{db_path}", tmp_path)
+        procs += [w, writer]
+        assert w.wait(120) == 0, w.log()[-3000:]
+        wait_until(lambda: items_drained(admin), 60, what="the item buffer to drain")
+        assert writer.stop(30) == 0, writer.log()[-3000:]
+    assert set(stored_urls(db_path)) == site.page_urls()
+
+    exporter = Exporter(acl_redis.url("monitor"), tmp_path)
+    try:
+        metrics = exporter.scrape()
+        monitor_log = exporter.log()
+        assert metrics.value("crawler_redis_up") == 1, monitor_log
+        assert metrics.value("crawler_db_writer_items_written_total", spider="distributed") == 40
+    finally:
+        exporter.close()
+    for argv in (("crawlstatus", "--once"), ("deadletters", "list")):
+        done = scrapy_command(acl_redis.url("operator"), *argv)
+        assert done.returncode == 0, (argv, done.stderr)
+    # crawlstatus reads only what the monitor reads: its user is enough.
+    done = scrapy_command(acl_redis.url("monitor"), "crawlstatus", "--once")
+    assert done.returncode == 0, done.stderr
+    # Not one command or key was refused to anyone, scripts' own calls included.
+    assert acl_redis.denials() == []
+    for log in (w.log(), writer.log(), monitor_log):
+        assert "may not run" not in log and "Traceback" not in log
+
+
+def _forbidden_call(client: redis.Redis, name: str) -> None:
+    args = {
+        "flushall": ("FLUSHALL",),
+        "flushdb": ("FLUSHDB",),
+        "config": ("CONFIG", "GET", "maxmemory"),
+        "debug": ("DEBUG", "SLEEP", "0"),
+        "shutdown": ("SHUTDOWN", "NOSAVE"),
+        "acl": ("ACL", "WHOAMI"),
+        "keys": ("KEYS", "*"),
+        "monitor": ("MONITOR",),
+    }[name]
+    client.execute_command(*args)
+
+
+@pytest.mark.parametrize("role", [r.name for r in ROLES])
+@pytest.mark.parametrize("command", FORBIDDEN)
+def test_no_role_may_run_the_dangerous_commands(acl_redis, role, command):
+    client = acl_redis.client(role)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            _forbidden_call(client, command)
+    finally:
+        client.close()
+    assert acl_redis.admin.ping()  # still up: SHUTDOWN was refused
+
+
+def test_the_monitor_cannot_write(acl_redis):
+    monitor = acl_redis.client("monitor")
+    writes = [
+        ("SET", K.requests_size, "1"),
+        ("LPUSH", K.start_urls, "x"),
+        ("DEL", K.items),
+        ("HSET", K.stats_totals, "f", "1"),
+        ("EVAL", "return 1", 1, K.seen),
+        ("SADD", "spiders", "x"),
+    ]
+    for command in writes:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            monitor.execute_command(*command)
+    assert monitor.llen(K.start_urls) == 0  # but it reads
+    monitor.close()
+    assert acl_redis.admin.dbsize() == 0
+
+
+def test_a_worker_cannot_touch_another_spiders_keys(acl_redis):
+    other = "other:requests:size"
+    w = acl_redis.client("worker")
+    for command in (("SET", other, "1"), ("GET", other), ("LPUSH", "other:start_urls", "x")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            w.execute_command(*command)
+    # A script's keys are checked too, the declared ones and those it computes.
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        w.eval("return redis.call('SET', KEYS[1], 1)", 1, other)
+    with pytest.raises(redis.ResponseError, match="can't access at least one of the keys"):
+        w.eval("return redis.call('SET', 'other:seen', 1)", 1, K.seen)
+    # The spiders set: SADD only (its own name or another: a key pattern cannot tell).
+    assert w.sadd("spiders", "distributed") == 1
+    for command in (
+        ("SREM", "spiders", "distributed"),
+        ("SMEMBERS", "spiders"),
+        ("DEL", "spiders"),
+    ):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            w.execute_command(*command)
+    # The db_writer reaches the item buffer and its lock, never the frontier.
+    dbw = acl_redis.client("db_writer")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        dbw.set(K.requests_size, 1)
+    assert dbw.llen(K.items) == 0
+    w.close()
+    dbw.close()
+
+
+def _lacking(acl_redis, user: str, rule: str) -> None:
+    """Take ``rule`` (``-lrem``) from ``user``, live."""
+    acl_redis.admin.execute_command("ACL", "SETUSER", user, rule)
+
+
+@pytest.mark.parametrize(
+    ("role", "rule", "named"),
+    [
+        ("worker", "-lrem", "LREM"),
+        ("db_writer", "-blmove", "BLMOVE"),
+        ("monitor", "-scard", "SCARD"),
+    ],
+)
+def test_a_process_whose_user_lacks_a_command_refuses_at_start(
+    acl_redis, tmp_path, procs, role, rule, named
+):
+    user = next(r.user for r in ROLES if r.name == role)
+    _lacking(acl_redis, user, rule)
+    url = acl_redis.url(role)
+    if role == "worker":
+        proc = worker("w", url, tmp_path)
+    elif role == "db_writer":
+        proc = db_writer("dbw", url, f"sqlite:///{tmp_path / 'i.db'}", tmp_path)
+    else:
+        from tests.support.processes import Proc
+
+        argv = [PYTHON, "-m", "monitor", "-s", "MONITOR_PORT=0"]
+        proc = Proc("monitor", argv, {"REDIS_URL": url}, tmp_path / "monitor.log")
+    procs.append(proc)
+    assert proc.wait(60) == 1, proc.log()[-3000:]
+    lines = [line for line in proc.log().splitlines() if "may not run" in line]
+    assert len(lines) == 1, proc.log()[-3000:]
+    assert f"Redis user '{user}'" in lines[0] and named in lines[0], lines[0]
+    assert "Traceback" not in proc.log()
+
+
+def test_a_user_without_a_key_refuses_at_start_naming_it(acl_redis, tmp_path, procs):
+    # The worker's user of another spider's file: no key of "distributed".
+    acl_redis.admin.execute_command("ACL", "SETUSER", "crawler-worker", "resetkeys", "~other:*")
+    proc = worker("w", acl_redis.url("worker"), tmp_path)
+    procs.append(proc)
+    assert proc.wait(60) == 1, proc.log()[-3000:]
+    (line,) = [line for line in proc.log().splitlines() if "may not run" in line]
+    assert "on key distributed:" in line
+
+
+def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):
+    _lacking(acl_redis, "crawler-operator", "-lrange")
+    done = scrapy_command(acl_redis.url("operator"), "deadletters", "list")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "LRANGE" in done.stderr, done.stderr
+    # Not the operator's for crawlstatus: its reads are the monitor's.
+    done = scrapy_command(acl_redis.url("operator"), "crawlstatus", "--once")
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,121 @@
+"""acl.py: the users' lines, their key patterns, and that every script's command is granted."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from spiders_project.acl import (
+    DB_WRITER,
+    FORBIDDEN,
+    MONITOR,
+    OPERATOR,
+    ROLES,
+    WORKER,
+    AclConfig,
+    acl_file,
+    spider_patterns,
+    user_line,
+)
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.keys import RedisKeys
+
+PACKAGE = Path(__file__).resolve().parents[2] / "spiders_project"
+CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
+# seen.lua picks one of two commands at run time.
+DYNAMIC = {"runtime": {"hgetall", "smembers", "hset", "sadd"}}
+
+
+def _script_commands(*folders: str) -> set[str]:
+    found: set[str] = set()
+    for folder in folders:
+        for path in (PACKAGE / folder / "lua").glob("*.lua"):
+            found |= {name.lower() for name in CALL.findall(path.read_text())}
+        found |= DYNAMIC.get(folder, set())
+    return found
+
+
+def test_every_command_of_a_roles_scripts_is_granted_to_it():
+    worker = _script_commands(
+        "runtime", "politeness", "proxies", "scope", "extensions", "redis_calls"
+    )
+    assert worker - set(WORKER.commands) == set()
+    assert (
+        _script_commands("db_writer", "redis_calls") - {"time"} - set(DB_WRITER.commands) == set()
+    )
+
+
+def test_no_role_is_granted_a_forbidden_command_or_a_write_to_the_monitor():
+    for role in ROLES:
+        assert not set(role.commands) & set(FORBIDDEN), role.name
+    assert "-@dangerous" in OPERATOR.rules
+    assert MONITOR.access == "%R" and not MONITOR.spiders_set
+    assert not {"set", "eval", "evalsha", "del", "lpush", "multi"} & set(MONITOR.commands)
+
+
+def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
+    assert spider_patterns(RedisKeys("distributed")) == ["distributed:*"]
+    assert spider_patterns(RedisKeys("a*b")) == ["a\\*b:*"]
+    cluster = RedisKeys("distributed", cluster=True)
+    assert spider_patterns(cluster) == ["{distributed}:*", "{distributed/[0-9]*}:*"]
+    # A seed list outside the prefix (a spider's redis_key) is named too.
+    assert spider_patterns(RedisKeys("s", "seeds")) == ["s:*", "seeds", "seeds:rejected"]
+    # The db_writer: the item buffer and its lock, not the frontier.
+    assert spider_patterns(RedisKeys("s"), DB_WRITER.suffixes) == [
+        "s:items",
+        "s:items:*",
+        "s:db_writer:*",
+    ]
+
+
+def test_a_user_line_holds_the_passwords_hash_never_the_password():
+    line = user_line(WORKER, "s3cret", [RedisKeys("a"), RedisKeys("b")], cluster=False)
+    digest = hashlib.sha256(b"s3cret").hexdigest()
+    assert line.startswith(f"user crawler-worker reset on #{digest} -@all ")
+    assert "s3cret" not in line
+    assert "%RW~a:* %RW~b:*" in line
+    assert line.endswith("(%W~spiders +sadd)")
+    assert "+cluster|slots" not in line
+    assert "+cluster|slots" in user_line(WORKER, "x", [RedisKeys("a", cluster=True)], True)
+    with pytest.raises(ValueError, match="REDIS_ACL_WORKER_PASSWORD"):
+        user_line(WORKER, "", [RedisKeys("a")], cluster=False)
+
+
+def test_the_file_has_the_default_user_off_and_no_comment():
+    config = AclConfig({role.name: f"p-{role.name}" for role in ROLES}, cluster=False)
+    lines = acl_file(config, [RedisKeys("distributed")]).splitlines()
+    assert lines[0] == "user default off"
+    assert [line.split()[1] for line in lines[1:]] == [role.user for role in ROLES]
+    # Redis refuses to start on any line that is not a user line.
+    assert all(line.startswith("user ") for line in lines)
+
+
+def _settings(**passwords: str) -> Settings:
+    settings = load_settings()
+    for role in ROLES:
+        settings.set(role.password_setting, passwords.get(role.name, "pw"), priority="cmdline")
+    return settings
+
+
+def test_a_missing_password_is_refused_and_a_bad_one_never_echoed():
+    assert AclConfig.from_settings(_settings()).passwords["monitor"] == "pw"
+    with pytest.raises(ConfigError, match="REDIS_ACL_MONITOR_PASSWORD=''.*needs a password"):
+        AclConfig.from_settings(_settings(monitor=""))
+    with pytest.raises(ConfigError, match="white space") as caught:
+        AclConfig.from_settings(_settings(operator="two words"))
+    assert "two words" not in str(caught.value)
+
+
+def test_deploy_shows_the_file_for_the_bundled_spider_with_placeholder_passwords():
+    placeholders = {
+        "worker": "CHANGE-ME-worker",
+        "db_writer": "CHANGE-ME-db-writer",
+        "monitor": "CHANGE-ME-monitor",
+        "operator": "CHANGE-ME-operator",
+    }
+    shown = (PACKAGE.parent / "deploy" / "redis" / "users.acl").read_text()
+    assert shown == acl_file(AclConfig(placeholders, cluster=False), [RedisKeys("distributed")])
