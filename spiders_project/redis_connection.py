@@ -38,6 +38,7 @@ from spiders_project.redis_sentinel import (
     FollowingPool,
     SentinelAccess,
     master_kwargs,
+    warn_if_unverified,
 )
 
 logger = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ def _client_kwargs(config: RedisConfig) -> dict[str, Any]:
 def _sentinel_kwargs(config: RedisConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(kwargs of the sentinels' connections, kwargs of the master's), each in
     full: redis-py copies nothing from one to the other (redis_sentinel.py)."""
+    warn_if_unverified(config.sentinel_access, config.url)
     sentinels = config.sentinel_access.kwargs(config.socket_timeout)
     return sentinels, master_kwargs(config.url, _client_kwargs(config))
 

@@ -26,6 +26,8 @@ between is lost when it resyncs from the new one.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,9 @@ SSL_OPTIONS = frozenset(
     }
 )
 TLS_CHOICES = ("auto", "true", "false")
+_CERT_REQS = ("none", "optional", "required")
+_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+logger = logging.getLogger("spiders_project.redis_connection")
 #: Seconds between two questions to the sentinels about where the master is,
 #: asked as a connection is taken from the pool. One SENTINEL MASTERS a second
 #: per pool is cheap; it must stay below REDIS_WAIT_TIMEOUT's default (1 s), so
@@ -158,7 +163,49 @@ def _override(read: SettingsReader) -> dict[str, Any]:
         parsed = parse_url(f"rediss://sentinel/?{text}")
     except ValueError as exc:
         read.fail("REDIS_SENTINEL_SSL_OPTIONS", str(exc), "(not shown)")
-    return {k: v for k, v in parsed.items() if k in SSL_OPTIONS}
+    options = {k: v for k, v in parsed.items() if k in SSL_OPTIONS}
+    # The checks REDIS_URL's own parameters get (redis_connection._check_tls).
+    reqs = options.get("ssl_cert_reqs")
+    if reqs is not None and reqs not in _CERT_REQS:
+        read.fail(
+            "REDIS_SENTINEL_SSL_OPTIONS",
+            f"ssl_cert_reqs={reqs}: not one of {', '.join(_CERT_REQS)}",
+            "(not shown)",
+        )
+    for name in _TLS_FILES:
+        path = options.get(name)
+        if path is not None and not os.path.isfile(str(path)):
+            read.fail("REDIS_SENTINEL_SSL_OPTIONS", f"{name}={path}: no such file", "(not shown)")
+    return options
+
+
+# Whether this process has warned about the sentinels' verification (one line
+# per process; REDIS_URL's own is warned about by redis_connection).
+_warned: list[bool] = []
+
+
+def warn_if_unverified(access: SentinelAccess, url: str) -> None:
+    """One WARNING per process when the sentinels' TLS does not verify, and
+    REDIS_SENTINEL_SSL_OPTIONS, not REDIS_URL, turned verification off."""
+    options = dict(access.ssl_options)
+    inherited = ssl_options(url) if url_tls(url) else {}
+    off = [
+        f"{name}={value}".lower()
+        for name, value in (
+            ("ssl_cert_reqs", options.get("ssl_cert_reqs")),
+            ("ssl_check_hostname", options.get("ssl_check_hostname")),
+        )
+        if value in ("none", False) and inherited.get(name) != value
+    ]
+    if not access.tls or not off or _warned:
+        return
+    _warned.append(True)
+    logger.warning(
+        "REDIS_SENTINEL_SSL_OPTIONS has %s: the sentinels' certificates are not fully "
+        "verified, so anyone on the network path can pose as a sentinel and name its own "
+        "master (docs/SECURITY.md: leave verification on)",
+        " and ".join(off),
+    )
 
 
 class FollowingPool(redis.sentinel.SentinelConnectionPool):
