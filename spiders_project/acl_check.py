@@ -199,8 +199,12 @@ def permission_problem(
     raises (``redis.RedisError``, ``OSError``): the caller says so its own way."""
     role = role_named(role_name)
     config = RedisConfig.from_settings(settings)
-    client = sync_client(settings)
     user = redis.connection.parse_url(config.url).get("username") or "default"
+    if user == "default":
+        # No user named: a Redis without the users of `scrapy redis-acl` (which
+        # switch the default user off), where every process has every right.
+        return None
+    client = sync_client(settings)
     missing: list[str] = []
     try:
         groups: list[tuple[str, list[tuple[Any, ...]]]] = []
