@@ -286,7 +286,8 @@ DEAD_LETTERS_ENABLED = True
 # --- Node health -----------------------------------------------------------------
 # A worker whose own network is broken (it reaches Redis but no site) takes
 # itself out of the crawl instead of failing every URL it leases: after
-# NODE_FAILURES fetches in a row failed with a network error (RETRY_EXCEPTIONS),
+# NODE_FAILURES fetches in a row failed with a network error (no connection, no
+# name, no answer in time; a render timeout is not one),
 # or NODE_FAILURE_WINDOW seconds of nothing but such failures (at least 3), or
 # a request's last attempt failing after another failure, it stops fetching
 # while the other workers fetch what it failed, and reads their published
@@ -295,7 +296,8 @@ DEAD_LETTERS_ENABLED = True
 # seconds until one answers (stat node/cut_off, metric crawler_worker_cut_off);
 # if they fail too, the sites are down and it goes on. Requests that fail on
 # such a node are queued again without using a retry, so none becomes a dead
-# letter (spiders_project/node_health/).
+# letter. With no other worker publishing stats there is nobody to compare with,
+# and failures are ordinary attempts (spiders_project/node_health/).
 NODE_HEALTH_ENABLED = True
 NODE_FAILURES = 50
 NODE_FAILURE_WINDOW = 30.0

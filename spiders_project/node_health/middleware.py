@@ -27,13 +27,19 @@ import logging
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
+from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    NotConfigured,
+)
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
+from twisted.internet.error import ConnectError, TCPTimedOutError
 
 from spiders_project.contract import CUT_OFF
-from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.node_health.verdict import (
     ANSWERS,
@@ -47,9 +53,21 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.redis_replies import text
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.pauses import EnginePauses
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
 
 logger = logging.getLogger(__name__)
+
+# What a broken network makes a fetch fail with: no connection, no name, no
+# answer in time (Scrapy's and Twisted's own). A page that renders too long,
+# or whose body is cut, says nothing about the node's network.
+NETWORK_FAILURES: tuple[type[BaseException], ...] = (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    ConnectError,
+    TCPTimedOutError,
+    TunnelError,
+)
 
 OK, JUDGING, OUT = "ok", "judging", "cut off"
 HOLDER = "node health"
@@ -77,6 +95,9 @@ class NodeHealthMiddleware:
         self.streak = Streak(config.failures, config.window)
         self.state = OK
         self._judging_since = 0.0
+        # Other workers that published lately (refreshed every STATS_PUBLISH_INTERVAL):
+        # with none, a streak cannot be judged and node health stays out of the way.
+        self._others_alive = 0
         # The other workers' counters when judging began (verdict.judge).
         self._before: dict[str, tuple[int, int]] | None = None
         self._wake = asyncio.Event()
@@ -89,8 +110,7 @@ class NodeHealthMiddleware:
         config = NodeHealthConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured("NODE_HEALTH_ENABLED is off")
-        failures = DeadLettersConfig.from_settings(crawler.settings).retry_exceptions()
-        return cls(crawler, WorkerRedis.of(crawler), config, failures)
+        return cls(crawler, WorkerRedis.of(crawler), config, NETWORK_FAILURES)
 
     def _opened(self) -> None:
         self.stats.set_value(CUT_OFF, 0)
@@ -113,6 +133,8 @@ class NodeHealthMiddleware:
         if not isinstance(exception, self.failures):
             return None
         if self.state == OK:
+            if not self._others_alive:
+                return None  # nobody to compare with: an ordinary failed attempt
             now = self.redis.time.now()
             self.streak.failed(now, _target(request.url))
             # A request's last attempt failing on a node whose previous fetch
@@ -175,8 +197,11 @@ class NodeHealthMiddleware:
 
     # --- the background loop: verdicts and probes -----------------------------------------
     async def _watch(self) -> None:
+        await self._count_others()
         while True:
-            await self._wake.wait()
+            if not await wait_event(self._wake, self.config.settle):
+                await self._count_others()
+                continue
             self._wake.clear()
             while self.state == JUDGING:
                 await self._judge()
@@ -207,6 +232,17 @@ class NodeHealthMiddleware:
             self._sites_down("the other workers fail too, or reach only other sites")
         elif self.redis.time.now() - self._judging_since > self.config.undecided_limit:
             self._sites_down("no other worker fetched anything meanwhile: cannot tell")
+
+    async def _count_others(self) -> None:
+        """Other workers that published in the last few STATS_PUBLISH_INTERVALs."""
+        since = self.redis.time.now() - 3 * self.config.settle
+        try:
+            recent = await self.redis.calls.command(
+                "ZRANGEBYSCORE", self.redis.keys.workers, since, "+inf", retry=False, writes=False
+            )
+        except RedisUnavailable:
+            return
+        self._others_alive = sum(1 for w in recent if text(w) != self.redis.worker)
 
     async def _others(self) -> tuple[dict[str, tuple[int, int]] | None, int]:
         """The other workers' published (answers, failed fetches), and the hosts ready."""
