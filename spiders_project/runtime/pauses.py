@@ -14,15 +14,12 @@ keeping them leased and renewed through the pause.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from scrapy.crawler import Crawler
 
 from spiders_project import internals
 from spiders_project.wiring import Subscribers, shared
-
-logger = logging.getLogger(__name__)
 
 
 class EnginePauses:
