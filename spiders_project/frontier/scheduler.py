@@ -93,7 +93,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.leases = LeaseKeeper(redis, int(config.lease_timeout * 1000), self.stats)
         self.lease_ms = self.leases.lease_ms
         self.bad_entries = BadEntries(redis, self.stats)
-        self.taker = LeaseTaker(redis, config, self.bad_entries, steps.delay_ms)
+        self.taker = LeaseTaker(redis, config, self.bad_entries, steps.delay_ms, self.lease_ms)
         self._prefetched: deque[tuple[Request, Lease]] = deque()
         self._active: dict[Request, Lease] = {}
         # Lease ids whose cap slot was given back (download ended), and those

@@ -47,13 +47,14 @@ class LeaseTaker:
         config: FrontierConfig,
         bad_entries: BadEntries,
         delay_ms: Callable[[str], int],
+        lease_ms: int,
     ) -> None:
         self.redis = redis
         self.config = config
         self.bad_entries = bad_entries
         # The spacing of a politeness group's turns (FrontierSteps.delay_ms).
         self.delay_ms = delay_ms
-        self.lease_ms = int(config.lease_timeout * 1000)
+        self.lease_ms = lease_ms  # FRONTIER_LEASE_TIMEOUT, as LeaseKeeper renews it
         # Hosts the last lease call of each queue (by lane prefix) named ready.
         self._candidates: dict[str, list[str]] = {}
         self._next_lease_id = 0

@@ -14,15 +14,11 @@ import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from tests.support.processes import (
-    PYTHON,
-    TEST_WORKER_SETTINGS,
     K,
-    Proc,
     db_writer,
     items_drained,
     published_stats,
@@ -59,15 +55,6 @@ def refused_to_group(port: int, gid: int) -> Iterator[list[str]]:
         subprocess.run(["iptables", "-D", *rule], check=False, capture_output=True)
 
 
-def worker_in_group(name: str, gid: int, redis_url: str, log_dir: Path, *settings: str) -> Proc:
-    """``scrapy crawl distributed`` as ``worker()`` starts it, with group id ``gid``."""
-    argv = ["setpriv", "--regid", str(gid), "--clear-groups"]
-    argv += [PYTHON, "-m", "scrapy", "crawl", "distributed"]
-    for s in (*TEST_WORKER_SETTINGS, *settings):
-        argv += ["-s", s]
-    return Proc(name, argv, {"REDIS_URL": redis_url}, log_dir / f"{name}.log")
-
-
 def test_a_node_that_reaches_no_site_hands_back_and_resumes_once_healed(
     redis_url, r, tmp_path, procs
 ):
@@ -76,7 +63,9 @@ def test_a_node_that_reaches_no_site_hands_back_and_resumes_once_healed(
     with TestSite(pages=400, seed=5, latency=0.1) as site:
         port = int(site.url.rsplit(":", 1)[1].rstrip("/"))
         with refused_to_group(port, gid) as rule:
-            sick = worker_in_group("sick", gid, redis_url, tmp_path, *SETTINGS)
+            # Group id ``gid``: the one the rule refuses.
+            in_group = ("setpriv", "--regid", str(gid), "--clear-groups")
+            sick = worker("sick", redis_url, tmp_path, *SETTINGS, prefix=in_group)
             healthy = worker("healthy", redis_url, tmp_path, *SETTINGS)
             writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
             procs += [sick, healthy, writer]
