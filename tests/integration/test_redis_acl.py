@@ -9,20 +9,16 @@ whose user lacks a command refuses to start with one line.
 
 from __future__ import annotations
 
-import functools
-import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 
 from spiders_project.acl import FORBIDDEN, ROLES
+from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
     PYTHON,
-    ROOT,
     K,
     db_writer,
     items_drained,
@@ -31,53 +27,7 @@ from tests.support.processes import (
     wait_until,
     worker,
 )
-from tests.support.services import RedisServer
 from tests.support.site import TestSite
-
-PASSWORDS = {role.name: f"pw-{role.name}-1" for role in ROLES}
-ENV = {role.password_setting: PASSWORDS[role.name] for role in ROLES}
-ADMIN = "user acl-admin on >admin-pw +@all ~* &*"
-
-
-@functools.cache
-def acl_text(*spiders: str) -> str:
-    argv = [PYTHON, "-m", "scrapy", "redis-acl"]
-    for spider in spiders:
-        argv += ["--spider", spider]
-    done = subprocess.run(
-        argv, cwd=ROOT, env={**os.environ, **ENV}, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-class AclRedis:
-    """A redis-server with the generated users (and a test admin to read the ACL LOG)."""
-
-    def __init__(self, folder: Path, text: str) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.file = folder / "users.acl"
-        self.file.write_text(text + ADMIN + "\n")
-        # DEBUG enabled, so that refusing it is the ACL's doing, not the server's default.
-        self.server = RedisServer(
-            "--aclfile", str(self.file), "--enable-debug-command", "yes", datadir=folder
-        )
-        self.port = self.server.port
-        self.admin = redis.Redis(port=self.port, username="acl-admin", password="admin-pw")
-
-    def url(self, role: str) -> str:
-        user = next(r.user for r in ROLES if r.name == role)
-        return f"redis://{user}:{PASSWORDS[role]}@127.0.0.1:{self.port}/0"
-
-    def client(self, role: str) -> redis.Redis:
-        return redis.Redis.from_url(self.url(role))
-
-    def denials(self) -> list[dict]:
-        return self.admin.acl_log()
-
-    def close(self) -> None:
-        self.admin.close()
-        self.server.stop()
 
 
 @pytest.fixture
