@@ -188,6 +188,8 @@ class Role:
     access: str = "%RW"
     # Key suffixes under the spider's prefix it may use; () for every key of the spider.
     suffixes: tuple[str, ...] = ()
+    # ... and those it needs on a Redis Cluster only.
+    cluster_suffixes: tuple[str, ...] = ()
     # Commands it may run on the spiders set (keys.SPIDERS), a key of no
     # spider, and how ("%R", "%W", "%RW"): a selector of its own.
     spiders_set: tuple[str, ...] = ()
@@ -220,6 +222,9 @@ DB_WRITER = Role(
     # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
     suffixes=("items", "items:*", "db_writer:*"),
+    # On a Redis Cluster it reads the frontier's shard count at start, and
+    # records it (SET NX) when it starts before any worker (shards.py).
+    cluster_suffixes=("frontier:shards",),
     spiders_set=("smembers",),
 )
 MONITOR = Role(
@@ -304,7 +309,8 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
     parts += [f"+{c}" for c in role.commands + (_CLUSTER if cluster and not role.server else ())]
     if role.access:
         for keys in spider_keys:
-            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, role.suffixes)]
+            suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
+            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes)]
     parts += [f"&{_glob(channel)}" for channel in role.channels]
     if role.spiders_set:
         # A selector: these commands on the spiders set, and nothing else on it.
