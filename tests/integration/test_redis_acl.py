@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from spiders_project.acl import FORBIDDEN, ROLES
+from spiders_project.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
@@ -106,6 +106,29 @@ def test_no_role_may_run_the_dangerous_commands(acl_redis, role, command):
     finally:
         client.close()
     assert acl_redis.admin.ping()  # still up: SHUTDOWN was refused
+
+
+@pytest.mark.parametrize("role", [r.name for r in SERVER_ROLES])
+def test_the_replicas_and_sentinels_users_touch_no_key_and_no_dangerous_command(tmp_path, role):
+    server = AclRedis(tmp_path / "redis", acl_text("distributed", servers=True))
+    client = server.client(role)
+    try:
+        assert client.ping()
+        for command in FORBIDDEN:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                _forbidden_call(client, command)
+        for command in (("GET", K.seen), ("SET", K.seen, "1"), ("EVAL", "return 1", 0)):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.execute_command(*command)
+        # Of CONFIG, the sentinels' user has REWRITE only (a failover rewrites the
+        # promoted server's file); this server has none, and says so.
+        if role == SENTINEL.name:
+            with pytest.raises(redis.ResponseError, match="without a config file"):
+                client.execute_command("CONFIG", "REWRITE")
+        assert server.admin.ping() and server.denials()
+    finally:
+        client.close()
+        server.close()
 
 
 def test_the_monitor_cannot_write(acl_redis):
