@@ -9,8 +9,10 @@ Each user gets only the commands its role sends, Lua scripts' own
 ``redis.call`` commands included (Redis checks those against the user that
 runs the script, commands and keys alike), and only its spiders' keys:
 ``<spider>:*`` (``{<spider>}:*`` and the frontier shards' ``{<spider>/<n>}:*``
-on a Redis Cluster). Where a key pattern cannot separate spiders is written
-down in docs/SECURITY.md ("Redis users").
+on a Redis Cluster). The servers' own users, for a replica replicating and
+for Sentinel, touch no key and are in the file when their passwords are set.
+Where a key pattern cannot separate spiders is written down in
+docs/SECURITY.md ("Redis users").
 """
 
 from __future__ import annotations

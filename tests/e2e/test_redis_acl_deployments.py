@@ -25,6 +25,7 @@ from tests.e2e.test_rendering_crawl import (
 from tests.support.acl_users import (
     ADMIN,
     PASSWORDS,
+    SERVER_OPTIONS,
     AclRedis,
     acl_text,
     denials,
@@ -96,7 +97,8 @@ def refused_at_start(role: str, url: str, server, tmp_path, procs, env: dict) ->
 @pytest.fixture
 def acl_cluster(tmp_path) -> Iterator[RedisClusterGroup]:
     acl = write_acl_file(tmp_path / "acl", acl_text("distributed", cluster=True))
-    group = RedisClusterGroup(masters=3, options=("--aclfile", str(acl)), login=ADMIN)
+    options = ("--aclfile", str(acl), *SERVER_OPTIONS)
+    group = RedisClusterGroup(masters=3, options=options, login=ADMIN)
     yield group
     group.stop()
 
@@ -171,7 +173,7 @@ def acl_sentinels(tmp_path) -> Iterator[SentinelGroup]:
     replication = ("--masteruser", REPLICA.user, "--masterauth", PASSWORDS[REPLICA.name])
     group = SentinelGroup(
         replicas=1,
-        server_options=("--aclfile", str(acl), *replication),
+        server_options=("--aclfile", str(acl), *replication, *SERVER_OPTIONS),
         login=ADMIN,
         auth=(SENTINEL.user, PASSWORDS[SENTINEL.name]),
     )

@@ -26,6 +26,9 @@ ENV = {role.password_setting: PASSWORDS[role.name] for role in ROLES}
 SERVERS_ENV = {role.password_setting: PASSWORDS[role.name] for role in SERVER_ROLES}
 ADMIN = ("acl-admin", "admin-pw")
 ADMIN_LINE = f"user {ADMIN[0]} on >{ADMIN[1]} +@all ~* &*"
+# As docs/SECURITY.md has the servers run: RESTORE (the operator's, for
+# crawlmove) checks the payloads it is given.
+SERVER_OPTIONS = ("--sanitize-dump-payload", "yes")
 
 
 @functools.cache
@@ -65,9 +68,8 @@ class AclRedis:
     def __init__(self, folder: Path, text: str) -> None:
         self.file = write_acl_file(folder, text)
         # DEBUG enabled, so that refusing it is the ACL's doing, not the server's default.
-        self.server = RedisServer(
-            "--aclfile", str(self.file), "--enable-debug-command", "yes", datadir=folder
-        )
+        options = ("--enable-debug-command", "yes", *SERVER_OPTIONS)
+        self.server = RedisServer("--aclfile", str(self.file), *options, datadir=folder)
         self.port = self.server.port
         self.admin = redis.Redis(port=self.port, username=ADMIN[0], password=ADMIN[1])
 
