@@ -84,6 +84,10 @@ def test_a_user_line_holds_the_passwords_hash_never_the_password():
     assert line.endswith("(%W~spiders +sadd)")
     assert "+cluster|slots" not in line
     assert "+cluster|slots" in user_line(WORKER, "x", [RedisKeys("a", cluster=True)], True)
+    # The db_writer reads (and may record) the shard count on a cluster only.
+    cluster_writer = user_line(DB_WRITER, "x", [RedisKeys("a", cluster=True)], True)
+    assert "%RW~{a}:frontier:shards" in cluster_writer and "+asking" in cluster_writer
+    assert "frontier" not in user_line(DB_WRITER, "x", [RedisKeys("a")], cluster=False)
     with pytest.raises(ValueError, match="REDIS_ACL_WORKER_PASSWORD"):
         user_line(WORKER, "", [RedisKeys("a")], cluster=False)
 
