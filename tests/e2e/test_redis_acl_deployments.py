@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from spiders_project.acl import REPLICA, SENTINEL, role_named
 from tests.e2e.test_cluster import CK, crawled_once, sites_on_every_shard
@@ -52,35 +53,35 @@ IDLE = "MAX_IDLE_TIME_BEFORE_CLOSE=2"
 
 
 def test_a_render_worker_renders_as_crawler_worker(tmp_path, procs):
-    redis = AclRedis(tmp_path / "redis", acl_text("distributed"))
+    server = AclRedis(tmp_path / "redis", acl_text("distributed"))
     db_path = tmp_path / "items.db"
     try:
         with JsSite(pages=6, plain_pages=0, slow_pages=0) as site:
-            operator = redis.client("operator")
+            operator = server.client("operator")
             operator.lpush(
                 K.start_urls, json.dumps({"url": site.url, "meta": {"playwright": True}})
             )
             operator.close()
             render = worker(
                 "render",
-                redis.url("worker"),
+                server.url("worker"),
                 tmp_path,
                 IDLE,
                 "WORKER_ROLE=render",
                 BLOCK_TEST_TRACKER,
             )
-            writer = db_writer("dbw", redis.url("db_writer"), f"sqlite:///{db_path}", tmp_path)
+            writer = db_writer("dbw", server.url("db_writer"), f"sqlite:///{db_path}", tmp_path)
             procs += [render, writer]
             wait_until(
                 lambda: browser_processes(render.pid), 60, what="the render worker's browser"
             )
-            finish(redis.admin, writer, [render])
+            finish(server.admin, writer, [render])
             assert set(stored(db_path)) == site.js_urls()
-        assert stat(redis.admin, render, "render/requests") == 6
-        assert redis.denials() == []
+        assert stat(server.admin, render, "render/requests") == 6
+        assert server.denials() == []
         assert "Traceback" not in render.log()
     finally:
-        redis.close()
+        server.close()
 
 
 def refused_at_start(role: str, url: str, server, tmp_path, procs, env: dict) -> None:
@@ -190,7 +191,7 @@ def test_a_crawl_through_sentinel_with_a_replica_each_as_its_user(acl_sentinels,
     master, (replica,) = sentinels.master, sentinels.replicas
     db_path = tmp_path / "items.db"
     with TestSite(pages=30, seed=7) as site:
-        operator = master.client.__class__.from_url(role_url("operator", master.port))
+        operator = redis.Redis.from_url(role_url("operator", master.port))
         operator.lpush(K.start_urls, site.url)
         operator.close()
         # REDIS_URL gives the user and the db; the sentinels say where the master is.
