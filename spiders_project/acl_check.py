@@ -10,6 +10,12 @@ nothing). Two round trips, once, at start.
 
 Scripts' own ``redis.call`` commands are among the commands probed: Redis
 checks them against the user when the script runs.
+
+It asks the servers the process will use: with Sentinel, the master the
+sentinels name (the process' own client); on a Redis Cluster, where every
+node has its own users, the master of the spider's slot and, for the roles
+that use the frontier's shards (all but the db_writer), every other master,
+with a shard key that master serves.
 """
 
 from __future__ import annotations
