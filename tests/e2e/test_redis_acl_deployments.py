@@ -50,6 +50,8 @@ from tests.support.site import JsSite, TestSite
 
 pytestmark = pytest.mark.slow
 IDLE = "MAX_IDLE_TIME_BEFORE_CLOSE=2"
+# A replica (and a demoted master) logs in to its master as crawler-replica.
+REPLICATION = ("--masteruser", REPLICA.user, "--masterauth", PASSWORDS[REPLICA.name])
 
 
 def test_a_render_worker_renders_as_crawler_worker(tmp_path, procs):
@@ -97,9 +99,10 @@ def refused_at_start(role: str, url: str, server, tmp_path, procs, env: dict) ->
 
 @pytest.fixture
 def acl_cluster(tmp_path) -> Iterator[RedisClusterGroup]:
-    acl = write_acl_file(tmp_path / "acl", acl_text("distributed", cluster=True))
-    options = ("--aclfile", str(acl), *SERVER_OPTIONS)
-    group = RedisClusterGroup(masters=3, options=options, login=ADMIN)
+    acl = write_acl_file(tmp_path / "acl", acl_text("distributed", cluster=True, servers=True))
+    options = ("--aclfile", str(acl), *REPLICATION, *SERVER_OPTIONS)
+    # A replica each: they replicate as crawler-replica (the group waits for their links).
+    group = RedisClusterGroup(masters=3, replicas=1, options=options, login=ADMIN)
     yield group
     group.stop()
 
@@ -170,11 +173,9 @@ def test_each_role_does_its_job_as_its_user_on_a_cluster(acl_cluster, tmp_path, 
 @pytest.fixture
 def acl_sentinels(tmp_path) -> Iterator[SentinelGroup]:
     acl = write_acl_file(tmp_path / "acl", acl_text("distributed", servers=True))
-    # The replica (and a demoted master) logs in to its master as crawler-replica.
-    replication = ("--masteruser", REPLICA.user, "--masterauth", PASSWORDS[REPLICA.name])
     group = SentinelGroup(
         replicas=1,
-        server_options=("--aclfile", str(acl), *replication, *SERVER_OPTIONS),
+        server_options=("--aclfile", str(acl), *REPLICATION, *SERVER_OPTIONS),
         login=ADMIN,
         auth=(SENTINEL.user, PASSWORDS[SENTINEL.name]),
     )
