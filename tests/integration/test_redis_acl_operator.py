@@ -1,7 +1,9 @@
 """The operator's whole job as ``crawler-operator``, on real redis-servers loaded
 with the file of ``scrapy redis-acl``: seeding, ``crawlmove`` from one Redis to
 another, ``deadletters list``, ``requeue`` and ``purge``, ``dupefilter
-migrate`` and ``crawlstatus``, with not one refusal in either server's ACL LOG.
+migrate`` and ``crawlstatus``, with not one refusal in either server's ACL LOG;
+and ``crawlmove``, like the other commands, refuses at start a user that lacks
+what it writes.
 """
 
 from __future__ import annotations
@@ -72,3 +74,12 @@ def test_the_operator_seeds_and_runs_every_command_as_its_own_user(two_redis):
     operator.close()
     # Not one command or key was refused, scripts' own calls included.
     assert source.denials() == [] and target.denials() == []
+
+
+def test_crawlmove_checks_the_operators_user_at_start(two_redis):
+    source, target = two_redis
+    target.admin.execute_command("ACL", "SETUSER", "crawler-operator", "-restore")
+    done = scrapy_command(target.url("operator"), "crawlmove", "--from", source.url("operator"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "'crawler-operator' may not run" in done.stderr and "RESTORE" in done.stderr
