@@ -34,6 +34,10 @@ class SentinelGroup:
     ``password``: the master's and replicas' ``requirepass`` (the sentinels
     get it as ``sentinel auth-pass``); ``sentinel_password``: the sentinels'
     own ``requirepass`` (and ``sentinel sentinel-pass``, for each other).
+    ACL users (docs/SECURITY.md): ``server_options`` are the master's and the
+    replicas' (``--aclfile``, ``--masteruser``), ``login`` the user the group's
+    clients log in as, and ``auth`` the sentinels' user and password on the
+    servers (``sentinel auth-user``/``auth-pass``).
     """
 
     def __init__(
@@ -44,12 +48,16 @@ class SentinelGroup:
         tls: Pki | None = None,
         password: str | None = None,
         sentinel_password: str | None = None,
+        server_options: tuple[str, ...] = (),
+        login: tuple[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
     ) -> None:
         self.name = name
-        self.tls, self.sentinel_password = tls, sentinel_password
-        secured: dict[str, Any] = {"tls": tls, "password": password}
+        self.tls, self.sentinel_password, self.auth = tls, sentinel_password, auth
+        secured: dict[str, Any] = {"tls": tls, "password": password, "login": login}
         # Replicas reach their master over TLS, and so does an old master demoted.
-        extra = ("--tls-replication", "yes") if tls is not None else ()
+        extra: tuple[str, ...] = ("--tls-replication", "yes") if tls is not None else ()
+        extra += server_options
         self.master = RedisServer(*extra, **secured)
         self.replicas = [
             RedisServer("--replicaof", "127.0.0.1", str(self.master.port), *extra, **secured)
@@ -97,6 +105,9 @@ class SentinelGroup:
         ]
         if password is not None:
             lines.append(f"sentinel auth-pass {self.name} {password}")
+        if self.auth is not None:
+            lines.append(f"sentinel auth-user {self.name} {self.auth[0]}")
+            lines.append(f"sentinel auth-pass {self.name} {self.auth[1]}")
         return "\n".join(lines) + "\n"
 
     @property
