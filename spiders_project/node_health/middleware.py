@@ -136,6 +136,8 @@ class NodeHealthMiddleware:
             self.streak.reached(self.redis.time.now())
         else:
             logger.warning("A fetch got an answer: this node reaches the sites, fetching again")
+            if self.state == OUT:
+                self.stats.inc_value("node/recoveries")
             self._to_ok()
         return response
 
@@ -219,8 +221,10 @@ class NodeHealthMiddleware:
                     await asyncio.sleep(JUDGE_POLL)
             while self.state == OUT:
                 await asyncio.sleep(self.config.probe_interval)
+                if self.state != OUT:
+                    break  # an answer to a fetch already brought it back
                 reached = await self._probe()
-                if reached is not None:
+                if reached is not None and self.state == OUT:
                     logger.warning("This node reaches %s:%d again: fetching again", *reached)
                     self.stats.inc_value("node/recoveries")
                     self._to_ok()

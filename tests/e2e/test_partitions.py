@@ -289,7 +289,7 @@ def test_a_worker_that_reaches_redis_but_no_site_hands_back_and_resumes(cluster,
     # DOWNLOAD_TIMEOUT longer than NODE_FAILURE_WINDOW (30 s each by default):
     # the fetches in flight at the cut fail together, one timeout after it.
     timeout, window = 8, 4
-    site = c.site(pages=400, seed=23, latency=0.1)
+    site = c.site(pages=500, seed=23, latency=0.1)
     c.r.lpush(K.start_urls, site.url)
     health = (
         f"DOWNLOAD_TIMEOUT={timeout}",
@@ -311,14 +311,16 @@ def test_a_worker_that_reaches_redis_but_no_site_hands_back_and_resumes(cluster,
     )
     noticed = time.monotonic() - cut
     print(f"noticed {noticed:.1f} s after the cut, {len(site.request_log())} requests")
-    assert len(site.request_log()) < 350, "noticed too late to prove anything"
+    assert len(site.request_log()) < 420, "noticed too late to prove anything"
     bed.heal("w1", "site")
     wait_until(lambda: stat(c.r, w1, "node/recoveries") >= 1, 30, what="w1's recovery")
     c.finish(site, [w1, w2], writer)
 
-    # Judged from the first failed send: one timeout after the cut, not a window
-    # more (counted from the first failure, it took timeout + window + judging).
-    assert noticed < timeout + window, noticed
+    # The streak counts from its first failed send, so the first verdict's streak
+    # is at least one timeout long (counted from the first failure, it was one
+    # window: the unit tests of verdict.Streak show the difference exactly).
+    judged = re.search(r"fetches failed in a row over (\d+) s", w1.log())
+    assert judged and int(judged.group(1)) >= timeout - 1, w1.log()[-3000:]
     assert 0 < stat(c.r, w1, "node/failed_before_cut_off") <= 50
     assert stat(c.r, w1, "node/cut_offs") == 1 and stat(c.r, w1, "node/cut_off") == 0
     # Nothing given up for w1's failures, and w1 fetched again after the heal.
@@ -331,7 +333,9 @@ def test_a_worker_that_reaches_redis_but_no_site_hands_back_and_resumes(cluster,
     assert len(twice) <= stat(c.r, w1, "downloader/exception_count"), twice
     log = w1.log()
     assert log.count("cannot reach the sites the cluster reaches") == 1, log[-3000:]
-    assert log.count("again: fetching again") == 1
+    # Back once: by its probe, or by an answer to a fetch sent before the heal.
+    back = ("again: fetching again", "this node reaches the sites, fetching again")
+    assert sum(log.count(line) for line in back) == 1, log[-3000:]
 
 
 def test_the_monitor_cut_from_redis_answers_redis_down_and_recovers(cluster, bed):
