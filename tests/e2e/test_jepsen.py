@@ -55,8 +55,8 @@ MINORITY, MAJORITY = ("r1", "w1"), ("r2", "r3", "w2", "writer")
 TIMEOUT = 2  # REDIS_SOCKET_TIMEOUT, seconds: a DROP is noticed only when a call times out
 LAG = 2  # min-replicas-max-lag here (deploy/ recommends 10; see the docstring)
 RECOMMENDED = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", str(LAG))
+LEASE = 4  # FRONTIER_LEASE_TIMEOUT, seconds: shorter than the cut
 SETTINGS = (
-    "FRONTIER_LEASE_TIMEOUT=4",
     f"REDIS_SOCKET_TIMEOUT={TIMEOUT}",
     "CONCURRENT_REQUESTS=2",
     "STATS_PUBLISH_INTERVAL=1",
@@ -82,9 +82,10 @@ class Outcome:
 
     def line(self) -> str:
         return (
-            f"{self.pages} pages: {len(self.missing)} missing, {self.duplicate_rows} duplicate rows,"
-            f" {self.refetched} fetched twice or more; {self.taken_by_old_master} items taken by"
-            f" the old master during the cut; dead {self.dead}; w1 NOREPLICAS {self.w1_noreplicas};"
+            f"{self.pages} pages: {len(self.missing)} missing,"
+            f" {self.duplicate_rows} duplicate rows, {self.refetched} fetched twice or more;"
+            f" {self.taken_by_old_master} items taken by the old master during the cut;"
+            f" dead {self.dead}; w1 NOREPLICAS {self.w1_noreplicas};"
             f" exits {self.exits}; {self.wall:.0f} s"
         )
 
@@ -124,9 +125,19 @@ def requests_from(site: TestSite, address: str, start: float) -> int:
 
 
 def run_case(
-    bed: NetnsBed, pg: PostgresServer, log_dir: Path, procs: list[Proc], *, recommended: bool
+    bed: NetnsBed,
+    pg: PostgresServer,
+    log_dir: Path,
+    procs: list[Proc],
+    *,
+    recommended: bool,
+    lease: float = LEASE,
 ) -> Outcome:
-    """Crawl, cut r1 and w1 off, wait for the failover, heal, finish; what was left."""
+    """Crawl, cut r1 and w1 off, wait for the failover, heal, finish; what was left.
+
+    ``lease``: FRONTIER_LEASE_TIMEOUT (the measurement also runs the default,
+    30 s, longer than the cut: w1's leases then outlive it on the new master).
+    """
     started = time.monotonic()
     group = SentinelGroup(
         servers=[place(bed, h) for h in ("r1", "r2", "r3")],
@@ -140,14 +151,14 @@ def run_case(
         db_url = f"{pg.url.rsplit('/', 1)[0]}/{name}"
         env = {"REDIS_SENTINELS": group.setting, "REDIS_SENTINEL_MASTER": group.name}
         url = "redis://127.0.0.1:9/0"  # the db and password only: the sentinels say where
-        wait = f"REDIS_WAIT_REPLICAS={1 if recommended else 0}"
+        wait = (f"REDIS_WAIT_REPLICAS={1 if recommended else 0}", f"FRONTIER_LEASE_TIMEOUT={lease}")
         with bed.inside("site"):
             site = TestSite(host=bed.address("site"), pages=PAGES, seed=26, latency=0.2)
             site.start()
         old = group.master.client
         old.lpush(K.start_urls, site.url)
         w1, w2 = (
-            worker(h, url, log_dir, *SETTINGS, wait, env=env, prefix=bed.prefix(h))
+            worker(h, url, log_dir, *SETTINGS, *wait, env=env, prefix=bed.prefix(h))
             for h in ("w1", "w2")
         )
         writer = db_writer(
@@ -243,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--recommended", action="store_true")
+    parser.add_argument("--lease", type=float, default=LEASE, help="FRONTIER_LEASE_TIMEOUT")
     args = parser.parse_args(argv)
     with NetnsBed(HOSTS) as made:
         server = PostgresServer("jepsen", host=made.address("pg"), prefix=made.prefix("pg"))
@@ -251,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                 procs: list[Proc] = []
                 log_dir = Path(tempfile.mkdtemp(prefix="jepsen-"))
                 try:
-                    out = run_case(made, server, log_dir, procs, recommended=args.recommended)
+                    out = run_case(
+                        made, server, log_dir, procs, recommended=args.recommended, lease=args.lease
+                    )
                     print(f"run {run + 1}: {out.line()} (logs {log_dir})", flush=True)
                 except (AssertionError, redis.RedisError) as exc:
                     print(f"run {run + 1}: failed: {exc} (logs {log_dir})", flush=True)

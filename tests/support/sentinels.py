@@ -139,7 +139,8 @@ class SentinelGroup:
     @property
     def setting(self) -> str:
         """``REDIS_SENTINELS`` for these sentinels."""
-        return ",".join(f"{p.address}:{port}" for p, port in zip(self.places, self.ports))
+        pairs = zip(self.places, self.ports, strict=True)
+        return ",".join(f"{place.address}:{port}" for place, port in pairs)
 
     def sentinel(self, port: int) -> redis.Redis:
         """A client of the sentinel on ``port`` (TLS and password as they need)."""
