@@ -128,3 +128,17 @@ def test_a_replica_counts_once_online_not_while_it_resyncs() -> None:
 def test_online_replicas_counts_connected_slaves_without_lines() -> None:
     assert replicas.online_replicas({"connected_slaves": 3}) == 3
     assert replicas.online_replicas({}) == 0
+
+
+def test_a_promoted_replica_without_replicas_takes_the_unconfirmed_line_back(caplog) -> None:
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"master_replid": "old", "slave0": {"state": "online"}})
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert not confirmed(wait, Calls(0))
+        wait.read(SLOT, {"master_replid": "new", "connected_slaves": 0})
+        assert confirmed(wait, Calls(0))
+        assert confirmed(wait, Calls(0))
+    assert len(caplog.messages) == 2
+    assert caplog.messages[1] == (
+        "Writes count as written without a replica again: this master never had one online"
+    )
