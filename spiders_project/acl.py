@@ -9,8 +9,10 @@ Each user gets only the commands its role sends, Lua scripts' own
 ``redis.call`` commands included (Redis checks those against the user that
 runs the script, commands and keys alike), and only its spiders' keys:
 ``<spider>:*`` (``{<spider>}:*`` and the frontier shards' ``{<spider>/<n>}:*``
-on a Redis Cluster). Where a key pattern cannot separate spiders is written
-down in docs/SECURITY.md ("Redis users").
+on a Redis Cluster). The servers' own users, for a replica replicating and
+for Sentinel, touch no key and are in the file when their passwords are set.
+Where a key pattern cannot separate spiders is written down in
+docs/SECURITY.md ("Redis users").
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from spiders_project.keys import SPIDERS, RedisKeys
 # Commands of the scripts and the calls every role makes on connecting.
 _CONNECT = ("ping", "select")
 # What a Redis Cluster client asks of the cluster (redis-py: the slots, and
-# COMMAND for the keys' positions; redis_cluster.py: CLUSTER SLOTS).
-_CLUSTER = ("cluster|slots", "cluster|shards", "command")
+# COMMAND for the keys' positions; redis_cluster.py: CLUSTER SLOTS), ASKING
+# before the command an ASK redirect (a slot being migrated) names, and
+# READONLY, which a client reading from replicas sends (ours do not).
+_CLUSTER = ("cluster|slots", "cluster|shards", "command", "asking", "readonly")
 # Run a script by SHA, load it after NOSCRIPT, or send its source (the write
 # batcher's transaction sends EVAL).
 _SCRIPTS = ("eval", "evalsha", "script|load")
@@ -136,7 +140,34 @@ OPERATOR_RULES = (
     "-@dangerous",
     "-function",
     *(f"+{c}" for c in (*_CONNECT, *_SCRIPTS, "info", "time", "wait")),
+    # crawlmove writes what it DUMPed from the source with RESTORE (@dangerous:
+    # a forged payload can crash a Redis that does not check it, so the
+    # servers run with ``sanitize-dump-payload yes``: docs/SECURITY.md).
+    "+restore",
 )
+# A replica logs in to its master (``masteruser``/``masterauth``) to replicate:
+# what Redis' docs give a replication user. No key: the data comes by PSYNC.
+REPLICA_COMMANDS = ("psync", "replconf", "ping")
+# Sentinel on each server it watches (``sentinel auth-user``/``auth-pass``):
+# Redis' docs' list. INFO and ROLE to watch; PUBLISH/SUBSCRIBE on its hello
+# channel to find the other sentinels; at a failover MULTI, SLAVEOF, CONFIG
+# REWRITE, CLIENT KILL (of the demoted master's clients), EXEC; SCRIPT KILL for
+# a master stuck in a script; CLIENT SETNAME on its links. No key.
+SENTINEL_COMMANDS = (
+    "client|kill",
+    "client|setname",
+    "config|rewrite",
+    "exec",
+    "info",
+    "multi",
+    "ping",
+    "publish",
+    "role",
+    "script|kill",
+    "slaveof",
+    "subscribe",
+)
+SENTINEL_CHANNEL = "__sentinel__:hello"
 
 # Never granted to any role (tests/integration/test_redis_acl.py tries each).
 FORBIDDEN = ("flushall", "flushdb", "config", "debug", "shutdown", "acl", "keys", "monitor")
@@ -159,10 +190,17 @@ class Role:
     access: str = "%RW"
     # Key suffixes under the spider's prefix it may use; () for every key of the spider.
     suffixes: tuple[str, ...] = ()
+    # ... and those it needs on a Redis Cluster only.
+    cluster_suffixes: tuple[str, ...] = ()
     # Commands it may run on the spiders set (keys.SPIDERS), a key of no
     # spider, and how ("%R", "%W", "%RW"): a selector of its own.
     spiders_set: tuple[str, ...] = ()
     spiders_access: str = "%R"
+    # Pub/sub channels it may use (the sentinel's hello channel).
+    channels: tuple[str, ...] = ()
+    # A server's own user (replica, sentinel): no key, no cluster commands,
+    # and in the file only when its password is set.
+    server: bool = False
 
     @property
     def writes(self) -> bool:
@@ -186,6 +224,9 @@ DB_WRITER = Role(
     # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
     suffixes=("items", "items:*", "db_writer:*"),
+    # On a Redis Cluster it reads the frontier's shard count at start, and
+    # records it (SET NX) when it starts before any worker (shards.py).
+    cluster_suffixes=("frontier:shards",),
     spiders_set=("smembers",),
 )
 MONITOR = Role(
@@ -207,11 +248,34 @@ OPERATOR = Role(
     spiders_set=("smembers", "scard", "sadd", "srem"),
     spiders_access="%RW",
 )
+REPLICA = Role(
+    "replica",
+    "crawler-replica",
+    "REDIS_ACL_REPLICA_PASSWORD",
+    "a replica replicating its master (masteruser/masterauth)",
+    commands=REPLICA_COMMANDS,
+    access="",
+    server=True,
+)
+SENTINEL = Role(
+    "sentinel",
+    "crawler-sentinel",
+    "REDIS_ACL_SENTINEL_PASSWORD",
+    "the sentinels watching the servers (sentinel auth-user/auth-pass)",
+    commands=SENTINEL_COMMANDS,
+    access="",
+    channels=(SENTINEL_CHANNEL,),
+    server=True,
+)
+# The crawler's roles: every file has them.
 ROLES = (WORKER, DB_WRITER, MONITOR, OPERATOR)
+# The servers' own users, for replication and Sentinel: in the file when their
+# password is set.
+SERVER_ROLES = (REPLICA, SENTINEL)
 
 
 def role_named(name: str) -> Role:
-    return next(role for role in ROLES if role.name == name)
+    return next(role for role in (*ROLES, *SERVER_ROLES) if role.name == name)
 
 
 def _glob(text: str) -> str:
@@ -244,9 +308,12 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
         raise ValueError(f"{role.password_setting} is empty")
     parts = ["user", role.user, "reset", "on", password_hash(password), "-@all"]
     parts += role.rules
-    parts += [f"+{c}" for c in role.commands + (_CLUSTER if cluster else ())]
-    for keys in spider_keys:
-        parts += [f"{role.access}~{p}" for p in spider_patterns(keys, role.suffixes)]
+    parts += [f"+{c}" for c in role.commands + (_CLUSTER if cluster and not role.server else ())]
+    if role.access:
+        for keys in spider_keys:
+            suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
+            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes)]
+    parts += [f"&{_glob(channel)}" for channel in role.channels]
     if role.spiders_set:
         # A selector: these commands on the spiders set, and nothing else on it.
         rights = " ".join("+" + c for c in role.spiders_set)
@@ -256,7 +323,8 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
 
 @dataclass(frozen=True)
 class AclConfig:
-    """The four roles' passwords (REDIS_ACL_*_PASSWORD) and whether keys are a cluster's."""
+    """The roles' passwords (REDIS_ACL_*_PASSWORD; a server role's only when
+    set) and whether keys are a cluster's."""
 
     passwords: dict[str, str]
     cluster: bool
@@ -265,8 +333,10 @@ class AclConfig:
     def from_settings(cls, settings: BaseSettings) -> AclConfig:
         read = SettingsReader(settings)
         passwords = {}
-        for role in ROLES:
+        for role in (*ROLES, *SERVER_ROLES):
             password = read.getstr(role.password_setting)
+            if not password and role.server:
+                continue  # no replica or Sentinel user asked for
             if not password:
                 read.fail(role.password_setting, f"is empty: the {role.user} user needs a password")
             if any(c.isspace() for c in password):
@@ -281,13 +351,16 @@ class AclConfig:
 
 
 def acl_file(config: AclConfig, spider_keys: Sequence[RedisKeys]) -> str:
-    """The ACL file for ``spider_keys``' spiders: the default user off, then one user per role.
+    """The ACL file for ``spider_keys``' spiders: the default user off, then one user per
+    role, then the replica's and the sentinels' users when their passwords are set.
 
     No comments: Redis' ACL file takes ``user`` lines only (a ``#`` line
     aborts its start), so what each line is for is said in
     deploy/redis/README.md and docs/SECURITY.md.
     """
     lines = ["user default off"]
-    for role in ROLES:
-        lines.append(user_line(role, config.passwords[role.name], spider_keys, config.cluster))
+    for role in (*ROLES, *SERVER_ROLES):
+        if role.name in config.passwords:
+            password = config.passwords[role.name]
+            lines.append(user_line(role, password, spider_keys, config.cluster))
     return "\n".join(lines) + "\n"

@@ -10,6 +10,12 @@ nothing). Two round trips, once, at start.
 
 Scripts' own ``redis.call`` commands are among the commands probed: Redis
 checks them against the user when the script runs.
+
+It asks the servers the process will use: with Sentinel, the master the
+sentinels name (the process' own client); on a Redis Cluster, where every
+node has its own users, the master of the spider's slot and, for the roles
+that use the frontier's shards (all but the db_writer), every other master,
+with a shard key that master serves.
 """
 
 from __future__ import annotations
@@ -50,11 +56,13 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "lrem": (0, "0"),
         "ltrim": (0, -1),
         "pexpire": (1,),
+        "restore": (0, "x"),
         "rpush": ("0",),
         "sadd": ("0",),
         "set": ("0",),
         "sismember": ("0",),
         "srem": ("0",),
+        "sscan": (0,),
         "zadd": (0, "0"),
         "zcount": (0, 0),
         "zrange": (0, 0),
@@ -104,6 +112,8 @@ def probes(role: Role, keys: RedisKeys, cluster: bool) -> list[tuple[Any, ...]]:
         found += [("LREM", keys.start_urls, 0, "0"), ("SET", keys.seen, "0")]
     elif role is DB_WRITER:
         found += [("SET", keys.db_writer_lock, "0"), ("RPUSH", keys.items_processing, "0")]
+        if cluster:  # shards.spider_keys reads and may record the shard count
+            found += [("GET", keys.frontier_shards), ("SET", keys.frontier_shards, "0", "NX")]
     elif role is MONITOR:
         found += [("LLEN", keys.start_urls), ("LLEN", keys.items)]
     else:
@@ -125,10 +135,12 @@ OPERATOR_NEEDS = (
     "lrange",
     "lrem",
     "pttl",
+    "restore",
     "rpush",
     "scan",
     "script|load",
     "set",
+    "sscan",
     "time",
     "zadd",
 )
@@ -210,6 +222,9 @@ def permission_problem(
         groups: list[tuple[str, list[tuple[Any, ...]]]] = []
         for keys in spiders:
             groups.append((keys.prefix, probes(role, keys, config.cluster)))
+            if config.cluster and not role.suffixes:
+                # Its frontier shards' keys are on the other masters too.
+                groups += [(key, _shard_probes(role, key)) for key in _shard_keys(client, keys)]
         spiders_probe = _spiders_probe(role)
         if spiders_probe is not None:
             groups.append((SPIDERS, [spiders_probe]))
@@ -235,6 +250,31 @@ def permission_problem(
         f"Redis user {user!r} may not run what the {role.name} needs: "
         f"{', '.join(missing)} (NOPERM; give it the {role.user} user of `scrapy redis-acl`)"
     )
+
+
+def _shard_probes(role: Role, key: str) -> list[tuple[Any, ...]]:
+    """``role``'s commands on ``key``, a frontier shard's key on another master."""
+    names = list(role.commands) or list(OPERATOR_NEEDS)
+    found = [(*n.upper().split("|"), *a) for n in names if (a := _key_args(n, key)) is not None]
+    return found
+
+
+def _shard_keys(client: Any, keys: RedisKeys) -> list[str]:
+    """A frontier shard key (``{<spider>/<n>}:requests:size``) on each master of the
+    cluster but the one of ``keys.prefix``: the ACL file is each node's own, and a
+    worker, the monitor and the commands use every shard, so every master."""
+    home = client.get_node_from_key(keys.prefix).name
+    wanted = {node.name for node in client.get_primaries()} - {home}
+    found: list[str] = []
+    n = 0
+    while wanted and n < 100_000:
+        key = "{" + f"{keys.spider}/{n}" + "}:" + keys.requests_size[len(keys.prefix) :]
+        name = client.get_node_from_key(key).name
+        if name in wanted:
+            wanted.discard(name)
+            found.append(key)
+        n += 1
+    return found
 
 
 def _node_of(client: Any, key: str) -> redis.Redis:

@@ -88,6 +88,12 @@ REDIS_ACL_WORKER_PASSWORD = _env("REDIS_ACL_WORKER_PASSWORD", "")
 REDIS_ACL_DB_WRITER_PASSWORD = _env("REDIS_ACL_DB_WRITER_PASSWORD", "")
 REDIS_ACL_MONITOR_PASSWORD = _env("REDIS_ACL_MONITOR_PASSWORD", "")
 REDIS_ACL_OPERATOR_PASSWORD = _env("REDIS_ACL_OPERATOR_PASSWORD", "")
+# The servers' own users, added to the file only when set: crawler-replica, the
+# user a replica logs in to its master as (masteruser/masterauth; PSYNC,
+# REPLCONF, PING only), and crawler-sentinel, the sentinels' user on the servers
+# they watch (sentinel auth-user/auth-pass; no key). Empty: not in the file.
+REDIS_ACL_REPLICA_PASSWORD = _env("REDIS_ACL_REPLICA_PASSWORD", "")
+REDIS_ACL_SENTINEL_PASSWORD = _env("REDIS_ACL_SENTINEL_PASSWORD", "")
 
 # --- The frontier (scheduler, queue, dupefilter) -----------------------------
 # scrapy-redis' Scheduler, subclassed so its Redis I/O never blocks the reactor.

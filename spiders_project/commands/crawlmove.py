@@ -122,6 +122,8 @@ class Command(RedisCommand, ScrapyCommand):
         with self.config_errors():
             target_keys = spider_keys(self.settings, opts.spider, seeds)
             target = sync_client(self.settings)
+        # The operator's user may run what the move writes (RESTORE among them).
+        self.check_user()
         source = redis.Redis.from_url(opts.source)
         source_keys = RedisKeys(opts.spider, seeds)
         try:

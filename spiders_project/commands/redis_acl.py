@@ -4,11 +4,14 @@ One user per role (``spiders_project/acl.py``): ``crawler-worker``,
 ``crawler-db-writer``, ``crawler-monitor`` and ``crawler-operator``, each
 with the SHA-256 of its password (REDIS_ACL_*_PASSWORD), only the commands
 its role sends and only the keys of the spiders named, and ``user default
-off``. Load it with ``redis-server --aclfile FILE`` (or ``ACL LOAD``). It
-needs no Redis: it reads the settings (REDIS_CLUSTER decides the keys' form)
-and the project's spiders (a spider's ``redis_key`` may put its seed list
-outside its prefix). A missing password is one line and exit status 2: a
-user without a password would let anyone in.
+off``; with REDIS_ACL_REPLICA_PASSWORD and REDIS_ACL_SENTINEL_PASSWORD set,
+also ``crawler-replica`` (a replica's ``masteruser``) and ``crawler-sentinel``
+(the sentinels' ``auth-user``), which touch no key. Load it with
+``redis-server --aclfile FILE`` (or ``ACL LOAD``). It needs no Redis: it
+reads the settings (REDIS_CLUSTER decides the keys' form) and the project's
+spiders (a spider's ``redis_key`` may put its seed list outside its prefix).
+A missing password is one line and exit status 2: a user without a password
+would let anyone in.
 
 Scrapy names a command after its module, and a module named ``redis-acl``
 cannot be imported by name: ``commands/redis-acl.py`` holds only the

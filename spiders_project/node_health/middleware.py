@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
@@ -102,6 +103,10 @@ class NodeHealthMiddleware:
         self._before: dict[str, tuple[int, int]] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # When each request in the downloader was sent (Redis time): a streak
+        # counts from its first failed fetch's send (verdict.Streak.since).
+        # Weak: a request that leaves by another way takes its entry with it.
+        self._sent: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -121,9 +126,14 @@ class NodeHealthMiddleware:
             await stop_tasks([self._task])
 
     # --- what each fetch says --------------------------------------------------------
+    def process_request(self, request: Request) -> None:
+        if self.state == OK and self._others_alive:
+            self._sent[request] = self.redis.time.now()
+
     def process_response(self, request: Request, response: Response) -> Response:
+        self._sent.pop(request, None)
         if self.state == OK:
-            self.streak.reached()
+            self.streak.reached(self.redis.time.now())
         else:
             logger.warning("A fetch got an answer: this node reaches the sites, fetching again")
             self._to_ok()
@@ -136,7 +146,7 @@ class NodeHealthMiddleware:
             if not self._others_alive:
                 return None  # nobody to compare with: an ordinary failed attempt
             now = self.redis.time.now()
-            self.streak.failed(now, _target(request.url))
+            self.streak.failed(now, _target(request.url), self._sent.pop(request, None))
             # A request's last attempt failing on a node whose previous fetch
             # failed too is judged before it becomes a dead letter.
             if not (self.streak.due(now) or (self.streak.count > 1 and self._last(request))):

@@ -41,20 +41,32 @@ class Streak:
         self.failures = failures  # NODE_FAILURES
         self.window = window  # NODE_FAILURE_WINDOW, seconds
         self.count = 0
-        self.since: float | None = None  # Redis time of the streak's first failure
+        # Redis time the streak began: when its first failed fetch was sent (or
+        # the last answer came, if later). A dropped packet fails a fetch only
+        # at DOWNLOAD_TIMEOUT, so counting from the failure would judge a
+        # silently cut node one timeout late; counting from the send judges it
+        # NODE_FAILURE_WINDOW after its network broke, whatever the timeout.
+        self.since: float | None = None
+        self.reached_at: float | None = None  # Redis time of the last answer
         # The sites (host, port) that failed in this streak, the latest last.
         self.targets: dict[tuple[str, int], None] = {}
 
-    def reached(self) -> None:
-        """A fetch got an answer (any status): the node reaches the sites."""
+    def reached(self, now: float | None = None) -> None:
+        """A fetch got an answer (any status) at ``now``: the node reaches the sites."""
         self.count = 0
         self.since = None
         self.targets.clear()
+        if now is not None:
+            self.reached_at = now
 
-    def failed(self, now: float, target: tuple[str, int]) -> None:
+    def failed(self, now: float, target: tuple[str, int], sent: float | None = None) -> None:
+        """A fetch ``sent`` at that time (if known) failed at ``now``."""
         self.count += 1
         if self.since is None:
-            self.since = now
+            began = now if sent is None else min(now, sent)
+            if self.reached_at is not None:
+                began = max(began, min(now, self.reached_at))
+            self.since = began
         self.targets.pop(target, None)
         self.targets[target] = None
 

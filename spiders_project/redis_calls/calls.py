@@ -76,10 +76,11 @@ class RedisCalls:
         loop = asyncio.get_running_loop()
         while True:
             self.round_trip()
+            sent = self.state.epoch
             try:
                 result = await send()
             except Exception as exc:  # noqa: BLE001 - every error is classified
-                delay = self.state.failure(name, exc)
+                delay = self.state.failure(name, exc, sent)
                 if not retry or (deadline is not None and loop.time() + delay > deadline):
                     raise RedisUnavailable(exc, delay) from exc
                 await asyncio.sleep(delay)
@@ -167,11 +168,12 @@ class SyncRedisCalls:
     ) -> T:
         """``send()`` with errors handled as :meth:`RedisCalls.call` does."""
         while True:
+            sent = self.state.epoch
             try:
                 result = send()
             except Exception as exc:  # noqa: BLE001 - every error is classified
                 with self._state_lock:
-                    delay = self.state.failure(name, exc)
+                    delay = self.state.failure(name, exc, sent)
                 if not retry:
                     raise RedisUnavailable(exc, delay) from exc
                 self.sleep(delay)

@@ -47,6 +47,11 @@ class RedisState:
         self.logger = logger
         self.connected = True
         self.writable = True
+        # Counts the recoveries from a connection failure. A call notes it when
+        # sent: one sent before the last recovery (during a partition, its TCP
+        # retry due after the heal) that times out afterwards is stale news,
+        # not a new loss, so it logs no second "lost"/"reconnected" pair.
+        self.epoch = 0
         self.on_reconnect: list[Callable[[], None]] = []
         # Called with the command's name at every NOPERM (a worker counts
         # them in the stat ``redis/noperm``); ``noperm`` counts them here.
@@ -71,8 +76,13 @@ class RedisState:
     def healthy(self) -> bool:
         return self.connected and self.writable
 
-    def failed(self, exc: BaseException, command: str = "") -> float:
-        """Record a retryable failure of ``command``; the seconds to wait before trying again."""
+    def failed(self, exc: BaseException, command: str = "", since: int | None = None) -> float:
+        """Record a retryable failure of ``command``; the seconds to wait before trying again.
+
+        ``since`` is the ``epoch`` when the call was sent, if known: a
+        connection failure of a call sent before the last recovery does not
+        mark the connection lost again.
+        """
         with self._lock:
             kind = classify(exc)
             if kind is ErrorKind.NOPERM:
@@ -87,7 +97,7 @@ class RedisState:
                     self.logger.warning("Redis refuses writes (%s), retrying", reason)
                 for callback in self.on_refused_writes:
                     callback(code)
-            elif self.connected:
+            elif self.connected and (since is None or since == self.epoch):
                 self.connected = False
                 self.logger.warning(
                     "Redis connection lost (%s: %s), reconnecting to %s",
@@ -122,6 +132,7 @@ class RedisState:
         with self._lock:
             if not self.connected:
                 self.connected = True
+                self.epoch += 1
                 self.logger.info("Redis reconnected at %s", self.url)
                 callbacks = list(self.on_reconnect)
             if not self.writable and self._refusal_code in REFUSES_READS_TOO:
@@ -149,7 +160,7 @@ class RedisState:
             if not self.writable and (proof == WRITE or self._refusal_code != "OOM"):
                 self._writes_back()
 
-    def failure(self, command: str, exc: Exception) -> float:
+    def failure(self, command: str, exc: Exception, since: int | None = None) -> float:
         """Handle an error of ``command``: the backoff before a retry, or raise it.
 
         Caller errors (and a NOSCRIPT that reloading did not cure) are logged
@@ -158,7 +169,7 @@ class RedisState:
         if classify(exc) in (ErrorKind.CALLER, ErrorKind.NOSCRIPT):
             self.refused(command, exc)
             raise exc
-        return self.failed(exc, command)
+        return self.failed(exc, command, since)
 
     def _writes_back(self) -> None:
         self.writable = True

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,6 +22,7 @@ from spiders_project.config import load_settings
 from spiders_project.demo.redis_server import PrivateRedis
 from spiders_project.demo.supervisor import render_config
 from tests.support.processes import K
+from tests.support.services import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CRAWLER_CONF = ROOT / "deploy" / "supervisor" / "crawler.conf"
@@ -104,10 +106,20 @@ def test_demo_stores_every_page_once_and_stops_everything(redis_url, r, tmp_path
     assert r.keys(f"{K.spider}:*") == []
 
 
+@pytest.fixture
+def tls_redis(pki) -> Iterator[RedisServer]:
+    server = RedisServer(tls=pki)
+    yield server
+    server.stop()
+
+
 @pytest.mark.slow
-def test_demo_refuses_a_redis_holding_crawl_state_unless_reset(redis_url, r, tmp_path):
+def test_demo_over_tls_refuses_a_redis_holding_crawl_state_unless_reset(tls_redis, tmp_path):
+    """The demo on a Redis of one's own, over TLS (``rediss://``, certificate and
+    host name verified): its own client, its workers, db_writer and exporter."""
+    r = tls_redis.client
     r.lpush(K.start_urls, "http://example.invalid/")
-    run_dir, env = tmp_path / "run", demo_env(redis_url, tmp_path / "items.db")
+    run_dir, env = tmp_path / "run", demo_env(tls_redis.url, tmp_path / "items.db")
     refused = subprocess.run(
         demo_argv(run_dir), env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )

@@ -147,7 +147,7 @@ def run_case(
     group = SentinelGroup(
         servers=[place(bed, h) for h in ("r1", "r2", "r3")],
         sentinel_hosts=[place(bed, h) for h in ("r1", "r2", "r3")],
-        options=RECOMMENDED if recommended else (),
+        server_options=RECOMMENDED if recommended else (),
     )
     site = None
     try:

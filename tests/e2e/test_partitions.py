@@ -12,7 +12,9 @@ The issue asks for the db_writer to be cut from PostgreSQL for 60 s and from
 Redis for 60 s; these cuts last 12 s and 10 s (PG_CUT, REDIS_CUT), to keep the
 suite fast. Neither is shorter than what the db_writer waits for on its own
 (its Redis lock lives DB_WRITER_LOCK_TTL, 10 s), and the buffer fills in about
-two seconds of either.
+two seconds of either. The full 60 s each, with a site of 500 pages so that
+the crawl outlasts both cuts, passed too (2026-11-26, 214 s: set PG_CUT,
+REDIS_CUT = 60, 60 and pages=500 to run it).
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ import redis
 
 from tests.support.monitoring import Exporter
 from tests.support.netns import NetnsBed
-from tests.support.processes import K, Proc, db_writer, items_drained, stat, wait_until, worker
+from tests.support.processes import (
+    K,
+    Proc,
+    db_writer,
+    items_drained,
+    published_stats,
+    stat,
+    wait_until,
+    worker,
+)
 from tests.support.services import PostgresServer, RedisServer
 from tests.support.site import TestSite
 
@@ -200,14 +211,12 @@ def test_a_worker_cut_from_redis_for_twice_the_lease_timeout_loses_nothing(clust
     c.finish(site, [w1, w2], writer)
 
     # The cut worker said so once, and once when Redis came back; the others never.
-    # A call already waiting when the cut was healed (a SYN or a command sent
-    # during it, whose next TCP retry came after its timeout) may still time
-    # out after the first call that got through: the worker then says "lost"
-    # and "reconnected" once more, within REDIS_SOCKET_TIMEOUT of the heal.
+    # (A call sent during the cut, whose TCP retry came after the heal, may time
+    # out after the first call that got through: stale news, not a second loss.)
     changes = redis_state_lines(w1.log())
-    kinds = [kind for _, kind in changes]
-    assert kinds[:2] == [LOST, BACK] and kinds == [LOST, BACK] * (len(kinds) // 2), changes
-    assert all(at <= healed_wall + TIMEOUT + 1 for at, _ in changes[2:]), (changes, healed_wall)
+    assert [kind for _, kind in changes] == [LOST, BACK], changes
+    # Back within a retry of the heal: REDIS_RECONNECT_BACKOFF_MAX (5 s) and a timeout.
+    assert changes[1][0] <= healed_wall + 5 + TIMEOUT + 1, (changes, healed_wall)
     assert LOST not in w2.log() and LOST not in writer.log()
     # w2 put back w1's leases once they expired, and went on crawling meanwhile.
     reclaimed = stat(c.r, w2, "frontier/leases_reclaimed")
@@ -270,6 +279,59 @@ def test_the_db_writer_cut_from_postgresql_then_from_redis_loses_nothing(cluster
         assert LOST not in w.log()
     log = writer.log()
     assert log.count(LOST) == 1 and log.count(BACK) == 1, log[-3000:]
+
+
+def test_a_worker_that_reaches_redis_but_no_site_hands_back_and_resumes(cluster, bed):
+    """w1's own network is broken: packets between it and the site vanish, Redis
+    is fine, and w2 reaches the same site. tests/e2e/test_node_health.py has the
+    same node refused with a reset; here each fetch fails only at its timeout."""
+    c = cluster
+    # DOWNLOAD_TIMEOUT longer than NODE_FAILURE_WINDOW (30 s each by default):
+    # the fetches in flight at the cut fail together, one timeout after it.
+    timeout, window = 8, 4
+    site = c.site(pages=400, seed=23, latency=0.1)
+    c.r.lpush(K.start_urls, site.url)
+    health = (
+        f"DOWNLOAD_TIMEOUT={timeout}",
+        f"NODE_FAILURE_WINDOW={window}",
+        "NODE_PROBE_INTERVAL=1",
+        "STATS_HEARTBEAT_TTL=3",
+    )
+    # Four fetches in flight: the first timeouts are enough failures to judge.
+    w1, w2 = c.worker("w1", *health, "CONCURRENT_REQUESTS=4"), c.worker("w2", *health)
+    writer = c.db_writer()
+    wait_until(lambda: stat(c.r, w1, "response_received_count") >= 10, 90, what="w1 to crawl")
+    bed.cut("w1", "site")
+    cut = time.monotonic()
+    wait_until(
+        lambda: published_stats(c.r, w1).get("node/cut_off") == "1",
+        3 * (timeout + window),
+        interval=0.2,
+        what="w1 to find itself cut off",
+    )
+    noticed = time.monotonic() - cut
+    print(f"noticed {noticed:.1f} s after the cut, {len(site.request_log())} requests")
+    assert len(site.request_log()) < 350, "noticed too late to prove anything"
+    bed.heal("w1", "site")
+    wait_until(lambda: stat(c.r, w1, "node/recoveries") >= 1, 30, what="w1's recovery")
+    c.finish(site, [w1, w2], writer)
+
+    # Judged from the first failed send: one timeout after the cut, not a window
+    # more (counted from the first failure, it took timeout + window + judging).
+    assert noticed < timeout + window, noticed
+    assert 0 < stat(c.r, w1, "node/failed_before_cut_off") <= 50
+    assert stat(c.r, w1, "node/cut_offs") == 1 and stat(c.r, w1, "node/cut_off") == 0
+    # Nothing given up for w1's failures, and w1 fetched again after the heal.
+    assert c.r.llen(K.dead) == 0
+    assert stat(c.r, w1, "dead_letters/count") == stat(c.r, w2, "dead_letters/count") == 0
+    assert requests_from(site, bed.address("w1"), cut + noticed, time.monotonic()) > 0
+    # A page served twice is one whose request w1 sent into the cut: TCP
+    # delivered it after the heal, after w1 had given it up and w2 fetched it.
+    twice = [url for url, n in site.hits().items() if n > 1]
+    assert len(twice) <= stat(c.r, w1, "downloader/exception_count"), twice
+    log = w1.log()
+    assert log.count("cannot reach the sites the cluster reaches") == 1, log[-3000:]
+    assert log.count("again: fetching again") == 1
 
 
 def test_the_monitor_cut_from_redis_answers_redis_down_and_recovers(cluster, bed):

@@ -1,5 +1,5 @@
 """Every process over TLS (``rediss://``), certificates verified, host name
-included: workers, the db_writer, the monitor and ``scrapy crawlstatus``
+included: workers, a render worker, the db_writer, the monitor and the commands
 against a TLS-only redis-server, a TLS-only Redis Cluster (``--tls-cluster``)
 and a redis-server that asks for client certificates; a certificate that
 must be refused is refused at start in one line (docs/SECURITY.md)."""
@@ -7,12 +7,14 @@ must be refused is refused at start in one line (docs/SECURITY.md)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import pytest
 import redis
 
 from spiders_project.keys import RedisKeys
+from tests.e2e.test_rendering_crawl import finish, stored
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
     K,
@@ -20,12 +22,13 @@ from tests.support.processes import (
     db_writer,
     items_drained,
     scrapy_command,
+    stat,
     stored_urls,
     wait_until,
     worker,
 )
 from tests.support.services import RedisClusterGroup, RedisServer
-from tests.support.site import TestSite
+from tests.support.site import JsSite, TestSite
 
 pytestmark = pytest.mark.slow
 CK = RedisKeys("distributed", cluster=True, shards=3)
@@ -147,6 +150,28 @@ def test_mutual_tls_on_one_redis(pki, tmp_path, procs):
         assert bare.wait(60) == 1, bare.log()[-3000:]
         [line] = [line for line in bare.log().splitlines() if "cannot connect" in line]
         assert "ssl_certfile and ssl_keyfile" in line and "Traceback" not in bare.log()
+    finally:
+        server.stop()
+
+
+def test_a_render_worker_over_mutual_tls(pki, tmp_path, procs):
+    """A render worker (Chromium) and the db_writer, with client certificates."""
+    server = RedisServer(tls=pki, tls_clients="yes")
+    db_path = tmp_path / "items.db"
+    try:
+        with JsSite(pages=6, plain_pages=0, slow_pages=0) as site:
+            seed = {"url": site.url, "meta": {"playwright": True}}
+            server.client.lpush(K.start_urls, json.dumps(seed))
+            render = worker(
+                "render", server.url, tmp_path, "MAX_IDLE_TIME_BEFORE_CLOSE=2", "WORKER_ROLE=render"
+            )
+            writer = db_writer("dbw", server.url, f"sqlite:///{db_path}", tmp_path)
+            procs += [render, writer]
+            finish(server.client, writer, [render])
+            assert set(stored(db_path)) == site.js_urls()
+        assert stat(server.client, render, "render/requests") == 6
+        for proc in (render, writer):
+            assert "Traceback" not in proc.log(), proc.log()[-3000:]
     finally:
         server.stop()
 

@@ -9,20 +9,16 @@ whose user lacks a command refuses to start with one line.
 
 from __future__ import annotations
 
-import functools
-import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 
-from spiders_project.acl import FORBIDDEN, ROLES
+from spiders_project.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
+from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
     PYTHON,
-    ROOT,
     K,
     db_writer,
     items_drained,
@@ -31,53 +27,7 @@ from tests.support.processes import (
     wait_until,
     worker,
 )
-from tests.support.services import RedisServer
 from tests.support.site import TestSite
-
-PASSWORDS = {role.name: f"pw-{role.name}-1" for role in ROLES}
-ENV = {role.password_setting: PASSWORDS[role.name] for role in ROLES}
-ADMIN = "user acl-admin on >admin-pw +@all ~* &*"
-
-
-@functools.cache
-def acl_text(*spiders: str) -> str:
-    argv = [PYTHON, "-m", "scrapy", "redis-acl"]
-    for spider in spiders:
-        argv += ["--spider", spider]
-    done = subprocess.run(
-        argv, cwd=ROOT, env={**os.environ, **ENV}, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-class AclRedis:
-    """A redis-server with the generated users (and a test admin to read the ACL LOG)."""
-
-    def __init__(self, folder: Path, text: str) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.file = folder / "users.acl"
-        self.file.write_text(text + ADMIN + "\n")
-        # DEBUG enabled, so that refusing it is the ACL's doing, not the server's default.
-        self.server = RedisServer(
-            "--aclfile", str(self.file), "--enable-debug-command", "yes", datadir=folder
-        )
-        self.port = self.server.port
-        self.admin = redis.Redis(port=self.port, username="acl-admin", password="admin-pw")
-
-    def url(self, role: str) -> str:
-        user = next(r.user for r in ROLES if r.name == role)
-        return f"redis://{user}:{PASSWORDS[role]}@127.0.0.1:{self.port}/0"
-
-    def client(self, role: str) -> redis.Redis:
-        return redis.Redis.from_url(self.url(role))
-
-    def denials(self) -> list[dict]:
-        return self.admin.acl_log()
-
-    def close(self) -> None:
-        self.admin.close()
-        self.server.stop()
 
 
 @pytest.fixture
@@ -156,6 +106,29 @@ def test_no_role_may_run_the_dangerous_commands(acl_redis, role, command):
     finally:
         client.close()
     assert acl_redis.admin.ping()  # still up: SHUTDOWN was refused
+
+
+@pytest.mark.parametrize("role", [r.name for r in SERVER_ROLES])
+def test_the_replicas_and_sentinels_users_touch_no_key_and_no_dangerous_command(tmp_path, role):
+    server = AclRedis(tmp_path / "redis", acl_text("distributed", servers=True))
+    client = server.client(role)
+    try:
+        assert client.ping()
+        for command in FORBIDDEN:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                _forbidden_call(client, command)
+        for command in (("GET", K.seen), ("SET", K.seen, "1"), ("EVAL", "return 1", 0)):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.execute_command(*command)
+        # Of CONFIG, the sentinels' user has REWRITE only (a failover rewrites the
+        # promoted server's file); this server has none, and says so.
+        if role == SENTINEL.name:
+            with pytest.raises(redis.ResponseError, match="without a config file"):
+                client.execute_command("CONFIG", "REWRITE")
+        assert server.admin.ping() and server.denials()
+    finally:
+        client.close()
+        server.close()
 
 
 def test_the_monitor_cannot_write(acl_redis):

@@ -47,10 +47,13 @@ class SentinelGroup:
     ``password``: the master's and replicas' ``requirepass`` (the sentinels
     get it as ``sentinel auth-pass``); ``sentinel_password``: the sentinels'
     own ``requirepass`` (and ``sentinel sentinel-pass``, for each other).
+    ACL users (docs/SECURITY.md): ``server_options`` are the master's and the
+    replicas' (``--aclfile``, ``--masteruser``; ``--min-replicas-to-write 1``),
+    ``login`` the user the group's clients log in as, and ``auth`` the
+    sentinels' user and password on the servers (``sentinel auth-user``/``auth-pass``).
     ``servers``: the master's place, then each replica's (``replicas`` is then
-    their number); ``sentinel_hosts``: the three sentinels'. ``options`` go to
-    every server (``--min-replicas-to-write 1``); ``down_after_ms`` is the
-    sentinels' ``down-after-milliseconds``.
+    their number); ``sentinel_hosts``: the three sentinels'; ``down_after_ms``
+    is the sentinels' ``down-after-milliseconds``.
     """
 
     def __init__(
@@ -61,21 +64,24 @@ class SentinelGroup:
         tls: Pki | None = None,
         password: str | None = None,
         sentinel_password: str | None = None,
+        server_options: tuple[str, ...] = (),
+        login: tuple[str, str] | None = None,
+        auth: tuple[str, str] | None = None,
         servers: Sequence[Place] = (),
         sentinel_hosts: Sequence[Place] = (),
-        options: Sequence[str] = (),
         down_after_ms: int = 1000,
     ) -> None:
         self.name = name
-        self.tls, self.sentinel_password = tls, sentinel_password
+        self.tls, self.sentinel_password, self.auth = tls, sentinel_password, auth
         self.down_after_ms = down_after_ms
         places = list(servers) or [Place()] * (replicas + 1)
         self.places = list(sentinel_hosts) or [Place()] * 3
-        secured: dict[str, Any] = {"tls": tls, "password": password}
+        secured: dict[str, Any] = {"tls": tls, "password": password, "login": login}
         # Replicas reach their master over TLS, and so does an old master demoted.
-        extra = ("--tls-replication", "yes") if tls is not None else ()
+        extra: tuple[str, ...] = ("--tls-replication", "yes") if tls is not None else ()
+        extra += server_options
         at = [{"host": p.address, "prefix": p.prefix} for p in places]
-        self.master = RedisServer(*extra, *options, **secured, **at[0])
+        self.master = RedisServer(*extra, **secured, **at[0])
         self.master_host = places[0].address
         self.replicas = [
             RedisServer(
@@ -83,7 +89,6 @@ class SentinelGroup:
                 self.master_host,
                 str(self.master.port),
                 *extra,
-                *options,
                 **secured,
                 **where,
             )
@@ -134,6 +139,9 @@ class SentinelGroup:
         ]
         if password is not None:
             lines.append(f"sentinel auth-pass {self.name} {password}")
+        if self.auth is not None:
+            lines.append(f"sentinel auth-user {self.name} {self.auth[0]}")
+            lines.append(f"sentinel auth-pass {self.name} {self.auth[1]}")
         return "\n".join(lines) + "\n"
 
     @property

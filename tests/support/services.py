@@ -62,7 +62,9 @@ class RedisServer:
     is "no"), and ``client`` speaks TLS. ``host`` (the address it binds) and
     ``prefix`` (before its command) run it in a host of tests/support/netns.py
     (``ip netns exec <ns>``). ``password``: ``requirepass`` and ``masterauth``;
-    ``url`` (and ``client``) then carry it.
+    ``url`` (and ``client``) then carry it. ``login``: an ACL user and its
+    password that ``url`` and ``client`` log in as (the options declare it:
+    ``--aclfile``).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class RedisServer:
         host: str = "127.0.0.1",
         prefix: Sequence[str] = (),
         password: str | None = None,
+        login: tuple[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         if tls is not None:
@@ -101,6 +104,9 @@ class RedisServer:
         if password is not None:
             scheme, _, rest = self.url.partition("://")
             self.url = f"{scheme}://:{password}@{rest}"
+        if login is not None:
+            scheme, _, rest = self.url.partition("://")
+            self.url = f"{scheme}://{login[0]}:{login[1]}@{rest}"
         self.client = redis.Redis.from_url(self.url)
         self._cpus = cpus
         if cpus is not None:
@@ -273,25 +279,33 @@ class RedisClusterGroup:
     only, to clients, on the cluster bus and to its master
     (``--tls-cluster``, ``--tls-replication``); a node connecting to another
     shows our client certificate (the bus always asks for one, and the
-    server's is for serverAuth only).
+    server's is for serverAuth only). ``options`` are every node's too (an
+    ``--aclfile``), and ``login`` the ACL user the group logs in as.
     """
 
-    def __init__(self, masters: int = 3, replicas: int = 0, tls: Pki | None = None) -> None:
-        options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+    def __init__(
+        self,
+        masters: int = 3,
+        replicas: int = 0,
+        tls: Pki | None = None,
+        options: Sequence[str] = (),
+        login: tuple[str, str] | None = None,
+    ) -> None:
+        options = [*options, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         options += ["--cluster-node-timeout", "1000"]
-        cli = []
+        cli = [] if login is None else ["--user", login[0], "--pass", login[1]]
         if tls is not None:
             options += ["--tls-cluster", "yes", "--tls-replication", "yes"]
             options += ["--tls-client-cert-file", str(tls.client_cert)]
             options += ["--tls-client-key-file", str(tls.client_key)]
-            cli = ["--tls", "--cacert", str(tls.ca)]
+            cli += ["--tls", "--cacert", str(tls.ca)]
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(masters * (1 + replicas)):
                 # The cluster bus on a free port of its own: by default it is
                 # the node's port + 10000, which may be taken, or past 65535.
                 bus = ["--cluster-port", str(free_port())]
-                self.nodes.append(RedisServer(*options, *bus, tls=tls))
+                self.nodes.append(RedisServer(*options, *bus, tls=tls, login=login))
             created = subprocess.run(
                 ["redis-cli", *cli, "--cluster", "create"]
                 + [f"127.0.0.1:{node.port}" for node in self.nodes]

@@ -14,7 +14,10 @@ from spiders_project.acl import (
     FORBIDDEN,
     MONITOR,
     OPERATOR,
+    REPLICA,
     ROLES,
+    SENTINEL,
+    SERVER_ROLES,
     WORKER,
     AclConfig,
     acl_file,
@@ -81,6 +84,10 @@ def test_a_user_line_holds_the_passwords_hash_never_the_password():
     assert line.endswith("(%W~spiders +sadd)")
     assert "+cluster|slots" not in line
     assert "+cluster|slots" in user_line(WORKER, "x", [RedisKeys("a", cluster=True)], True)
+    # The db_writer reads (and may record) the shard count on a cluster only.
+    cluster_writer = user_line(DB_WRITER, "x", [RedisKeys("a", cluster=True)], True)
+    assert "%RW~{a}:frontier:shards" in cluster_writer and "+asking" in cluster_writer
+    assert "frontier" not in user_line(DB_WRITER, "x", [RedisKeys("a")], cluster=False)
     with pytest.raises(ValueError, match="REDIS_ACL_WORKER_PASSWORD"):
         user_line(WORKER, "", [RedisKeys("a")], cluster=False)
 
@@ -116,6 +123,28 @@ def test_deploy_shows_the_file_for_the_bundled_spider_with_placeholder_passwords
         "db_writer": "CHANGE-ME-db-writer",
         "monitor": "CHANGE-ME-monitor",
         "operator": "CHANGE-ME-operator",
+        "replica": "CHANGE-ME-replica",
+        "sentinel": "CHANGE-ME-sentinel",
     }
     shown = (PACKAGE.parent / "deploy" / "redis" / "users.acl").read_text()
     assert shown == acl_file(AclConfig(placeholders, cluster=False), [RedisKeys("distributed")])
+
+
+def test_the_replicas_and_sentinels_users_are_there_only_when_their_password_is():
+    config = AclConfig.from_settings(_settings())
+    assert set(config.passwords) == {role.name for role in ROLES}
+    assert "crawler-replica" not in acl_file(config, [RedisKeys("s")])
+    settings = _settings()
+    for role in SERVER_ROLES:
+        settings.set(role.password_setting, f"p-{role.name}", priority="cmdline")
+    lines = acl_file(AclConfig.from_settings(settings), [RedisKeys("s", cluster=True)])
+    *_, replica, sentinel = lines.splitlines()
+    # No key, no cluster command: replication and Sentinel's own commands only.
+    assert replica.endswith("-@all +psync +replconf +ping")
+    assert sentinel.split()[1] == SENTINEL.user and sentinel.endswith(" &__sentinel__:hello")
+    for line in (replica, sentinel):
+        assert "~" not in line and "cluster" not in line
+    assert not set(REPLICA.commands) & set(FORBIDDEN)
+    assert {"flushall", "flushdb", "debug", "shutdown", "acl", "keys", "monitor"}.isdisjoint(
+        SENTINEL.commands
+    )

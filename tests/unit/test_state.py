@@ -46,6 +46,26 @@ def test_a_lost_connection_is_one_line_each_way_and_tells_subscribers(state, cap
     assert told == [1] and state.healthy
 
 
+def test_a_call_sent_before_the_last_recovery_that_times_out_is_no_new_loss(state, caplog):
+    """A partition healed: a call sent during it (its TCP retry due after the heal)
+    times out after another call got through. That is the old cut, not a new one."""
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        before_cut = state.epoch
+        state.failed(redis.TimeoutError("Timeout reading from socket"), "EVALSHA", before_cut)
+        during_cut = state.epoch
+        state.answered(READ)  # the heal: another call got through
+        state.failed(redis.TimeoutError("Timeout reading from socket"), "EVALSHA", during_cut)
+        assert state.healthy
+        # A call sent after the recovery that fails is a new loss.
+        state.failed(redis.TimeoutError("Timeout reading from socket"), "LPOP", state.epoch)
+        assert not state.healthy
+    assert [m.split(" (")[0] for m in caplog.messages] == [
+        "Redis connection lost",
+        "Redis reconnected at redis://:***@db.example:6379/0",
+        "Redis connection lost",
+    ]
+
+
 def test_oom_ends_with_a_write_not_with_a_read_or_an_allow_oom_script(state, caplog):
     with caplog.at_level(logging.INFO, logger=LOGGER):
         state.failed(OutOfMemoryError("command not allowed when used memory > 'maxmemory'."))

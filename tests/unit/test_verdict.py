@@ -30,6 +30,25 @@ def test_a_streak_is_due_at_its_count_or_after_its_window():
     assert streak.due(241.0) and not streak.due(229.0)
 
 
+def test_a_streak_of_timeouts_counts_from_the_first_failed_send():
+    """Dropped packets fail fetches only at their timeout (here 25 s): the window
+    counts from when the first of them was sent, not from its failure."""
+    streak = Streak(failures=50, window=30.0)
+    streak.reached(99.0)
+    for n in range(4):  # sent at 100-103, each times out 25 s later
+        streak.failed(125.0 + n, A, sent=100.0 + n)
+    assert streak.since == 100.0
+    assert not streak.due(128.0) and streak.due(130.0)
+    # An answer that came after a failed fetch was sent: the streak starts then.
+    streak.reached(140.0)
+    streak.failed(160.0, B, sent=130.0)
+    assert streak.since == 140.0
+    # A send time unknown (the request came from elsewhere): its failure's time.
+    streak.reached()
+    streak.failed(170.0, C)
+    assert streak.since == 170.0
+
+
 def test_others_get_answers_this_node_is_cut_off():
     before = {"w2": (100, 3), "w3": (50, 0)}
     assert judge(before, {"w2": (130, 3), "w3": (50, 0)}) is Verdict.NODE
