@@ -97,10 +97,18 @@ class SentinelAccess:
         )
 
     def kwargs(self, socket_timeout: float) -> dict[str, Any]:
-        """Keyword arguments of each sentinel's client (redis-py's ``sentinel_kwargs``)."""
+        """Keyword arguments of each sentinel's client (redis-py's ``sentinel_kwargs``).
+
+        No retries (``retry=None``): redis-py 8 gives every client 10, with a
+        growing backoff, so one sentinel that does not answer (cut off by a
+        partition: packets dropped) held each question about the master for
+        about 20 s instead of one ``socket_timeout`` before the next sentinel
+        was asked (24 s without a master measured, tests/e2e/test_jepsen.py).
+        """
         kwargs: dict[str, Any] = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": socket_timeout,
+            "retry": None,
         }
         if self.username:
             kwargs["username"] = self.username
@@ -228,7 +236,14 @@ class FollowingPool(redis.sentinel.SentinelConnectionPool):
 
 
 class AsyncFollowingPool(redis.asyncio.sentinel.SentinelConnectionPool):
-    """:class:`FollowingPool` for ``redis.asyncio``."""
+    """:class:`FollowingPool` for ``redis.asyncio``.
+
+    redis-py's asyncio pool takes a connection back without asking
+    ``owns_connection``, so one in use while the sentinels named another
+    master would go on serving the old one until it is demoted (5-10 s
+    measured, its writes then lost): it is disconnected as it comes back,
+    and connects to the new master when next used.
+    """
 
     _asked = float("-inf")
 
@@ -241,3 +256,9 @@ class AsyncFollowingPool(redis.asyncio.sentinel.SentinelConnectionPool):
             except (redis.ConnectionError, redis.TimeoutError):
                 pass  # sentinels away: the connection we have still serves
         return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    async def release(self, connection: Any) -> None:
+        master = self.master_address
+        if master is not None and (connection.host, connection.port) != master:
+            await connection.disconnect()
+        await super().release(connection)

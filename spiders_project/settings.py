@@ -66,9 +66,12 @@ REDIS_CLUSTER = _env("REDIS_CLUSTER", "false")
 # another count refuses to start). Always 1 on a single Redis.
 FRONTIER_SHARDS = _env("FRONTIER_SHARDS", "auto")
 # Writes that must not be lost (enqueue, ack, items) are confirmed with WAIT
-# by this many replicas, or by all connected ones if fewer, before a worker
-# counts them done; unconfirmed within REDIS_WAIT_TIMEOUT seconds, they are
-# sent again. 0: no WAIT. Costs one round trip a write tick (docs/BENCHMARKS.md).
+# by this many replicas before a worker counts them done; unconfirmed within
+# REDIS_WAIT_TIMEOUT seconds, they are sent again. A master that never had a
+# replica online is waited for by nothing (a single Redis keeps working); one
+# that had replicas waits for them even after it lost them (a master cut off
+# by a partition takes writes it later throws away: docs/SCALING.md, "A
+# partition"). 0: no WAIT. Costs one round trip a write tick (docs/BENCHMARKS.md).
 REDIS_WAIT_REPLICAS = _env("REDIS_WAIT_REPLICAS", 1)
 REDIS_WAIT_TIMEOUT = _env("REDIS_WAIT_TIMEOUT", 1.0)
 # Reconnect backoff: first wait and cap, in seconds (doubles each failure).

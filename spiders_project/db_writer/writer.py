@@ -221,10 +221,28 @@ class ItemWriter:
         if entries:
             self._handle(entries)
             return True
+        if not self.stopping and self._left_behind():
+            return True
         if self.exit_when_empty and not self.stopping and self.queue.is_empty():
             logger.info("nothing left in %s, stopping", self.queue.keys.items)
             return False
         return True
+
+    def _left_behind(self) -> bool:
+        """Whether the processing list holds entries while this writer holds none
+        (one LLEN per idle turn): a batch whose ack a replaced master took and
+        the promoted replica never got. Written again (upserted) from its head;
+        before, they stayed there until the next start."""
+        left = self.queue.processing_length()
+        if left:
+            logger.info(
+                "%d entries in %s were taken and never acknowledged (an acknowledgement"
+                " Redis lost, as in a failover); writing them again",
+                left,
+                self.queue.keys.items_processing,
+            )
+            self._recovering = True
+        return bool(left)
 
     def _acquire_lock(self) -> None:
         """Wait for the lock: its holder's release at a clean stop, or its TTL after a crash."""

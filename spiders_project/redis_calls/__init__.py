@@ -12,7 +12,8 @@ four kinds (:func:`classify`):
 - ``REFUSED_WRITES``: error replies after which the same call succeeds later
   without anyone changing it: OOM (maxmemory with noeviction), READONLY (a
   replica after a failover, or ``REPLICAOF``), MISCONF (snapshots failing),
-  LOADING, BUSY (a long script), MASTERDOWN. Retried with the same backoff;
+  LOADING, BUSY (a long script), MASTERDOWN, NOREPLICAS (``min-replicas-to-write``
+  and too few replicas: a master cut off from them). Retried with the same backoff;
   logged once as ``Redis refuses writes (OOM ...), retrying`` and once as
   ``Redis accepts writes again``. Before this module, these ended the loops
   that met them, and the writes of that tick were dropped.

@@ -29,10 +29,14 @@ from redis.exceptions import (
 # UNBLOCKED ends a blocking call when a master turns replica: the call is
 # refused for the same passing reason as READONLY. A Redis Cluster answers
 # CLUSTERDOWN while a slot has no master (before a replica is promoted) and
-# TRYAGAIN while a slot is being moved.
+# TRYAGAIN while a slot is being moved. NOREPLICAS is a master with
+# min-replicas-to-write whose replicas are gone or lag (a master cut off from
+# them, or one whose replica is promoted): the write is not taken, and is
+# sent again once the replicas are back or the client reaches a new master.
 REFUSED_WRITE_CODES = frozenset(
     {
         "OOM",
+        "NOREPLICAS",
         "READONLY",
         "MISCONF",
         "LOADING",
@@ -47,8 +51,10 @@ REFUSED_WRITE_CODES = frozenset(
 # Error replies that refuse reads too: a read that succeeds proves they passed.
 REFUSES_READS_TOO = frozenset({"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
 
-# redis-py rewrites the error of a command inside a pipeline to say which one.
+# redis-py rewrites the error of a command inside a pipeline to say which one;
+# its asyncio client puts the reply's args tuple there, ``('NOREPLICAS ...',)``.
 _PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
+_ARGS_TUPLE = re.compile(r"^\((['\"])(.*)\1,\)$", re.DOTALL)
 
 # The codes of the replies redis-py maps to classes of their own.
 _MAPPED_CODES: tuple[tuple[type[BaseException], str], ...] = (
@@ -99,7 +105,12 @@ def error_text(exc: BaseException) -> str:
     # Errors raised from a transaction can carry more than one arg, and str()
     # of those is a tuple's repr.
     text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
-    return _PIPELINE_PREFIX.sub("", text, count=1)
+    stripped = _PIPELINE_PREFIX.sub("", text, count=1)
+    if stripped != text:
+        single = _ARGS_TUPLE.match(stripped)
+        if single is not None:
+            return single.group(2)
+    return stripped
 
 
 def error_code(exc: BaseException) -> str:

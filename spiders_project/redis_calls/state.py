@@ -57,6 +57,9 @@ class RedisState:
         # them in the stat ``redis/noperm``); ``noperm`` counts them here.
         self.on_noperm: list[Callable[[str], None]] = []
         self.noperm = 0
+        # Called with the reply's code (OOM, READONLY, NOREPLICAS, ...) at every
+        # refused write (a worker counts them in ``redis/writes_refused/<code>``).
+        self.on_refused_writes: list[Callable[[str], None]] = []
         self._denied: set[str] = set()
         self._delay = backoff
         self._refusal_code = ""
@@ -85,12 +88,15 @@ class RedisState:
             if kind is ErrorKind.NOPERM:
                 self._no_permission(command, exc)
             elif kind is ErrorKind.REFUSED_WRITES:
+                code = error_code(exc) or type(exc).__name__
                 if self.writable:
                     self.writable = False
-                    code, text = error_code(exc) or type(exc).__name__, error_text(exc)
+                    text = error_text(exc)
                     self._refusal_code = code
                     reason = text if text.startswith(code) else f"{code} {text}"
                     self.logger.warning("Redis refuses writes (%s), retrying", reason)
+                for callback in self.on_refused_writes:
+                    callback(code)
             elif self.connected and (since is None or since == self.epoch):
                 self.connected = False
                 self.logger.warning(

@@ -23,10 +23,11 @@ repeated items, and acks of unique lease ids are idempotent.
 
 With replicas (``REDIS_WAIT_REPLICAS``), a tick that carried requests, items
 or acks counts as written only once ``WAIT`` says that many replicas have it
-(or all connected ones, if fewer: the transaction's ``INFO replication``
-tells, every ``replicas.REPLICAS_EVERY`` seconds). Otherwise its ops are sent
-again, by the same at-least-once rule: a failover to a replica that lacks them
-then loses nothing a worker counted done.
+(fewer if the master never had that many online, none if it never had one:
+``replicas.py`` says which, from the transaction's ``INFO replication`` every
+``replicas.REPLICAS_EVERY`` seconds). Otherwise its ops are sent again, by
+the same at-least-once rule: a failover to a replica that lacks them, or a
+master cut off from its replicas, then loses nothing a worker counted done.
 
 This module keeps the buffer, the ticks and what is delivered; a tick's
 commands are laid out in ``transaction.py``, what Redis refused inside EXEC

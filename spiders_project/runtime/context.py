@@ -68,6 +68,7 @@ class WorkerRedis:
         self._crawler = crawler
         self.calls = RedisCalls(client, state, self.round_trip)
         state.on_noperm.append(self.noperm)
+        state.on_refused_writes.append(self.refused_writes)
         # The call paths of the frontier shards' slots (Redis Cluster), by
         # prefix, and the connection state of each slot's master.
         self._shard_calls: dict[str, RedisCalls] = {keys.prefix: self.calls}
@@ -134,6 +135,7 @@ class WorkerRedis:
             state.url = f"{home.url}, slot of {prefix.rstrip(':')}"
             state.on_reconnect = home.on_reconnect
             state.on_noperm = home.on_noperm
+            state.on_refused_writes = home.on_refused_writes
             self._states[prefix] = state
         return state
 
@@ -250,6 +252,12 @@ class WorkerRedis:
         """Count a call Redis refused to this worker's user (stat ``redis/noperm``)."""
         if self._crawler is not None:
             self._crawler.stats.inc_value("redis/noperm")
+
+    def refused_writes(self, code: str) -> None:
+        """Count a write Redis refused for a passing reason (stat
+        ``redis/writes_refused/<code>``: ``oom``, ``readonly``, ``noreplicas``, ...)."""
+        if self._crawler is not None:
+            self._crawler.stats.inc_value(f"redis/writes_refused/{code.lower()}")
 
     def round_trip(self) -> None:
         """Count one request/reply exchange with Redis (stat ``redis/round_trips``)."""

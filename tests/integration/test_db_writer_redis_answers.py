@@ -176,6 +176,36 @@ def test_keeps_draining_through_oom_and_readonly(
     assert client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0
 
 
+def test_waits_out_noreplicas(
+    client: redis.Redis, redis_url: str, tmp_path: Path, writers: list[Writer]
+) -> None:
+    # min-replicas-to-write without a replica: a master cut off from its
+    # replicas (tests/e2e/test_jepsen.py). The writer waits; nothing is lost.
+    db = sqlite_database(tmp_path)
+    writer = Writer(tmp_path, redis_url, db.url, "-s", "DB_WRITER_MAX_WAIT=0.05")
+    writers.append(writer)
+    writer.wait_log("connected")
+    urls = push_items(client, 100, "http://a.test/")
+    wait_for(lambda: set(db.rows()) == urls, 20, "the first rows")
+    os.kill(writer.process.pid, signal.SIGSTOP)  # the items arrive before the refusal
+    try:
+        more = push_items(client, 100, "http://b.test/")
+        client.config_set("min-replicas-to-write", 1)
+    finally:
+        os.kill(writer.process.pid, signal.SIGCONT)
+    writer.wait_log("Redis refuses writes (NOREPLICAS")
+    time.sleep(1.0)  # waiting with backoff: must not exit, nor log again
+    assert writer.process.poll() is None and set(db.rows()) == urls
+    client.config_set("min-replicas-to-write", 0)
+    wait_for(lambda: set(db.rows()) == urls | more, 20, "rows once writes are taken again")
+    writer.wait_log("Redis accepts writes again")
+    assert writer.stop() == 0
+    log = writer.log()
+    assert log.count("Redis refuses writes (") == 1, log
+    assert "Traceback" not in log and "ERROR" not in log
+    assert client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0
+
+
 # --- stop requested while retrying ---------------------------------------------------
 
 

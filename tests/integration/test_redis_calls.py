@@ -22,6 +22,7 @@ from spiders_project.redis_calls import (
     RedisUnavailable,
     SyncRedisCalls,
     classify,
+    error_code,
 )
 from tests.support.processes import ROOT
 
@@ -82,6 +83,37 @@ def test_readonly_misconf_and_caller_errors(r):
         assert classify(reply_error(lambda: r.set("k", "v"))) is ErrorKind.REFUSED_WRITES
     finally:
         r.execute_command("REPLICAOF", "NO", "ONE")
+
+
+def test_noreplicas_is_a_passing_refusal_on_every_path(start_redis):
+    # A master with min-replicas-to-write and no replica: what one cut off from
+    # them answers (tests/e2e/test_jepsen.py). Reads are still served.
+    _, url = start_redis("--min-replicas-to-write", "1")
+    r = redis.Redis.from_url(url)
+    assert r.get("k") is None
+    assert classify(reply_error(lambda: r.set("k", "v"))) is ErrorKind.REFUSED_WRITES
+    flagged = "#!lua flags=allow-oom\nreturn redis.call('SET', 'k', 'v')"
+    assert classify(reply_error(lambda: r.eval(flagged, 0))) is ErrorKind.REFUSED_WRITES
+    assert classify(reply_error(lambda: r.eval("return redis.call('SET', 'k', 'v')", 0))) is (
+        ErrorKind.REFUSED_WRITES
+    )
+
+    async def transaction() -> Exception:
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.incrby("seq", 0).rpush("items", "x")
+                await pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            return exc
+        finally:
+            await client.aclose()
+        raise AssertionError("Redis accepted the transaction")
+
+    refused = asyncio.run(transaction())  # the batcher's tick, as EXECABORT
+    assert classify(refused) is ErrorKind.REFUSED_WRITES
+    assert error_code(refused) == "NOREPLICAS"
+    r.close()
 
 
 def test_busy_script_is_a_passing_refusal(start_redis):

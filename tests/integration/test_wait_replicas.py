@@ -29,6 +29,12 @@ def pair():
         30,
         what="the replica in sync",
     )
+    # And the master counts it online (writes wait only for online replicas).
+    wait_until(
+        lambda: master.client.info("replication").get("slave0", {}).get("state") == "online",
+        30,
+        what="the master to see its replica online",
+    )
     yield master, replica
     replica.stop()
     master.stop()

@@ -3,7 +3,9 @@
 Plain by default; with a PKI, every server and sentinel speaks TLS only
 (replication and the sentinels' own links too), and with passwords the
 master, its replicas and the sentinels each require theirs, as a deployment
-that follows docs/SECURITY.md would.
+that follows docs/SECURITY.md would. On a network namespace test bed
+(tests/support/netns.py) each server and sentinel runs in a host of its own
+(``servers``, ``sentinel_hosts``: a :class:`Place` each).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,15 @@ from mirakuru import TCPExecutor
 
 from tests.support.services import RedisServer, free_port
 from tests.support.tls import Pki
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a server or sentinel runs: the address it binds, and what goes before
+    its command (``bed.prefix(host)``: ``ip netns exec <ns>``)."""
+
+    address: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
 
 
 class SentinelGroup:
@@ -35,9 +48,12 @@ class SentinelGroup:
     get it as ``sentinel auth-pass``); ``sentinel_password``: the sentinels'
     own ``requirepass`` (and ``sentinel sentinel-pass``, for each other).
     ACL users (docs/SECURITY.md): ``server_options`` are the master's and the
-    replicas' (``--aclfile``, ``--masteruser``), ``login`` the user the group's
-    clients log in as, and ``auth`` the sentinels' user and password on the
-    servers (``sentinel auth-user``/``auth-pass``).
+    replicas' (``--aclfile``, ``--masteruser``; ``--min-replicas-to-write 1``),
+    ``login`` the user the group's clients log in as, and ``auth`` the
+    sentinels' user and password on the servers (``sentinel auth-user``/``auth-pass``).
+    ``servers``: the master's place, then each replica's (``replicas`` is then
+    their number); ``sentinel_hosts``: the three sentinels'; ``down_after_ms``
+    is the sentinels' ``down-after-milliseconds``.
     """
 
     def __init__(
@@ -51,29 +67,44 @@ class SentinelGroup:
         server_options: tuple[str, ...] = (),
         login: tuple[str, str] | None = None,
         auth: tuple[str, str] | None = None,
+        servers: Sequence[Place] = (),
+        sentinel_hosts: Sequence[Place] = (),
+        down_after_ms: int = 1000,
     ) -> None:
         self.name = name
         self.tls, self.sentinel_password, self.auth = tls, sentinel_password, auth
+        self.down_after_ms = down_after_ms
+        places = list(servers) or [Place()] * (replicas + 1)
+        self.places = list(sentinel_hosts) or [Place()] * 3
         secured: dict[str, Any] = {"tls": tls, "password": password, "login": login}
         # Replicas reach their master over TLS, and so does an old master demoted.
         extra: tuple[str, ...] = ("--tls-replication", "yes") if tls is not None else ()
         extra += server_options
-        self.master = RedisServer(*extra, **secured)
+        at = [{"host": p.address, "prefix": p.prefix} for p in places]
+        self.master = RedisServer(*extra, **secured, **at[0])
+        self.master_host = places[0].address
         self.replicas = [
-            RedisServer("--replicaof", "127.0.0.1", str(self.master.port), *extra, **secured)
-            for _ in range(replicas)
+            RedisServer(
+                "--replicaof",
+                self.master_host,
+                str(self.master.port),
+                *extra,
+                **secured,
+                **where,
+            )
+            for where in at[1:]
         ]
         self.sentinels: list[TCPExecutor] = []
         self.dir = Path(tempfile.mkdtemp(prefix="sentinels-"))
         self.ports: list[int] = []
         try:
-            for i in range(3):
+            for i, place in enumerate(self.places):
                 port = free_port()
                 conf = self.dir / f"sentinel-{i}.conf"
                 conf.write_text(self._conf(i, port, password))
                 executor = TCPExecutor(
-                    ["redis-server", str(conf), "--sentinel"],
-                    host="127.0.0.1",
+                    [*place.prefix, "redis-server", str(conf), "--sentinel"],
+                    host=place.address,
                     port=port,
                     timeout=30,
                 )
@@ -86,7 +117,10 @@ class SentinelGroup:
             raise
 
     def _conf(self, i: int, port: int, password: str | None) -> str:
-        lines = [f"bind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/sentinel-{i}.log"]
+        lines = [
+            f"bind {self.places[i].address}\ndir {self.dir}\nlogfile {self.dir}/sentinel-{i}.log",
+            "protected-mode no",
+        ]
         if self.tls is None:
             lines.append(f"port {port}")
         else:
@@ -99,8 +133,8 @@ class SentinelGroup:
             lines.append(f"requirepass {self.sentinel_password}")
             lines.append(f"sentinel sentinel-pass {self.sentinel_password}")
         lines += [
-            f"sentinel monitor {self.name} 127.0.0.1 {self.master.port} 2",
-            f"sentinel down-after-milliseconds {self.name} 1000",
+            f"sentinel monitor {self.name} {self.master_host} {self.master.port} 2",
+            f"sentinel down-after-milliseconds {self.name} {self.down_after_ms}",
             f"sentinel failover-timeout {self.name} 10000",
         ]
         if password is not None:
@@ -113,18 +147,21 @@ class SentinelGroup:
     @property
     def setting(self) -> str:
         """``REDIS_SENTINELS`` for these sentinels."""
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        pairs = zip(self.places, self.ports, strict=True)
+        return ",".join(f"{place.address}:{port}" for place, port in pairs)
 
     def sentinel(self, port: int) -> redis.Redis:
         """A client of the sentinel on ``port`` (TLS and password as they need)."""
         kwargs: dict[str, Any] = {"socket_timeout": 2, "decode_responses": True}
         if self.tls is not None:
             kwargs.update(ssl=True, ssl_ca_certs=str(self.tls.ca))
-        return redis.Redis(port=port, password=self.sentinel_password, **kwargs)
+        host = self.places[self.ports.index(port)].address
+        return redis.Redis(host=host, port=port, password=self.sentinel_password, **kwargs)
 
-    def master_address(self) -> tuple[str, int]:
-        """The master as the first sentinel answering names it."""
-        for port in self.ports:
+    def master_address(self, among: Sequence[int] = ()) -> tuple[str, int]:
+        """The master as the first sentinel answering names it (of ``among``,
+        ports of some sentinels, if given: those on one side of a partition)."""
+        for port in among or self.ports:
             try:
                 client = self.sentinel(port)
                 host, master_port = client.sentinel_get_master_addr_by_name(self.name)

@@ -20,7 +20,13 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from spiders_project.redis_calls import ErrorKind, classify, error_code, is_retryable
+from spiders_project.redis_calls import (
+    ErrorKind,
+    classify,
+    error_code,
+    error_text,
+    is_retryable,
+)
 
 
 @pytest.mark.parametrize(
@@ -37,6 +43,10 @@ from spiders_project.redis_calls import ErrorKind, classify, error_code, is_retr
         (BusyLoadingError("Redis is loading the dataset in memory"), ErrorKind.REFUSED_WRITES),
         (redis.ResponseError("MISCONF Errors writing to disk"), ErrorKind.REFUSED_WRITES),
         (redis.ResponseError("MASTERDOWN Link with MASTER is down"), ErrorKind.REFUSED_WRITES),
+        (
+            redis.ResponseError("NOREPLICAS Not enough good replicas to write."),
+            ErrorKind.REFUSED_WRITES,
+        ),
         (NoScriptError("No matching script"), ErrorKind.NOSCRIPT),
         (redis.ResponseError("WRONGTYPE Operation against a key"), ErrorKind.CALLER),
         (ValueError("a bug"), ErrorKind.CALLER),
@@ -55,6 +65,13 @@ def test_error_code_reads_mapped_and_unmapped_replies():
         == "BUSY"
     )
     assert error_code(ValueError("lower case")) == ""
+    # redis-py's asyncio pipeline puts the reply's args tuple after its prefix.
+    queued = redis.ResponseError(
+        "Command # 1 (INCRBY w:seq 0) of pipeline caused error: "
+        "('NOREPLICAS Not enough good replicas to write.',)"
+    )
+    assert error_code(queued) == "NOREPLICAS" and classify(queued) is ErrorKind.REFUSED_WRITES
+    assert error_text(queued) == "NOREPLICAS Not enough good replicas to write."
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ def config(**overrides: str) -> RedisConfig:
 
 def test_plain_sentinels_get_only_timeouts_and_the_master_its_db_and_password():
     sentinels, master = _sentinel_kwargs(config(REDIS_URL="redis://:pw@h:1/2"))
-    assert sentinels == {"socket_timeout": 10.0, "socket_connect_timeout": 10.0}
+    assert sentinels == {"socket_timeout": 10.0, "socket_connect_timeout": 10.0, "retry": None}
     assert master["db"] == 2 and master["password"] == "pw" and "ssl" not in master
 
 

@@ -86,3 +86,59 @@ def test_a_wait_that_fails_is_not_a_confirmation(error: Exception) -> None:
     wait = ReplicaWait(1, 0.2, LOG)
     wait.read(SLOT, {"connected_slaves": 1})
     assert not confirmed(wait, Calls(error))
+
+
+def test_a_master_that_lost_its_replicas_still_waits_for_them(caplog) -> None:
+    # The Jepsen case: the master cut off from its replica still takes writes.
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"master_replid": "old", "slave0": {"state": "online"}})
+    wait.read(SLOT, {"master_replid": "old", "connected_slaves": 0})
+    calls = Calls(0)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert not confirmed(wait, calls)
+    assert calls.waits == [("WAIT", 1, 200)]
+    assert caplog.messages[0].endswith("; the master has 0 of the 1 it had online")
+    # A replica promoted (its own replication id) that never had one waits for none.
+    wait.read(SLOT, {"master_replid": "new", "connected_slaves": 0})
+    assert confirmed(wait, calls) and len(calls.waits) == 1
+    # Once one of its replicas is online, it waits for it.
+    wait.read(SLOT, {"master_replid": "new", "slave0": {"state": "online"}})
+    assert confirmed(wait, Calls(1))
+
+
+def test_a_replica_counts_once_online_not_while_it_resyncs() -> None:
+    wait = ReplicaWait(2, 0.2, LOG)
+    resyncing = {"state": "wait_bgsave", "lag": 0}
+    wait.read(SLOT, {"master_replid": "m", "connected_slaves": 1, "slave0": resyncing})
+    assert wait.connected(SLOT) == 0 and wait.needed(SLOT) == 0
+    calls = Calls(0)
+    assert confirmed(wait, calls) and calls.waits == []
+    wait.read(
+        SLOT,
+        {
+            "master_replid": "m",
+            "slave0": {"state": "online"},
+            "slave1": "ip=10.0.0.3,port=6379,state=online,offset=5,lag=0",  # unparsed
+            "slave_read_only": 1,  # not a replica's line
+        },
+    )
+    assert wait.connected(SLOT) == 2 and wait.needed(SLOT) == 2
+
+
+def test_online_replicas_counts_connected_slaves_without_lines() -> None:
+    assert replicas.online_replicas({"connected_slaves": 3}) == 3
+    assert replicas.online_replicas({}) == 0
+
+
+def test_a_promoted_replica_without_replicas_takes_the_unconfirmed_line_back(caplog) -> None:
+    wait = ReplicaWait(1, 0.2, LOG)
+    wait.read(SLOT, {"master_replid": "old", "slave0": {"state": "online"}})
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert not confirmed(wait, Calls(0))
+        wait.read(SLOT, {"master_replid": "new", "connected_slaves": 0})
+        assert confirmed(wait, Calls(0))
+        assert confirmed(wait, Calls(0))
+    assert len(caplog.messages) == 2
+    assert caplog.messages[1] == (
+        "Writes count as written without a replica again: this master never had one online"
+    )

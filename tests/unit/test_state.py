@@ -127,3 +127,21 @@ def test_a_noperm_is_logged_once_per_command_counted_and_retried(caplog):
     assert "pw" not in " ".join(lines)
     # Neither a lost connection nor refused writes.
     assert state.connected and state.writable
+
+
+def test_noreplicas_is_a_refused_write_logged_once_counted_each_time(state, caplog):
+    # A master with min-replicas-to-write whose replicas are gone (the Jepsen case).
+    codes: list[str] = []
+    state.on_refused_writes.append(codes.append)
+    noreplicas = redis.ResponseError("NOREPLICAS Not enough good replicas to write.")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        for _ in range(3):
+            state.failed(noreplicas, "MULTI/EXEC")
+        state.answered(READ)  # a read proves nothing: reads are still served
+        assert not state.writable
+        state.answered(ALLOW_OOM)  # an allow-oom script is refused too: it passed
+    assert codes == ["NOREPLICAS"] * 3
+    assert caplog.messages == [
+        "Redis refuses writes (NOREPLICAS Not enough good replicas to write.), retrying",
+        "Redis accepts writes again",
+    ]
