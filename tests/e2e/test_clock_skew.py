@@ -2,10 +2,10 @@
 
 libfaketime (Debian's ``faketime`` package) moves one worker's clock an hour
 ahead, wall clock and monotonic alike, as a node with a wrong clock would
-have. Leases, heartbeats, stats samples, turns and seed budgets are timed by
-Redis' clock in the scripts; what the worker stamps itself (an item's
-``scraped_at``, which decides the newer of two rows, and its ``fetched_at``)
-follows Redis' clock through ``RedisTime``.
+have. Leases, heartbeats, stats samples, turns, seed budgets, robots.txt
+TTLs and recrawl times (RECRAWL_AFTER) are timed by Redis' clock; what the
+worker stamps itself (an item's ``scraped_at``, which decides the newer of
+two rows, and its ``fetched_at``) follows Redis' clock through ``RedisTime``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def test_a_worker_an_hour_ahead_crawls_on_redis_clock(redis_url, r, tmp_path, pr
     with TestSite(pages=300, seed=7) as site:
         # A budget the cluster counts in Redis: exactly 200 pages of the 300.
         r.lpush(K.start_urls, json.dumps({"url": site.url, "max_pages": 200}))
-        settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_LEASE_TIMEOUT=6")
+        # RECRAWL_AFTER: a URL is due again 10 minutes after it was queued, on
+        # Redis' clock; on the worker's own, an hour on, every link it finds
+        # to a page already crawled would be due and fetched again.
+        settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_LEASE_TIMEOUT=6", "RECRAWL_AFTER=600")
         normal = worker("normal", redis_url, tmp_path, *settings)
         ahead = worker("ahead", redis_url, tmp_path, *settings, env=AN_HOUR_AHEAD)
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
@@ -79,6 +82,9 @@ def test_a_worker_an_hour_ahead_crawls_on_redis_clock(redis_url, r, tmp_path, pr
         # The budget is exact: 200 fetches (pages and dead links), robots.txt aside.
         fetched = [t for _, _, t, _ in site.request_log() if t != "/robots.txt"]
         assert len(fetched) == 200, len(fetched)
+        # robots.txt once for the cluster: its TTL is Redis' (a key's PX, and
+        # the rest of it as a duration in each worker's cache).
+        assert [t for _, _, t, _ in site.request_log() if t == "/robots.txt"] == ["/robots.txt"]
         # Every page fetched is stored once.
         assert len(urls) == len(set(urls))
         assert set(urls) == set(hits) & site.page_urls()
