@@ -54,6 +54,10 @@ SQLITE_BUSY_TIMEOUT = 2.0
 # libpq options used unless DB_URL sets them: fail a connect in 10 s, notice
 # a vanished server within about a minute, and give up on a write blocked for
 # a minute (by another session's row locks, say) so it is logged and retried.
+# tcp_user_timeout: a write whose packets vanish (a partition: no reset comes)
+# fails after 20 s unacknowledged, so the db_writer says the database is away
+# and reconnects; keepalives cover only an idle connection, and without it the
+# kernel retransmits for about 15 minutes, the db_writer silent all along.
 PG_CONNECT_DEFAULTS = {
     "connect_timeout": "10",
     "options": "-c statement_timeout=60000",
@@ -61,6 +65,7 @@ PG_CONNECT_DEFAULTS = {
     "keepalives_idle": "30",
     "keepalives_interval": "10",
     "keepalives_count": "3",
+    "tcp_user_timeout": "20000",
     "application_name": "db_writer",
 }
 

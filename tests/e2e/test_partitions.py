@@ -118,7 +118,9 @@ class Cluster:
         p = db_writer(
             "writer",
             self.redis.url,
-            self.db_url,
+            # A write whose packets vanish fails after 4 s (20 s by default:
+            # PG_CONNECT_DEFAULTS), within the cut.
+            f"{self.db_url}?tcp_user_timeout=4000",
             self.log_dir,
             "-s",
             f"REDIS_SOCKET_TIMEOUT={TIMEOUT}",
@@ -279,6 +281,9 @@ def test_the_db_writer_cut_from_postgresql_then_from_redis_loses_nothing(cluster
         assert LOST not in w.log()
     log = writer.log()
     assert log.count(LOST) == 1 and log.count(BACK) == 1, log[-3000:]
+    # And once each way for PostgreSQL: never silent while a write hangs.
+    assert log.count("unavailable, retrying; the batch stays") == 1, log[-3000:]
+    assert log.count(" available again") == 1, log[-3000:]
 
 
 def test_a_worker_that_reaches_redis_but_no_site_hands_back_and_resumes(cluster, bed):
