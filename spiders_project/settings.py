@@ -128,6 +128,15 @@ FRONTIER_FLUSH_INTERVAL = 0.05
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0
+# Requests of hosts at their cluster-wide cap (CONCURRENT_REQUESTS_PER_DOMAIN,
+# hosts without delay) a worker leases beyond its slots, all hosts together:
+# they hold no slot, and take the slot of one of the worker's downloads of
+# their host the moment it ends, with no round trip to Redis (which hears of it
+# in the next write tick). At 10 ms from Redis, one worker made 0.59x its pages/s
+# on loopback with none (each slot sat empty for two round trips); they must
+# cover the downloads that end within one round trip (docs/BENCHMARKS.md,
+# Distance). A killed worker fetches these again too; 0: none.
+FRONTIER_SPARES = 16
 # Seconds a worker with nothing leasable waits before asking Redis again
 # (less when the ready-set says when the next host's turn comes).
 FRONTIER_EMPTY_POLL_INTERVAL = 0.25
