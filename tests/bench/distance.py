@@ -106,6 +106,7 @@ def _crawl(bench: Bench, workers: int, *, relayed: bool, window: int, n: int) ->
         )
     finally:
         for relay in relays:
+            print(f"    relay {relay.proc.name}: {relay.proc.cpu():.2f} CPU-s", flush=True)
             relay.close()
         if not one:
             for pid in (bench.site.proc.pid, bench.redis.pid, bench.me.pid):

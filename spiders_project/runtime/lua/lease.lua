@@ -41,16 +41,19 @@
 --             {host found at its cap, other workers waiting for it, ...}}
 --
 -- Spares: a worker 10 ms from Redis would leave each slot of a capped host
--- empty for at least a round trip (release, then lease again), a third of
--- a slot's time on the benchmark's site (docs/BENCHMARKS.md, Distance). So a
--- worker that holds slots of a host without delay may lease a few more of
--- its requests as spares, when the host is at its cap: leased (renewed,
--- acked, put back like any lease) but holding no slot (they are in
--- "released" from the start). When one of its downloads of that host ends,
--- the worker hands the slot to a spare on the spot (ack.lua's transfers), so
--- the host's downloads in flight, cluster-wide, never exceed the cap. The
--- caller is still noted as waiting, and told how many other workers wait,
--- so it keeps no more than its share of the slots (frontier/spares.py).
+-- empty for two round trips (release, then lease again): one worker made
+-- 0.59x its pages/s on loopback (docs/BENCHMARKS.md, Distance). So a worker
+-- that holds slots of a host without delay (holds), or takes its last free
+-- ones in this call, may lease up to "spares" more of its requests once it
+-- is at its cap: leased
+-- (renewed, acked, put back like any lease) but holding no slot (they are
+-- in "released" from the start, so neither ack.lua nor requeue.lua gives a
+-- slot back for them). When one of its downloads of that host ends, the
+-- worker passes the slot to a spare on the spot (ack.lua's transfers), so the
+-- host's downloads in flight, cluster-wide, never exceed the cap. A worker
+-- that finds the host at its cap is still noted as waiting, and told how many
+-- other workers wait, so it keeps no more than its share of the slots
+-- (frontier/spares.py).
 --
 -- A lease id names one lease of one worker: ack (ack.lua), renew and
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
@@ -172,7 +175,7 @@ for i = 1, ncand do
   local ready = want > 0 and redis.call('ZSCORE', KEYS[1], host)
   local turn = ready and tonumber(ready) <= now and not handed_away(host)
   local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
-  if turn or (spare > 0 and holds) then
+  if turn or (spare > 0 and holds and busy >= cap) then
     local queue = KEYS[9 + i]
     local later = KEYS[9 + ncand + i]
     local list = KEYS[9 + 2 * ncand + i]
@@ -233,12 +236,19 @@ for i = 1, ncand do
         end
       end
     end
-    if not err and spare > 0 and delay == 0 and (holds or (got > 0 and busy + got >= cap)) then
-      -- The caller holds slots of it, or took its last free ones: spares (the
-      -- header). The host's place in the ready-set is left as it is.
+    if not err and spare > 0 and delay == 0 and busy + got >= cap and (holds or got > 0) then
+      -- At its cap, and the caller holds slots of it or took its last free
+      -- ones: spares (the header). Its slots may now pass from download to
+      -- download without coming back, so the host goes back in the ready-set
+      -- in CAP_POLL ms, where a worker with none finds it at its cap and waits
+      -- for it (the holders then keep only their share).
       local popped, spare_err = take_from(queue, list, spare)
       lease_all(host, popped, true)
-      if spare_err then redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err) end
+      if spare_err then
+        redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err)
+      elseif got == 0 and redis.call('EXISTS', queue, list) > 0 then
+        redis.call('ZADD', KEYS[1], 'NX', now + CAP_POLL, host)
+      end
       contest[#contest + 1] = host
       contest[#contest + 1] = others_waiting(host)
     end
