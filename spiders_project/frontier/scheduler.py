@@ -299,7 +299,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
 
     def _wanted(self) -> int:
         """How many requests to lease now: a worker holds at most CONCURRENT_REQUESTS +
-        FRONTIER_PREFETCH leases, so a killed worker costs at most that many re-fetches."""
+        FRONTIER_PREFETCH leases (+ FRONTIER_SPARES: handoff.py), so a killed worker
+        costs at most that many re-fetches."""
         engine = self.crawler.engine
         if engine is None or engine.paused or not engine.running:
             return 0
@@ -323,6 +324,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 wanted = self._wanted()
                 spares = self.spares.wanted(self.steps.delay_ms)
                 if wanted <= 0 and not spares:
+                    self.handoff.settle(self.spares.parked())  # no spare is coming for them
                     break
                 keys, calls = shards[(turn + i) % len(shards)]
                 parked = self.spares.parked()
