@@ -340,6 +340,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                     self.handoff.took(lease)
                     if at_cap:
                         self._at_cap.add(lease[0])
+                        self.spares.capped(lease[2])
                 self.handoff.leased(taken, parked)
                 if taken.requests:
                     internals.wake_engine(self.crawler.engine)

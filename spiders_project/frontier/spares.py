@@ -47,7 +47,7 @@ class Spares:
         self._others: dict[str, int] = {}
         # Leases whose download ended and whose slot is kept for a spare to come.
         self._parked: dict[bytes, Lease] = {}
-        # Hosts this worker leased from last (RECENT at most), oldest first.
+        # Hosts this worker found at their cap last (RECENT at most), oldest first.
         self._recent: dict[str, None] = {}
 
     def __len__(self) -> int:
@@ -84,19 +84,25 @@ class Spares:
 
     def took_slot(self, host: str) -> None:
         self.slots[host] += 1
+
+    def capped(self, host: str) -> None:
+        """A lease call found ``host`` at its cap, or left it there."""
         self._recent.pop(host, None)
         self._recent[host] = None
         if len(self._recent) > RECENT:
             del self._recent[next(iter(self._recent))]
 
     def recent(self) -> list[str]:
-        """Hosts we leased from last, newest first: candidates of the next lease call
-        besides those the last one named ready, which leave out a host that was at
-        its cap then, and may have a slot free now (one round trip less)."""
+        """Hosts found at their cap last, newest first: candidates of the next lease
+        call besides those the last one named ready, which leave out a host at its
+        cap (out of the ready-set), though a slot of it may be free now (one round
+        trip less). Hosts below their cap are named only by the ready-set, so hosts
+        with a delay take turns between workers as before."""
         return list(reversed(self._recent))
 
     def contested(self, host: str, others: int) -> None:
         self._others[host] = others
+        self.capped(host)
 
     def share(self, host: str) -> int:
         return math.ceil(self.cap / (1 + self._others.get(host, 0)))

@@ -22,6 +22,9 @@ def test_spares_are_asked_for_the_hosts_leased_from_last_without_delay():
     assert spares.wanted(no_delay) == []
     spares.took_slot("a")
     spares.took_slot("b")
+    assert spares.wanted(no_delay) == []  # below their cap: no spares
+    spares.capped("a")
+    spares.capped("b")
     # Newest first; at most a cap's worth per host, depth in all.
     assert spares.wanted(no_delay) == [("b", 0, 4, True), ("a", 0, 2, True)]
     assert spares.wanted(lambda host: 500 if host == "b" else 0) == [("a", 0, 4, True)]
@@ -50,6 +53,7 @@ def test_spares_of_a_host_whose_last_slot_ended_go_back():
     assert spares.add(*leased("a", 2))
     assert len(spares) == 1
     assert [lease for _, lease in spares.slot_ended("a")] == [leased("a", 2)[1]]
+    spares.capped("a")
     assert len(spares) == 0 and spares.wanted(no_delay) == [("a", 0, 4, False)]
 
 
