@@ -137,6 +137,17 @@ FRONTIER_FLUSH_INTERVAL = 0.05
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0
+# Spare leases: requests of hosts at their cluster-wide cap
+# (CONCURRENT_REQUESTS_PER_DOMAIN; hosts without delay) a worker leases beyond
+# its slots, all hosts together. They hold no slot: when one of the worker's
+# downloads of their host ends, its slot passes to a spare at once, with no
+# round trip to Redis (which hears of it in the next write tick); with none in
+# hand, the slot waits for the next lease call's spares (one round trip at
+# most). A worker keeps only its share of a host other workers wait for. At
+# 10 ms from Redis one worker made 0.59x its pages/s on loopback without them
+# (each slot sat empty for two round trips: docs/BENCHMARKS.md, Distance).
+# A killed worker's spares are fetched again too, like its other leases; 0: none.
+FRONTIER_SPARES = 16
 # Seconds a worker with nothing leasable waits before asking Redis again
 # (less when the ready-set says when the next host's turn comes).
 FRONTIER_EMPTY_POLL_INTERVAL = 0.25

@@ -44,9 +44,11 @@ from spiders_project import internals
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.clear import clear_frontier
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
-from spiders_project.frontier.leases import Lease, LeaseKeeper
+from spiders_project.frontier.handoff import SlotHandoff
+from spiders_project.frontier.leases import LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.seen_guard import SeenGuard
+from spiders_project.frontier.spares import Spares
 from spiders_project.frontier.taking import LeaseTaker
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
@@ -94,23 +96,25 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.lease_ms = self.leases.lease_ms
         self.bad_entries = BadEntries(redis, self.stats)
         self.taker = LeaseTaker(redis, config, self.bad_entries, steps.delay_ms, self.lease_ms)
-        self._prefetched: deque[tuple[Request, Lease]] = deque()
-        self._active: dict[Request, Lease] = {}
-        # Lease ids whose cap slot was given back (download ended), and those
-        # whose host was at its cap when leased (their release is urgent).
-        self._released: set[bytes] = set()
-        self._at_cap: set[bytes] = set()
         self._want = asyncio.Event()
+        # The leases' slots between downloads, and the spare leases to take them.
+        self.spares = Spares(config.spares, config.per_host)
+        limit = config.concurrency + config.prefetch + config.spares
+        self.handoff = SlotHandoff(
+            crawler, self.spares, redis.batcher, self.leases, limit, self._want
+        )
+        self._prefetched, self._active = self.handoff.prefetched, self.handoff.active
+        self._released, self._at_cap = self.handoff.released, self.handoff.at_cap
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_size = 0
         self.sent = SentFingerprints(config.seen_cache, redis.seen.recrawl_after or None)
         self.seen_guard = SeenGuard(redis, self.sent, self.stats)
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
-        crawler.signals.connect(self._download_ended, signal=signals.request_left_downloader)
+        crawler.signals.connect(self.handoff.download_ended, signal=signals.request_left_downloader)
         # A pause that may last (node health): what was leased and not started goes back.
         pauses = EnginePauses.of(crawler)
-        pauses.given_back.subscribe(lambda: self.leases.give_back(self._prefetched))
+        pauses.given_back.subscribe(self._give_back_unstarted)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -191,8 +195,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         """
         await stop_tasks(self._tasks)
         self._tasks = []
+        self.handoff.settle(self.spares.parked(), release=True)
         self._ack_finished()
         unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
+        unfinished += [lease for _, lease in self.spares.take_all()]
         unfinished += await self.leases.of_call(self.taker.in_flight, self.config.close_timeout)
         self._prefetched.clear()
         self._active.clear()
@@ -261,8 +267,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             if kept is None:
                 # A step dropped it after the lease (and counted why): the lease
                 # ends now, giving its host's slot back, and nobody fetches it.
-                self._at_cap.discard(lease[0])
-                self.redis.batcher.ack(lease[0])
+                self.handoff.dropped(lease)
                 continue
             self._active[kept] = lease
             self.stats.inc_value("scheduler/dequeued/redis")
@@ -270,14 +275,14 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return None
 
     def has_pending_requests(self) -> bool:
-        return bool(self._prefetched) or self.redis.batcher.has_pending_requests()
+        return bool(self._prefetched or self.spares) or self.redis.batcher.has_pending_requests()
 
     def __len__(self) -> int:
-        return len(self._prefetched) + self.remote_size
+        return len(self._prefetched) + len(self.spares) + self.remote_size
 
     def is_idle(self) -> bool:
         """Nothing prefetched, in flight, or waiting to be written."""
-        return not self._prefetched and not self._active and not len(self.redis.batcher)
+        return not (self._prefetched or self._active or self.spares or len(self.redis.batcher))
 
     def _count_enqueued(self, sent: int, added: int) -> None:
         if added:
@@ -285,46 +290,17 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         if sent > added:
             self.stats.inc_value("dupefilter/filtered", sent - added)
 
-    def _download_ended(self, request: Request, spider: Spider) -> None:
-        """Give back the cap slot of a leased request whose download ended.
-
-        The cluster-wide cap (``CONCURRENT_REQUESTS_PER_DOMAIN``) counts
-        downloads, like Scrapy's per-domain slot: a page being parsed, or
-        waiting for its items to be written, holds no slot. The lease itself
-        stays until the page is processed (``_ack_finished``). Redirects and
-        retries are new requests, leased again, so a lease has one download.
-        """
-        lease = self._active.get(request)
-        if lease is None or lease[0] in self._released:
-            return
-        self._released.add(lease[0])
-        self.redis.batcher.release(lease[0], now=lease[0] in self._at_cap)
+    def _give_back_unstarted(self) -> None:
+        """A pause that may last: what was leased and not started goes back."""
+        self.leases.give_back(deque(self.handoff.unstarted()))
 
     def _ack_finished(self) -> None:
-        """Queue the ack of every leased request the engine is done with.
-
-        Scrapy has no signal for "this request is fully processed" (response
-        scraped, its items through the pipelines, its links scheduled, or the
-        download failed for good, retries and redirects included). The
-        engine's slot keeps exactly that set (``internals.requests_in_progress``,
-        which raises rather than guess if Scrapy changed); a request we
-        handed out that is no longer there is finished.
-        """
-        if not self._active:
-            return
-        inprogress = internals.requests_in_progress(self.crawler.engine)
-        done = [request for request in self._active if request not in inprogress]
-        for request in done:
-            lease_id = self._active.pop(request)[0]
-            self._released.discard(lease_id)
-            self._at_cap.discard(lease_id)
-            self.redis.batcher.ack(lease_id)
-        if done:
-            self._want.set()  # their slots are free for new leases
+        self.handoff.ack_finished()
 
     def _wanted(self) -> int:
         """How many requests to lease now: a worker holds at most CONCURRENT_REQUESTS +
-        FRONTIER_PREFETCH leases, so a killed worker costs at most that many re-fetches."""
+        FRONTIER_PREFETCH leases (+ FRONTIER_SPARES: handoff.py), so a killed worker
+        costs at most that many re-fetches."""
         engine = self.crawler.engine
         if engine is None or engine.paused or not engine.running:
             return 0
@@ -346,18 +322,26 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             backoff = 0.0
             for i in range(len(shards)):
                 wanted = self._wanted()
-                if wanted <= 0:
+                spares = self.spares.wanted(self.steps.delay_ms)
+                if wanted <= 0 and not spares:
+                    self.handoff.settle(self.spares.parked())  # no spare is coming for them
                     break
                 keys, calls = shards[(turn + i) % len(shards)]
+                parked = self.spares.parked()
                 try:
-                    taken = await self.taker.take(keys, calls, wanted, self.queue)
+                    taken = await self.taker.take(
+                        keys, calls, max(wanted, 0), self.queue, spares, self.spares.recent()
+                    )
                 except RedisUnavailable as exc:
                     backoff = max(backoff, exc.delay)
                     continue
                 for request, lease, at_cap in taken.requests:
                     self._prefetched.append((request, lease))
+                    self.handoff.took(lease)
                     if at_cap:
                         self._at_cap.add(lease[0])
+                        self.spares.capped(lease[2])
+                self.handoff.leased(taken, parked)
                 if taken.requests:
                     internals.wake_engine(self.crawler.engine)
                 leased |= taken.leased > 0
@@ -382,8 +366,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         measure this node's clock against Redis'."""
         while True:
             await asyncio.sleep(self.config.renew_interval)
-            ids = [lease[0] for _, lease in self._prefetched]
-            ids += [lease[0] for lease in self._active.values()]
+            ids = self.handoff.held()
             try:
                 await self.leases.renew(ids)
                 moved = await self.leases.reclaim_expired()

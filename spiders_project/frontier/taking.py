@@ -10,7 +10,7 @@ the leases it took go back to their queues instead of expiring.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,10 @@ class Taken:
     # The requests leased and decoded, each with its lease and whether its
     # host was at its cap (its slot's release is then urgent).
     requests: list[tuple[Request, Lease, bool]] = field(default_factory=list)
+    # Spare leases (no slot: frontier/spares.py), decoded.
+    spares: list[tuple[Request, Lease]] = field(default_factory=list)
+    # Hosts found at their cap -> other workers waiting for them.
+    contested: dict[str, int] = field(default_factory=dict)
     leased: int = 0  # leases taken, entries that could not be decoded included
     more: bool = False  # more hosts are ready in this queue: ask again
     wait_ms: int = -1  # ms until this queue's next host's turn, or -1
@@ -61,14 +65,33 @@ class LeaseTaker:
         self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
 
     async def take(
-        self, keys: RedisKeys, calls: RedisCalls, wanted: int, queue: JsonPriorityQueue
+        self,
+        keys: RedisKeys,
+        calls: RedisCalls,
+        wanted: int,
+        queue: JsonPriorityQueue,
+        spares: Sequence[tuple[str, int, int, bool]] = (),
+        recent: Sequence[str] = (),
     ) -> Taken:
-        """Lease up to ``wanted`` requests from one queue; raises RedisUnavailable."""
+        """Lease up to ``wanted`` requests from one queue, and the ``spares``
+        (host, 0, n) asked for (``frontier/spares.py``); ``recent``: hosts of the
+        HTTP queue to ask for after those the last call named ready. Raises
+        RedisUnavailable."""
         prefix = keys.lane_prefix
-        candidates = [(h, self.delay_ms(h)) for h in self._candidates.get(prefix, [])]
+        mine = [h for h in recent if self.redis.keys.for_host(h).lane_prefix == prefix]
+        extra = {host: (n, holds) for host, _, n, holds in spares if host in mine}
+        # The hosts the last call named ready first, in the ready-set's order
+        # (hosts take turns), then ours; with nothing wanted, ours for spares only.
+        order = [*self._candidates.get(prefix, []), *mine] if wanted > 0 else list(extra)
+        candidates: list[tuple[str, int] | tuple[str, int, int, bool]] = []
+        for h in dict.fromkeys(order):
+            if h in extra:
+                candidates.append((h, 0, *extra[h]))
+            else:
+                candidates.append((h, self.delay_ms(h)))
         first_id = self._next_lease_id
         # Never reused, even if this call's reply is lost (lua/lease.lua).
-        self._next_lease_id += wanted
+        self._next_lease_id += wanted + sum(n for n, _ in extra.values())
         lease_keys, args = lease_call(
             keys,
             wanted,
@@ -84,17 +107,29 @@ class LeaseTaker:
         call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
         self.in_flight = asyncio.ensure_future(call)
         try:
-            leased, next_hosts, wait_ms, full = await asyncio.shield(self.in_flight)
+            leased, next_hosts, wait_ms, full, spare_ids, contest = await asyncio.shield(
+                self.in_flight
+            )
         except RedisUnavailable:
             self.in_flight = None
             raise
         # (Cancelled at shutdown, the call stays in in_flight for hand_back.)
         self.in_flight = None
         self._candidates[prefix] = self.bad_entries.host_names(next_hosts, keys)
-        taken = Taken(leased=len(leased) // 3, more=bool(self._candidates[prefix]))
+        # With nothing wanted but spares, other ready hosts are not a reason to ask again.
+        taken = Taken(leased=len(leased) // 3, more=wanted > 0 and bool(self._candidates[prefix]))
         taken.wait_ms = int(wait_ms)
+        taken.contested = {
+            h.decode(): int(n) for h, n in zip(contest[::2], contest[1::2], strict=True)
+        }
+        spare_ids = set(spare_ids)
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             request = self.bad_entries.decode(queue, lease_id, member)
-            if request is not None:
-                taken.requests.append((request, (lease_id, member, host.decode()), host in full))
+            if request is None:
+                continue
+            lease = (lease_id, member, host.decode())
+            if lease_id in spare_ids:
+                taken.spares.append((request, lease))
+            else:
+                taken.requests.append((request, lease, host in full))
         return taken

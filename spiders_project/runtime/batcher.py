@@ -171,6 +171,12 @@ class RedisBatcher:
         if now:
             self._wake.set()
 
+    def transfer(self, lease_id: bytes, spare: bytes) -> None:
+        """Pass the cap slot of a lease whose download ended to a spare lease of
+        the same host, whose download starts in its place (``lua/ack.lua``):
+        the host's count stays, so nothing is urgent."""
+        self._add((ACK, (lease_id, spare)))
+
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
         self._add((PUSH, (key, value)))

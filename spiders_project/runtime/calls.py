@@ -97,7 +97,7 @@ def lease_call(
     keys: RedisKeys,
     want: int,
     lease_ms: int,
-    candidates: Sequence[tuple[str, int]],
+    candidates: Sequence[tuple[str, int] | tuple[str, int, int, bool]],
     next_hosts: int,
     per_host: int,
     owner: str,
@@ -105,15 +105,18 @@ def lease_call(
     *,
     now: int | str = "",
 ) -> Call:
-    """``lua/lease.lua`` for candidate (host, configured delay ms) pairs;
-    ``per_host`` is the cluster-wide cap of one host's leases.
+    """``lua/lease.lua`` for candidate (host, configured delay ms[, spares, holds])
+    tuples; ``per_host`` is the cluster-wide cap of one host's leases; spares
+    (default 0) is the most spare leases, holding no slot, to take of a host at
+    its cap, and holds whether the caller holds slots of it already.
 
     Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
     same ``first_id`` twice (see the script's header).
     """
     args: list[Any] = [now, want, lease_ms, next_hosts, per_host, owner, first_id, len(candidates)]
-    for host, delay_ms in candidates:
-        args += (host, delay_ms)
+    for host, delay_ms, *spares in candidates:
+        spare, holds = spares if spares else (0, False)
+        args += (host, delay_ms, spare, int(holds))
     return (
         [
             keys.hosts,
@@ -125,9 +128,10 @@ def lease_call(
             keys.in_flight,
             keys.cap_waiters,
             keys.cap_handover,
-            *(keys.host_queue(h) for h, _ in candidates),
-            *(keys.host_later(h) for h, _ in candidates),
-            *(keys.host_list(h) for h, _ in candidates),
+            *(keys.host_queue(h) for h, *_ in candidates),
+            *(keys.host_later(h) for h, *_ in candidates),
+            *(keys.host_list(h) for h, *_ in candidates),
+            keys.released,
         ],
         args,
     )
@@ -171,11 +175,13 @@ def ack_call(
     lease_ids: Sequence[bytes | str],
     *,
     releases: Sequence[bytes | str] = (),
+    transfers: Sequence[tuple[bytes | str, bytes | str]] = (),
     now: int | str = "",
 ) -> Call:
-    """``lua/ack.lua``: give back the cap slots of ``releases`` (their download
-    ended, the lease stays), then end ``lease_ids`` for good (processed,
-    rejected or dead).
+    """``lua/ack.lua``: pass the cap slot of each (ended, spare) pair of
+    ``transfers`` to the spare, give back the cap slots of ``releases`` (their
+    download ended, the lease stays), then end ``lease_ids`` for good
+    (processed, rejected or dead).
 
     Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.
@@ -190,7 +196,8 @@ def ack_call(
             keys.cap_handover,
             keys.released,
         ],
-        [now, len(releases), *releases, *lease_ids],
+        [now, len(releases), *releases, len(transfers), *(i for t in transfers for i in t)]
+        + list(lease_ids),
     )
 
 

@@ -21,6 +21,7 @@ class FrontierConfig:
     concurrency: int  # CONCURRENT_REQUESTS: leases held at most, with prefetch
     per_host: int  # CONCURRENT_REQUESTS_PER_DOMAIN: one lease call's share of a host
     prefetch: int
+    spares: int  # FRONTIER_SPARES: spare leases of capped hosts (frontier/spares.py)
     lease_timeout: float
     close_timeout: float
     flush_interval: float
@@ -47,6 +48,7 @@ class FrontierConfig:
             concurrency=read.getint("CONCURRENT_REQUESTS", minimum=1),
             per_host=read.getint("CONCURRENT_REQUESTS_PER_DOMAIN", minimum=1),
             prefetch=read.getint("FRONTIER_PREFETCH", minimum=0),
+            spares=read.getint("FRONTIER_SPARES", minimum=0),
             # 0 would renew leases in a busy loop (every lease_timeout / 3 s).
             lease_timeout=read.getfloat("FRONTIER_LEASE_TIMEOUT", above=0),
             close_timeout=read.getfloat("FRONTIER_CLOSE_TIMEOUT", minimum=0),

@@ -95,8 +95,10 @@ def add_commands(
             for lane, acks in by_lane(batch, lambda ack: lease_part(ack[0])[1]):
                 ack_keys, args = ack_call(
                     keys.in_lane(lane),
-                    [lease_id for lease_id, release in acks if not release],
-                    releases=[lease_id for lease_id, release in acks if release],
+                    [lease_id for lease_id, release in acks if release is False],
+                    releases=[lease_id for lease_id, release in acks if release is True],
+                    # (ended, spare): the slot passes to the spare (batcher.transfer)
+                    transfers=[(i, to) for i, to in acks if not isinstance(to, bool)],
                     now=clock.arg(),
                 )
                 pipe.eval(scripts.ack.source, len(ack_keys), *ack_keys, *args)

@@ -16,7 +16,9 @@ process of its own), then, one after the other on that site:
 3. one worker on a Redis Cluster of three masters until ``--window`` pages
    (``cluster.py``), then stock scrapy-redis (its Scheduler, PriorityQueue,
    RFPDupeFilter, pickle, RedisPipeline, RedisSpider) until ``--stock-window`` pages;
-4. two workers until ``--window`` pages;
+4. two workers until ``--window`` pages; then distance (``distance.py``): one and two
+   workers each 5 ms from Redis through a delay relay, against loopback, alternately,
+   ``--distance-pairs`` pairs of ``--distance-window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
@@ -44,6 +46,7 @@ from tests.bench import report as rep
 from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
+from tests.bench.distance import distance_phase
 from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import rendering_phase
 from tests.bench.seen import seen_phase
@@ -57,6 +60,7 @@ PHASES = (
     "cluster",
     "stock",
     "two",
+    "distance",
     "seen",
     "queue",
     "writer",
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         help="pages of the stock scrapy-redis crawl (at about half the worker's speed, a "
         "full window would push make bench past 10 minutes)",
     )
+    parser.add_argument("--distance-window", type=int, default=5_000)
+    parser.add_argument("--distance-pairs", type=int, default=3, help="pairs of each setup")
+    parser.add_argument("--distance-workers", default="1,2", help="the distance setups run")
     parser.add_argument("--writer-items", type=int, default=100_000)
     parser.add_argument(
         "--set",
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls = ("plain", "worker", "wait", "cluster", "stock", "two")
+    crawls = ("plain", "worker", "wait", "cluster", "stock", "two", "distance")
     crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
@@ -127,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for phase in crawls_wanted:
                     print(f"== {phase} ({time.monotonic() - t0:.0f} s)", flush=True)
+                    if phase == "distance":
+                        report.distance = distance_phase(
+                            bench,
+                            args.distance_window,
+                            args.distance_pairs,
+                            tuple(int(n) for n in args.distance_workers.split(",")),
+                        )
+                        continue
                     if phase == "plain":
                         result = bench.plain_phase(args.window)
                     elif phase == "worker":
@@ -185,6 +200,15 @@ def main(argv: list[str] | None = None) -> int:
                         "seen_bytes_per_url": report.cluster.seen_bytes_per_url,
                     }
                     if report.cluster
+                    else None
+                ),
+                "distance": (
+                    [
+                        {"workers": p.workers, "ratio": p.ratio}
+                        | {k: describe(getattr(p, k)) for k in ("loopback", "relay")}
+                        for p in report.distance.pairs
+                    ]
+                    if report.distance
                     else None
                 ),
                 "seconds": report.seconds,

@@ -22,6 +22,8 @@ from spiders_project.config import load_settings
 from tests.bench.cluster import ClusterResult
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
+from tests.bench.distance import DistanceResult
+from tests.bench.distance import section as distance_section
 from tests.bench.queue_entries import QueueResult
 from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
 from tests.bench.seen import SeenResult
@@ -54,6 +56,7 @@ class Report:
     queue: list[QueueResult] = field(default_factory=list)
     rendering: RenderingResult | None = None
     cluster: ClusterResult | None = None
+    distance: DistanceResult | None = None
 
 
 def machine() -> str:
@@ -113,6 +116,17 @@ def targets(report: Report) -> list[str]:
                 growth < TARGET_RSS_GROWTH if one.full["pages"] >= 100_000 else None,
             )
         )
+    if report.distance is not None:
+        for workers, median in ((w, report.distance.median(w)) for w in (1, 2)):
+            if median is not None:
+                rows.append(
+                    (
+                        f"10 ms RTT to Redis, {workers} worker{'s' if workers > 1 else ''}: "
+                        f"≥ {TARGET_RATIO}× the pages/s on loopback (issue 26)",
+                        f"{median:.2f}× (median of {len(report.distance.of(workers))} pairs)",
+                        median >= TARGET_RATIO,
+                    )
+                )
     for writer in report.writers:
         target = TARGET_WRITER[writer.database]
         rows.append(
@@ -489,6 +503,8 @@ def sections(report: Report) -> list[list[str]]:
         out.append(queued(report))
     if report.cluster is not None:
         out.append(cluster(report))
+    if report.distance is not None:
+        out.append(distance_section(report.distance))
     if report.writers:
         out.append(writers(report))
     if report.rendering is not None:

@@ -102,7 +102,7 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
         now=s.now,
     )
     s.next_id += max(want, 0)
-    leased, nxt, wait, s.full = s.lease(keys, args)
+    leased, nxt, wait, s.full, s.spares, s.contest = s.lease(keys, args)
     s.last_ids = leased[::3]
     return leased[1::3], [h.decode() for h in leased[2::3]], [h.decode() for h in nxt], wait
 

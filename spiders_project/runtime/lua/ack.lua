@@ -15,8 +15,17 @@
 -- ARGV[3..2+R]  lease ids of the caller whose download ended: the slot comes
 --          back now, the lease stays until its page is processed (a worker
 --          killed meanwhile still loses nothing)
--- ARGV[3+R..]   lease ids of the caller to end
+-- ARGV[3+R]     T, the number of transfers
+-- ARGV[4+R..3+R+2T]  pairs (lease id whose download ended, spare lease id) of the
+--          caller: the slot of the first passes to the second, a spare that
+--          holds none (lease.lua), whose download started in its place
+-- ARGV[4+R+2T..] lease ids of the caller to end
 -- Returns  the number of leases ended.
+--
+-- A transfer leaves the host's count of slots as it is: the worker started
+-- the spare's download only once the first one's had ended. If the first
+-- lease no longer holds a slot (it expired and was put back meanwhile), the
+-- spare takes one; if the spare's lease is gone, the first's slot comes back.
 --
 -- The cap counts downloads, as Scrapy's own per-domain slot does: a slot
 -- comes back when the download ends, not when the page's items are written
@@ -58,15 +67,34 @@ local function give_slot_back(id, info)
   end
 end
 
-local releases = tonumber(ARGV[2])
-for i = 3, 2 + releases do
-  local id = ARGV[i]
+local function release(id)
   if redis.call('ZSCORE', KEYS[1], id) and redis.call('SADD', KEYS[7], id) == 1 then
     give_slot_back(id, redis.call('HGET', KEYS[2], id))
   end
 end
+
+local releases = tonumber(ARGV[2])
+local transfers = tonumber(ARGV[3 + releases])
+local first = 4 + releases
+for i = first, first + 2 * transfers - 1, 2 do
+  local from, to = ARGV[i], ARGV[i + 1]
+  if redis.call('ZSCORE', KEYS[1], to) and redis.call('SREM', KEYS[7], to) == 1 then
+    if not (redis.call('ZSCORE', KEYS[1], from) and redis.call('SADD', KEYS[7], from) == 1) then
+      local info = redis.call('HGET', KEYS[2], to)
+      local len, start = string.match(info or '', '^%S+ (%d+) ()')
+      if len then
+        redis.call('HINCRBY', KEYS[3], string.sub(info, start, start + tonumber(len) - 1), 1)
+      end
+    end
+  else
+    release(from)
+  end
+end
+for i = 3, 2 + releases do
+  release(ARGV[i])
+end
 local ended = 0
-for i = 3 + releases, #ARGV do
+for i = first + 2 * transfers, #ARGV do
   local id = ARGV[i]
   if redis.call('ZREM', KEYS[1], id) == 1 then
     ended = ended + 1

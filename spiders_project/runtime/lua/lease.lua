@@ -18,6 +18,7 @@
 -- KEYS[9+i]  queue of the i-th candidate host
 -- KEYS[9+C+i] its retries waiting for their time ("later"; C candidates)
 -- KEYS[9+2C+i] its list of new priority-0 requests (enqueue.lua)
+-- KEYS[10+3C] released: set of lease ids that hold no slot (ack.lua), spares among them
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -29,10 +30,30 @@
 -- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
 -- ARGV[8]    C, the number of candidates
--- ARGV[9..]  pairs (host, configured delay in ms) for candidate i = 1..C
+-- ARGV[9..]  (host, configured delay in ms, spares, holds) for candidate i = 1..C:
+--            spares, the most spare leases the caller may take of that host
+--            (below); holds, "1" if the caller holds slots of it, else "0"
+--            (spares then only with slots this call gives)
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready (at most CAP_POLL while a host is at its cap) or -1,
---             {host that gave requests and is now at its cap, ...}}
+--             {host that gave requests and is now at its cap, ...},
+--             {lease id that holds no slot (a spare), ...},
+--             {host found at its cap, other workers waiting for it, ...}}
+--
+-- Spares: a worker 10 ms from Redis would leave each slot of a capped host
+-- empty for two round trips (release, then lease again): one worker made
+-- 0.59x its pages/s on loopback (docs/BENCHMARKS.md, Distance). So a worker
+-- that holds slots of a host without delay (holds), or takes its last free
+-- ones in this call, may lease up to "spares" more of its requests once it
+-- is at its cap: leased
+-- (renewed, acked, put back like any lease) but holding no slot (they are
+-- in "released" from the start, so neither ack.lua nor requeue.lua gives a
+-- slot back for them). When one of its downloads of that host ends, the
+-- worker passes the slot to a spare on the spot (ack.lua's transfers), so the
+-- host's downloads in flight, cluster-wide, never exceed the cap. A worker
+-- that finds the host at its cap is still noted as waiting, and told how many
+-- other workers wait, so it keeps no more than its share of the slots
+-- (frontier/spares.py).
 --
 -- A lease id names one lease of one worker: ack (ack.lua), renew and
 -- hand-back act on ids, so a worker can only ever touch its own leases. Once
@@ -114,14 +135,50 @@ local function take_from(queue, list, n)
   return out, err
 end
 
+local spares = {}
+local contest = {}
+
+-- Other workers noted as waiting for a host at its cap.
+local function others_waiting(host)
+  local count = 0
+  for worker in string.gmatch(redis.call('HGET', KEYS[8], host) or '', '%S+') do
+    if worker ~= owner then count = count + 1 end
+  end
+  return count
+end
+
 local ncand = tonumber(ARGV[8])
+-- Lease popped {request, queue score, ...} entries of a host; spares are put
+-- in "released" from the start, as holding no slot.
+local function lease_all(host, popped, spare)
+  for j = 1, #popped, 2 do
+    local id = owner .. '/' .. n
+    n = n + 1
+    redis.call('ZADD', KEYS[2], deadline, id)
+    redis.call('HSET', KEYS[3], id, popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j])
+    leased[#leased + 1] = id
+    leased[#leased + 1] = popped[j]
+    leased[#leased + 1] = host
+    if spare then
+      redis.call('SADD', KEYS[10 + 3 * ncand], id)
+      spares[#spares + 1] = id
+    end
+  end
+  if #popped > 0 then redis.call('DECRBY', KEYS[4], #popped / 2) end
+  return #popped / 2
+end
+
 for i = 1, ncand do
-  if want <= 0 then break end
-  local host = ARGV[7 + i * 2]
-  local ready = redis.call('ZSCORE', KEYS[1], host)
-  if ready and tonumber(ready) <= now and not handed_away(host) then
+  local host = ARGV[5 + i * 4]
+  local spare = tonumber(ARGV[7 + i * 4])
+  local holds = ARGV[8 + i * 4] == '1'
+  local ready = want > 0 and redis.call('ZSCORE', KEYS[1], host)
+  local turn = ready and tonumber(ready) <= now and not handed_away(host)
+  local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
+  if turn or (spare > 0 and holds and busy >= cap) then
     local queue = KEYS[9 + i]
     local later = KEYS[9 + ncand + i]
+    local list = KEYS[9 + 2 * ncand + i]
     local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, 1000)
     if #due > 0 then
       for _, entry in ipairs(due) do
@@ -132,13 +189,14 @@ for i = 1, ncand do
       end
       redis.call('ZREM', later, unpack(due))
     end
-    local delay = tonumber(ARGV[8 + i * 2])
+    local delay = tonumber(ARGV[6 + i * 4])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
-    local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
     local take = math.min(want, cap - busy)
     if delay > 0 then take = math.min(take, 1) end
-    if take <= 0 then
+    local got = 0
+    local err
+    if busy >= cap then
       redis.call('ZREM', KEYS[1], host)
       local waiting = redis.call('HGET', KEYS[8], host)
       if not waiting then
@@ -146,28 +204,18 @@ for i = 1, ncand do
       elseif not string.find(' ' .. waiting .. ' ', ' ' .. owner .. ' ', 1, true) then
         redis.call('HSET', KEYS[8], host, waiting .. ' ' .. owner)
       end
-    else
-      local list = KEYS[9 + 2 * ncand + i]
-      local popped, err = take_from(queue, list, take)
+    elseif turn and take > 0 then
+      local popped
+      popped, err = take_from(queue, list, take)
       if err then
         -- Not a sorted set or not a list (planted or corrupted): set the host
         -- aside, so it harms only itself, and serve the others.
         redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. err)
         redis.call('ZREM', KEYS[1], host)
       end
-      for j = 1, #popped, 2 do
-        local id = owner .. '/' .. n
-        n = n + 1
-        redis.call('ZADD', KEYS[2], deadline, id)
-        redis.call('HSET', KEYS[3], id, popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j])
-        leased[#leased + 1] = id
-        leased[#leased + 1] = popped[j]
-        leased[#leased + 1] = host
-      end
-      local got = #popped / 2
+      got = lease_all(host, popped, false)
       want = want - got
       if got > 0 then
-        redis.call('DECRBY', KEYS[4], got)
         redis.call('HINCRBY', KEYS[7], host, got)
         redis.call('HDEL', KEYS[9], host)  -- handed over: done
         if busy + got >= cap then full[#full + 1] = host end
@@ -187,6 +235,22 @@ for i = 1, ncand do
           redis.call('HDEL', KEYS[5], host)
         end
       end
+    end
+    if not err and spare > 0 and delay == 0 and busy + got >= cap and (holds or got > 0) then
+      -- At its cap, and the caller holds slots of it or took its last free
+      -- ones: spares (the header). Its slots may now pass from download to
+      -- download without coming back, so the host goes back in the ready-set
+      -- in CAP_POLL ms, where a worker with none finds it at its cap and waits
+      -- for it (the holders then keep only their share).
+      local popped, spare_err = take_from(queue, list, spare)
+      lease_all(host, popped, true)
+      if spare_err then
+        redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err)
+      elseif got == 0 and redis.call('EXISTS', queue, list) > 0 then
+        redis.call('ZADD', KEYS[1], 'NX', now + CAP_POLL, host)
+      end
+      contest[#contest + 1] = host
+      contest[#contest + 1] = others_waiting(host)
     end
   end
 end
@@ -217,4 +281,4 @@ if #next_hosts == 0 then
   -- to do looks again within CAP_POLL ms.
   if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
-return {leased, next_hosts, wait, full}
+return {leased, next_hosts, wait, full, spares, contest}

@@ -1,0 +1,201 @@
+"""What happens to a cap slot when its download ends: passed on, kept a moment, or given back.
+
+The scheduler's leases pass through here at three moments: when a download
+ends (``download_ended``, Scrapy's signal), when the engine is done with the
+page (``ack_finished``) and after each lease call (``leased``). The slot of a
+download that ended goes, in this order of preference:
+
+1. to a spare lease of the same host (``spares.py``), at once, without a
+   round trip (``lua/ack.lua``'s transfer, in the next write tick);
+2. with no spare in hand, it is kept ("parked") until the reply of the next
+   lease call, which asks for spares: one round trip at most, the cost of
+   the release it saves; the lease's ack waits for it too (its items and
+   links are written already; a worker killed meanwhile fetches it again);
+3. back to Redis (``release``): with spares off, above this worker's share
+   of a host others wait for, with no room for more requests in the engine,
+   or when the next lease call brought no spare.
+
+Slots and spares are kept for the HTTP queue only: the render queue's
+downloads take seconds, against which a round trip is nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+
+from spiders_project import internals
+from spiders_project.frontier.leases import Lease, LeaseKeeper
+from spiders_project.frontier.spares import Leased, Spares
+from spiders_project.frontier.taking import Taken
+from spiders_project.keys import HTTP
+from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.runtime.transaction import lease_part
+
+
+class SlotHandoff:
+    """The slots of this worker's leases between downloads (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        spares: Spares,
+        batcher: RedisBatcher,
+        leases: LeaseKeeper,
+        limit: int,
+        want: asyncio.Event,
+    ) -> None:
+        self.crawler = crawler
+        self.spares = spares
+        self.batcher = batcher
+        self.leases = leases
+        self.stats = crawler.stats
+        # Leases held at most: CONCURRENT_REQUESTS + FRONTIER_PREFETCH + FRONTIER_SPARES.
+        self.limit = limit
+        self._want = want  # the scheduler's: set to lease again
+        # Leased requests ready for the engine, and those it has (the scheduler's).
+        self.prefetched: deque[Leased] = deque()
+        self.active: dict[Request, Lease] = {}
+        # Lease ids whose download ended (slot passed on, kept or given back),
+        # and those whose host was at its cap when leased (their release is urgent).
+        self.released: set[bytes] = set()
+        self.at_cap: set[bytes] = set()
+        self._done: set[bytes] = set()  # parked leases whose page is processed
+
+    @staticmethod
+    def slotted(lease: Lease) -> bool:
+        return lease_part(lease[0])[1] == HTTP
+
+    def took(self, lease: Lease) -> None:
+        """A lease call gave ``lease``, with a slot."""
+        if self.slotted(lease):
+            self.spares.took_slot(lease[2])
+
+    def download_ended(self, request: Request, spider: Spider) -> None:
+        """The slot of a leased request whose download ended: on, kept or back.
+
+        The cluster-wide cap (``CONCURRENT_REQUESTS_PER_DOMAIN``) counts
+        downloads, like Scrapy's per-domain slot: a page being parsed, or
+        waiting for its items to be written, holds no slot. The lease itself
+        stays until the page is processed (``ack_finished``). Redirects and
+        retries are new requests, leased again, so a lease has one download.
+        """
+        lease = self.active.get(request)
+        if lease is None or lease[0] in self.released:
+            return
+        self.released.add(lease[0])
+        room = len(self.active) + len(self.prefetched) < self.limit
+        if room and self.slotted(lease):
+            successor = self.spares.successor(lease[2])
+            if successor is not None:
+                self._pass(lease, successor)
+                return
+            if self.spares.may_park(lease[2]):
+                self.spares.park(lease)
+                self._want.set()  # ask for spares
+                return
+        self._release(lease)
+
+    def ack_finished(self) -> None:
+        """Queue the ack of every leased request the engine is done with.
+
+        Scrapy has no signal for "this request is fully processed" (response
+        scraped, its items through the pipelines, its links scheduled, or the
+        download failed for good, retries and redirects included). The
+        engine's slot keeps exactly that set (``internals.requests_in_progress``,
+        which raises rather than guess if Scrapy changed); a request we
+        handed out that is no longer there is finished. A lease whose slot is
+        parked is acknowledged once the slot is settled.
+        """
+        if not self.active:
+            return
+        inprogress = internals.requests_in_progress(self.crawler.engine)
+        done = [request for request in self.active if request not in inprogress]
+        for request in done:
+            lease = self.active.pop(request)
+            if lease[0] not in self.released:
+                self._slot_ended(lease)  # no release sent: the ack gives the slot back
+            self.released.discard(lease[0])
+            if self.spares.is_parked(lease):
+                self._done.add(lease[0])
+                continue
+            self.at_cap.discard(lease[0])
+            self.batcher.ack(lease[0])
+        if done:
+            self._want.set()  # their slots are free for new leases
+
+    def held(self) -> list[bytes]:
+        """Ids of every lease this worker holds (to renew)."""
+        ids = [lease[0] for _, lease in self.prefetched]
+        ids += [lease[0] for lease in self.active.values()]
+        ids += [lease[0] for _, lease in self.spares]
+        return ids + list(self._done)
+
+    def dropped(self, lease: Lease) -> None:
+        """A step dropped the request after its lease: ended, slot and all."""
+        self.at_cap.discard(lease[0])
+        self.batcher.ack(lease[0])
+        self._slot_ended(lease)
+
+    def leased(self, taken: Taken, parked: list[Lease]) -> None:
+        """After a lease call: keep its spares, then settle the slots ``parked``
+        before the call was sent."""
+        orphans = deque(s for s in taken.spares if not self.spares.add(*s))
+        if taken.spares:
+            self.stats.inc_value("frontier/spares_leased", len(taken.spares))
+        for host, others in taken.contested.items():
+            self.spares.contested(host, others)
+        self.settle(parked)
+        if orphans:
+            self.leases.give_back(orphans)
+
+    def settle(self, parked: list[Lease], *, release: bool = False) -> None:
+        """Each parked slot to a spare (unless ``release``), or back to Redis."""
+        for lease in parked:
+            if not self.spares.unpark(lease):
+                continue
+            successor = None if release else self.spares.successor(lease[2])
+            if successor is not None:
+                self._pass(lease, successor)
+            else:
+                self._release(lease)
+            if lease[0] in self._done:
+                self._done.discard(lease[0])
+                self.at_cap.discard(lease[0])
+                self.batcher.ack(lease[0])
+
+    def unstarted(self) -> list[Leased]:
+        """A pause that may last: parked slots go back, and the spares and the
+        prefetched requests are returned to be handed back."""
+        self.settle(self.spares.parked(), release=True)
+        out = self.spares.take_all() + list(self.prefetched)
+        for _, lease in self.prefetched:
+            if self.slotted(lease):
+                self.spares.slot_ended(lease[2])  # its slot goes back with it
+        self.prefetched.clear()
+        return out
+
+    def _pass(self, lease: Lease, successor: Leased) -> None:
+        self.batcher.transfer(lease[0], successor[1][0])
+        self.stats.inc_value("frontier/slots_passed")
+        self.prefetched.appendleft(successor)
+        self._started()
+
+    def _started(self) -> None:
+        """A spare is ready: wake the engine, and lease another."""
+        internals.wake_engine(self.crawler.engine)
+        self._want.set()
+
+    def _release(self, lease: Lease) -> None:
+        self.batcher.release(lease[0], now=lease[0] in self.at_cap)
+        self._slot_ended(lease)
+
+    def _slot_ended(self, lease: Lease) -> None:
+        """Our spares of the host go back too if that was our last slot there."""
+        if self.slotted(lease):
+            orphans = self.spares.slot_ended(lease[2])
+            if orphans:
+                self.leases.give_back(deque(orphans))
