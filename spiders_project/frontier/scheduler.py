@@ -175,39 +175,48 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        returned = await self.hand_back()
+        started, unstarted = await self.hand_back()
         logger.info(
-            "Frontier closed (%s): %d unfinished requests handed back to the queue",
+            "Frontier closed (%s): %d unfinished requests handed back to the queue, "
+            "%d leased and not started",
             reason,
-            returned,
+            started,
+            unstarted,
         )
         if not self.persist:
             await clear_frontier(self.redis, self.sent)
         await self.redis.aclose()
 
-    async def hand_back(self) -> int:
+    async def hand_back(self) -> tuple[int, int]:
         """Write everything pending, then return every unfinished lease to its queue.
 
         Requests the engine finished are acknowledged first (their items and
-        links are in the same writes); the rest, prefetched or still in
-        flight, go back to their host queues for another worker. Returns how
-        many went back.
+        links are in the same writes); the rest go back to their host queues
+        for another worker. Returns how many went back: those the engine had
+        started (in flight, cut off), and those leased and never started
+        (prefetched, spares, a lease call's reply), which a drain leaves as a
+        matter of course.
         """
         await stop_tasks(self._tasks)
         self._tasks = []
         self.handoff.settle(self.spares.parked(), release=True)
         self._ack_finished()
-        unfinished = [lease for _, lease in self._prefetched] + list(self._active.values())
-        unfinished += [lease for _, lease in self.spares.take_all()]
-        unfinished += await self.leases.of_call(self.taker.in_flight, self.config.close_timeout)
+        started = list(self._active.values())
+        unstarted = [lease for _, lease in self._prefetched]
+        unstarted += [lease for _, lease in self.spares.take_all()]
+        unstarted += await self.leases.of_call(self.taker.in_flight, self.config.close_timeout)
         self._prefetched.clear()
         self._active.clear()
         self._released.clear()
         self._at_cap.clear()
         delivered = await self.redis.batcher.close(self.config.close_timeout)
-        if unfinished and delivered:
-            return await self.leases.hand_back(unfinished, self.config.close_timeout)
-        return 0
+        if not delivered:
+            return 0, 0
+        timeout = self.config.close_timeout
+        return (
+            await self.leases.hand_back(started, timeout) if started else 0,
+            await self.leases.hand_back(unstarted, timeout) if unstarted else 0,
+        )
 
     # --- Scrapy's scheduler interface -----------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
