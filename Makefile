@@ -40,10 +40,11 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
 
-# Two test processes (pytest-xdist): most tests wait on the processes they
-# start, and the slowest dozen take a minute each. worksteal keeps both busy to the end.
+# Three test processes (pytest-xdist) on CI's 2 cores: most tests wait on the
+# processes they start (a whole run keeps 1.3 cores busy), so a third process
+# fills the waits. worksteal keeps all of them busy to the end.
 test: setup lint
-	$(PY) -m pytest -n 2 --dist worksteal
+	$(PY) -m pytest -n 3 --dist worksteal
 
 demo: setup
 	$(PY) -m spiders_project.demo $(DEMO_ARGS)
