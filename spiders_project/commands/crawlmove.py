@@ -44,7 +44,6 @@ from typing import Any
 
 import redis
 from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
@@ -93,6 +92,8 @@ class Moved:
 class Command(RedisCommand, ScrapyCommand):
     """Operator's move of a crawl between Redis deployments; never starts a crawl."""
 
+    takes_arguments = False
+
     def syntax(self) -> str:
         return "--from REDIS_URL [--spider NAME] [--overwrite]"
 
@@ -110,11 +111,6 @@ class Command(RedisCommand, ScrapyCommand):
             action="store_true",
             help="replace what the target holds of this spider's crawl",
         )
-
-    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None

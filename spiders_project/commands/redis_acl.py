@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.acl import AclConfig, acl_file
@@ -35,6 +34,8 @@ from spiders_project.keys import RedisKeys, seeds_key_of
 
 class RedisAcl(RedisCommand):
     """``scrapy redis-acl`` (see the module docstring)."""
+
+    takes_arguments = False
 
     def syntax(self) -> str:
         return "[--spider NAME]..."
@@ -54,11 +55,6 @@ class RedisAcl(RedisCommand):
             metavar="NAME",
             help=f"a spider whose keys the users may use; repeatable (default {DEFAULT_SPIDER})",
         )
-
-    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None

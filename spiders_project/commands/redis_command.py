@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
 
 from spiders_project.acl import MONITOR, OPERATOR
 from spiders_project.acl_check import permission_problem
@@ -46,6 +47,8 @@ class RedisCommand(_Command):
     requires_project = True
     requires_crawler_process = False
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+    # Whether it takes positional arguments; one that does not refuses them.
+    takes_arguments = True
 
     @property
     def command_name(self) -> str:
@@ -64,6 +67,8 @@ class RedisCommand(_Command):
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
+        if args and not self.takes_arguments:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
         # The spiders the command works on, for the user check (redis_calls).
         named = getattr(opts, "spider", None)
         self._spiders = [named] if isinstance(named, str) else list(named or [])
