@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from urllib.parse import urlsplit
 
@@ -101,7 +100,7 @@ def test_when_every_proxy_is_banned_requests_wait_then_go_on(redis_url, r, tmp_p
         TestProxy("p2") as p2,
         WildSite(docs=8, latency=0.02) as site,
     ):
-        site.ban_all_via_until = time.monotonic() + 3
+        site.ban_all_via_for = 3
         w = worker(
             "w",
             redis_url,

@@ -23,7 +23,8 @@ port. What it serves:
 
 Requests through a test proxy (``tests.support.proxy``) carry its name; a
 proxy in ``ban_via`` gets a "CAPTCHA" page after that many requests, and every
-proxy gets one until ``ban_all_via_until``.
+proxy gets one until ``ban_all_via_until`` (or for ``ban_all_via_for`` seconds
+from the first request through a proxy).
 
 Each response waits ``latency`` seconds. The site measures what a crawler
 made it do: every request's arrival (``log``), and the most requests it had
@@ -102,6 +103,8 @@ class WildSite(SiteServer):
         # requests; every proxy gets one until ban_all_via_until (monotonic).
         self.ban_via: dict[str, int] = {}
         self.ban_all_via_until = 0.0
+        # Or, for this many seconds from the first request through a proxy.
+        self.ban_all_via_for = 0.0
         self._via_counts: Counter[str] = Counter()
         self._via_log: list[tuple[float, str, int, str, bool]] = []
 
@@ -141,6 +144,9 @@ class WildSite(SiteServer):
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             if via:
                 self._via_counts[via] += 1
+                if self.ban_all_via_for and not self.ban_all_via_until:
+                    # The window starts with the crawl, however long the worker took to start.
+                    self.ban_all_via_until = time.monotonic() + self.ban_all_via_for
             banned = via and (
                 self._via_counts[via] > self.ban_via.get(via, 1 << 30)
                 or time.monotonic() < self.ban_all_via_until
