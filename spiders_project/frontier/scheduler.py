@@ -295,6 +295,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
 
     def _count_enqueued(self, sent: int, added: int) -> None:
         if added:
+            self.taker.wake()
             self._want.set()  # new work may be ready for us
         if sent > added:
             self.stats.inc_value("dupefilter/filtered", sent - added)
@@ -336,6 +337,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                     self.handoff.settle(self.spares.parked())  # no spare is coming for them
                     break
                 keys, calls = shards[(turn + i) % len(shards)]
+                if not self.taker.due(keys):
+                    continue
                 parked = self.spares.parked()
                 try:
                     taken = await self.taker.take(
@@ -386,4 +389,5 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
             except RedisUnavailable:
                 continue  # the call path logged it; try again next period
             if moved:
+                self.taker.wake()
                 self._want.set()

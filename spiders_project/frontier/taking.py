@@ -10,6 +10,7 @@ the leases it took go back to their queues instead of expiring.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,22 @@ class LeaseTaker:
         self._candidates: dict[str, list[str]] = {}
         self._next_lease_id = 0
         self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
+        # Queues (by lane prefix) whose last call found nothing ready and no host
+        # at its cap -> when to ask again (monotonic). A worker of both lanes asked
+        # its empty render queue after each HTTP lease call, one round trip each:
+        # 10 ms from Redis, it crawled 0.6x its loopback pages/s, as against
+        # 0.96x with WORKER_ROLE=http (docs/BENCHMARKS.md, Distance).
+        self._idle_until: dict[str, float] = {}
+
+    def due(self, keys: RedisKeys) -> bool:
+        """Whether to ask this queue now: not found empty within the last
+        FRONTIER_EMPTY_POLL_INTERVAL (the poll of an idle worker)."""
+        until = self._idle_until.get(keys.lane_prefix)
+        return until is None or time.monotonic() >= until
+
+    def wake(self) -> None:
+        """New work may be in any queue (this worker enqueued, or put expired leases back)."""
+        self._idle_until.clear()
 
     async def take(
         self,
@@ -82,6 +99,8 @@ class LeaseTaker:
         extra = {host: (n, holds) for host, _, n, holds in spares if host in mine}
         # The hosts the last call named ready first, in the ready-set's order
         # (hosts take turns), then ours; with nothing wanted, ours for spares only.
+        if wanted <= 0 and not extra:
+            return Taken()  # nothing to ask this queue for
         order = [*self._candidates.get(prefix, []), *mine] if wanted > 0 else list(extra)
         candidates: list[tuple[str, int] | tuple[str, int, int, bool]] = []
         for h in dict.fromkeys(order):
@@ -122,6 +141,10 @@ class LeaseTaker:
         taken.contested = {
             h.decode(): int(n) for h, n in zip(contest[::2], contest[1::2], strict=True)
         }
+        if taken.leased or taken.more or taken.wait_ms >= 0:
+            self._idle_until.pop(prefix, None)
+        elif wanted > 0:
+            self._idle_until[prefix] = time.monotonic() + self.config.empty_poll_interval
         spare_ids = set(spare_ids)
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             request = self.bad_entries.decode(queue, lease_id, member)

@@ -18,7 +18,7 @@ from scrapy import Request
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.scheduler import FrontierScheduler
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import HTTP, RENDER, RedisKeys
 from spiders_project.runtime.calls import lease_call
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.spiders.distributed import DistributedSpider
@@ -234,6 +234,46 @@ def test_the_steps_decide_url_group_lane_and_wait_of_what_is_queued(redis_url, r
     assert b'"http://a.example/p?q=1"' in member
     assert r.zcard(K.host_queue("b.example")) == 0  # waiting out its backoff
     assert r.zcard(K.host_later("b.example")) == 1
+
+
+@pytest.mark.redis
+def test_a_queue_found_empty_is_not_asked_again_until_the_poll_or_new_work(redis_url, r):
+    """A worker of both lanes with only HTTP work asks its empty render queue once
+    per FRONTIER_EMPTY_POLL_INTERVAL, not after every lease call (a round trip each,
+    which 10 ms from Redis cost a third of its pages/s), and at once when it
+    enqueued something, which may have gone to either lane."""
+
+    async def test(scheduler: FrontierScheduler) -> None:
+        http, render = scheduler.keys.in_lane(HTTP), scheduler.keys.in_lane(RENDER)
+        scheduler.enqueue_request(Request("http://a.example/1"))
+        await scheduler.redis.batcher.flush()
+        taker, queue = scheduler.taker, scheduler.queue
+        assert taker.due(http) and taker.due(render)
+        taken = await taker.take(render, scheduler.redis.calls, 4, queue)
+        assert taken.leased == 0 and taken.wait_ms < 0
+        assert not taker.due(render)  # found empty: left alone for the poll interval
+        taken = await taker.take(http, scheduler.redis.calls, 4, queue)
+        assert taken.more and taker.due(http)  # hosts are ready: asked again at once
+        taken = await taker.take(http, scheduler.redis.calls, 4, queue)
+        assert taken.leased == 1 and taker.due(http)
+        scheduler._prefetched.extend((req, lease) for req, lease, _ in taken.requests)
+        # Nothing wanted and no spare to ask for: no call at all.
+        calls = scheduler.stats.get_value("redis/round_trips", 0)
+        assert (await taker.take(render, scheduler.redis.calls, 0, queue)).leased == 0
+        assert scheduler.stats.get_value("redis/round_trips", 0) == calls
+        await asyncio.sleep(0.2)
+        assert taker.due(render)  # the poll interval passed
+        await taker.take(render, scheduler.redis.calls, 4, queue)
+        assert not taker.due(render)
+        scheduler.enqueue_request(Request("http://b.example/1", meta={"render": True}))
+        await scheduler.redis.batcher.flush()
+        assert taker.due(render)  # this worker enqueued: any lane may have work
+        await taker.take(render, scheduler.redis.calls, 4, queue)  # names the host
+        taken = await taker.take(render, scheduler.redis.calls, 4, queue)
+        assert [req.url for req, _, _ in taken.requests] == ["http://b.example/1"]
+        scheduler._prefetched.extend((req, lease) for req, lease, _ in taken.requests)
+
+    with_scheduler(redis_url, test, FRONTIER_EMPTY_POLL_INTERVAL=0.15)
 
 
 @pytest.mark.parametrize(
