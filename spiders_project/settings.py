@@ -146,8 +146,10 @@ FRONTIER_PREFETCH = 0
 # most). A worker keeps only its share of a host other workers wait for. At
 # 10 ms from Redis one worker made 0.59x its pages/s on loopback without them
 # (each slot sat empty for two round trips: docs/BENCHMARKS.md, Distance).
+# Up to twice a host's cap of one host (frontier/spares.py: with 16, two
+# workers 10 ms from Redis parked 41% of their slots, and made 0.8x).
 # A killed worker's spares are fetched again too, like its other leases; 0: none.
-FRONTIER_SPARES = 16
+FRONTIER_SPARES = 32
 # Seconds a worker with nothing leasable waits before asking Redis again
 # (less when the ready-set says when the next host's turn comes).
 FRONTIER_EMPTY_POLL_INTERVAL = 0.25

@@ -60,7 +60,15 @@ class Spares:
     def wanted(self, delay_ms: Callable[[str], int]) -> list[tuple[str, int, int, bool]]:
         """(host, 0, spares to lease, holds) for the hosts without delay whose slots
         we hold, then for those we leased from last (spares with the slots the call
-        gives, if it gives any)."""
+        gives, if it gives any).
+
+        Up to two caps' worth per host: a busy worker's event loop sees the
+        downloads that ended while it parsed all at once, often every slot it
+        holds, and its next lease call's reply comes a round trip and a parse
+        later. With one cap's worth, two workers 10 ms from Redis found no spare
+        for 41% of their downloads, whose slots then waited 37 ms on average
+        (21% and 26 ms on loopback), and crawled 0.8x their loopback pages/s;
+        with two, 6% and 1.0x (docs/BENCHMARKS.md, Distance)."""
         room = self.depth - len(self)
         out = []
         for host in self.recent():
@@ -68,7 +76,7 @@ class Spares:
                 break
             if delay_ms(host) != 0:
                 continue
-            n = min(room, self.cap - len(self._waiting.get(host, ())))
+            n = min(room, 2 * self.cap - len(self._waiting.get(host, ())))
             if n > 0:
                 out.append((host, 0, n, self.slots[host] > 0))
                 room -= n

@@ -18,18 +18,18 @@ def no_delay(host: str) -> int:
 
 
 def test_spares_are_asked_for_the_hosts_leased_from_last_without_delay():
-    spares = Spares(depth=6, cap=4)
+    spares = Spares(depth=10, cap=4)
     assert spares.wanted(no_delay) == []
     spares.took_slot("a")
     spares.took_slot("b")
     assert spares.wanted(no_delay) == []  # below their cap: no spares
     spares.capped("a")
     spares.capped("b")
-    # Newest first; at most a cap's worth per host, depth in all.
-    assert spares.wanted(no_delay) == [("b", 0, 4, True), ("a", 0, 2, True)]
-    assert spares.wanted(lambda host: 500 if host == "b" else 0) == [("a", 0, 4, True)]
+    # Newest first; at most two caps' worth per host, depth in all.
+    assert spares.wanted(no_delay) == [("b", 0, 8, True), ("a", 0, 2, True)]
+    assert spares.wanted(lambda host: 500 if host == "b" else 0) == [("a", 0, 8, True)]
     spares.slot_ended("b")
-    assert spares.wanted(no_delay)[0] == ("b", 0, 4, False)  # with the call's own slots only
+    assert spares.wanted(no_delay)[0] == ("b", 0, 8, False)  # with the call's own slots only
 
 
 def test_a_spare_takes_a_slot_only_within_the_workers_share():
@@ -54,7 +54,7 @@ def test_spares_of_a_host_whose_last_slot_ended_go_back():
     assert len(spares) == 1
     assert [lease for _, lease in spares.slot_ended("a")] == [leased("a", 2)[1]]
     spares.capped("a")
-    assert len(spares) == 0 and spares.wanted(no_delay) == [("a", 0, 4, False)]
+    assert len(spares) == 0 and spares.wanted(no_delay) == [("a", 0, 8, False)]
 
 
 def test_a_parked_slot_is_known_until_settled():
