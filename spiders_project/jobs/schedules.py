@@ -229,7 +229,7 @@ class JobSchedules:
             ran += 1
             self.stats.inc_value("jobs/scheduled_runs")
             logger.info(
-                "Job %s started by its schedule (%s, tick %s): %d seeds",
+                "Job %s started by its schedule (%s, tick %s), seeds: %d",
                 job,
                 schedule.cron,
                 datetime.fromtimestamp(tick / 1000, UTC).isoformat(),

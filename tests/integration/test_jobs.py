@@ -7,12 +7,18 @@ times the test passes as ``now`` (no sleeping across a tick).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from datetime import UTC, datetime
 
-from spiders_project.jobs.schedules import Schedule, tick_call, tick_script
+from scrapy.statscollectors import MemoryStatsCollector
+
+from spiders_project.jobs.schedules import JobSchedules, Schedule, tick_call, tick_script
 from spiders_project.jobs.submit import JobSpec
 from spiders_project.seeds import parse_seed
+from spiders_project.spiders.distributed import DistributedSpider
+from tests.support.crawlers import project_crawler
 from tests.support.processes import K, scrapy_command
 
 DAY = 86_400_000
@@ -150,3 +156,40 @@ def test_each_tick_runs_once_whoever_looks_and_missed_ticks_run_once(r):
     r.hdel(K.job_schedules, "nightly")
     assert run_tick(r, stale, THREE + 4 * DAY) == 0
     assert r.llen(K.start_urls) == 2
+
+
+def test_a_worker_skips_an_unreadable_schedule_with_one_line_and_runs_the_others(
+    redis_url, r, tmp_path, caplog
+):
+    clock = tmp_path / "clock"
+    clock.write_text(str(THREE + 1000))
+    crawler = project_crawler(
+        DistributedSpider, {"REDIS_URL": redis_url, "JOBS_SCHEDULE_TEST_CLOCK": str(clock)}
+    )
+    crawler.stats = crawler.stats or MemoryStatsCollector(crawler)
+    spec = JobSpec("good", ("http://a/",))
+    r.hset(K.job_schedules, "good", Schedule("0 3 * * *", spec, THREE - 60_000).to_json())
+    r.hset(K.job_schedules, "pickled", b"\x80\x04\x95cos\nsystem\n")
+    r.hset(K.job_schedules, "bad-cron", '{"cron": "0 3 * *", "tick": 0, "urls": ["http://a/"]}')
+    schedules = JobSchedules.from_crawler(crawler)
+
+    async def looks() -> list[int]:
+        try:
+            return [await schedules.check() for _ in range(3)]
+        finally:
+            await schedules.redis.aclose()
+
+    with caplog.at_level(logging.ERROR, logger="spiders_project.jobs.schedules"):
+        ran = asyncio.run(looks())
+    assert ran == [1, 0, 0]
+    assert scheduled_jobs(r) == ["good"]
+    # One line per unreadable schedule, not one per look.
+    skipped = [rec.getMessage() for rec in caplog.records]
+    assert len(skipped) == 2, skipped
+    assert all("Skipping the schedule of job" in line for line in skipped)
+    assert crawler.stats.get_value("jobs/schedules_invalid") == 2
+    assert crawler.stats.get_value("jobs/schedule_checks") == 3
+
+
+def scheduled_jobs(r) -> list[str]:
+    return [event["job"] for event in events(r) if event["via"] == "schedule"]
