@@ -146,8 +146,10 @@ class JobSchedules:
         self.config = config
         self.stats = stats
         self.script = tick_script()
-        # The entries found unreadable, so each is logged once until it changes.
-        self._bad: dict[str, str] = {}
+        # Each schedule's entry as last read, and what it said (None: unreadable,
+        # logged once until it changes): an entry is parsed, its URLs and
+        # regexes checked, only when it changes, not at every look.
+        self._known: dict[str, tuple[str, Schedule | None]] = {}
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -235,21 +237,24 @@ class JobSchedules:
                 datetime.fromtimestamp(tick / 1000, UTC).isoformat(),
                 len(schedule.spec.urls),
             )
-        self._bad = {job: raw for job, raw in self._bad.items() if job in found}
+        self._known = {job: known for job, known in self._known.items() if job in found}
         return ran
 
     def _read(self, job: str, raw: str) -> Schedule | None:
         """The schedule stored for ``job``, or None (logged once per entry) if unreadable."""
+        known = self._known.get(job)
+        if known is not None and known[0] == raw:
+            return known[1]
+        schedule: Schedule | None = None
         try:
-            return Schedule.from_json(job, raw)
+            schedule = Schedule.from_json(job, raw)
         except InvalidSchedule as exc:
-            if self._bad.get(job) != raw:
-                self._bad[job] = raw
-                self.stats.inc_value("jobs/schedules_invalid")
-                logger.error(
-                    "Skipping the schedule of job %s in %s: %s",
-                    job,
-                    self.redis.keys.job_schedules,
-                    exc,
-                )
-            return None
+            self.stats.inc_value("jobs/schedules_invalid")
+            logger.error(
+                "Skipping the schedule of job %s in %s: %s",
+                job,
+                self.redis.keys.job_schedules,
+                exc,
+            )
+        self._known[job] = (raw, schedule)
+        return schedule
