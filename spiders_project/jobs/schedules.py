@@ -120,7 +120,7 @@ class Schedule:
 def tick_call(
     keys: RedisKeys,
     schedule: Schedule,
-    raw: str,
+    raw: bytes | str,
     tick: int,
     *,
     events_max: int,
@@ -149,7 +149,7 @@ class JobSchedules:
         # Each schedule's entry as last read, and what it said (None: unreadable,
         # logged once until it changes): an entry is parsed, its URLs and
         # regexes checked, only when it changes, not at every look.
-        self._known: dict[str, tuple[str, Schedule | None]] = {}
+        self._known: dict[str, tuple[bytes | str, Schedule | None]] = {}
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -210,8 +210,10 @@ class JobSchedules:
         self.stats.inc_value("jobs/schedule_checks")
         ran = 0
         found: set[str] = set()
-        for field, value in entries.items():
-            job, raw = _text(field), _text(value)
+        for field, raw in entries.items():
+            # The entry stays as Redis gave it: the script compares it byte
+            # for byte, and one that is not UTF-8 is refused by from_json.
+            job = _text(field)
             found.add(job)
             schedule = self._read(job, raw)
             tick = schedule.due(now_ms) if schedule is not None else None
@@ -240,7 +242,7 @@ class JobSchedules:
         self._known = {job: known for job, known in self._known.items() if job in found}
         return ran
 
-    def _read(self, job: str, raw: str) -> Schedule | None:
+    def _read(self, job: str, raw: bytes | str) -> Schedule | None:
         """The schedule stored for ``job``, or None (logged once per entry) if unreadable."""
         known = self._known.get(job)
         if known is not None and known[0] == raw:

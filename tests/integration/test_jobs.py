@@ -120,7 +120,7 @@ def run_tick(r, raw: bytes, now: int) -> int:
     tick = schedule.due(now)
     if tick is None:
         return 0
-    keys, args = tick_call(K, schedule, raw.decode(), tick, events_max=100, now=now)
+    keys, args = tick_call(K, schedule, raw, tick, events_max=100, now=now)
     return int(r.eval(tick_script().source, len(keys), *keys, *args))
 
 
@@ -138,7 +138,7 @@ def test_each_tick_runs_once_whoever_looks_and_missed_ticks_run_once(r):
     # the script checks the tick against its own now.
     fresh = r.hget(K.job_schedules, "nightly")
     tomorrow = Schedule.from_json("nightly", fresh)
-    keys, args = tick_call(K, tomorrow, fresh.decode(), THREE + DAY, events_max=100, now=THREE + 60)
+    keys, args = tick_call(K, tomorrow, fresh, THREE + DAY, events_max=100, now=THREE + 60)
     assert r.eval(tick_script().source, len(keys), *keys, *args) == -1
     # The cluster was down for three days: one run, for the latest tick.
     later = THREE + 3 * DAY + 30_000
@@ -171,6 +171,11 @@ def test_a_worker_skips_an_unreadable_schedule_with_one_line_and_runs_the_others
     r.hset(K.job_schedules, "good", Schedule("0 3 * * *", spec, THREE - 60_000).to_json())
     r.hset(K.job_schedules, "pickled", b"\x80\x04\x95cos\nsystem\n")
     r.hset(K.job_schedules, "bad-cron", '{"cron": "0 3 * *", "tick": 0, "urls": ["http://a/"]}')
+    r.hset(
+        K.job_schedules,
+        "latin-1",
+        '{"cron": "0 3 * * *", "tick": 0, "urls": ["http://\xe9/"]}'.encode("latin-1"),
+    )
     schedules = JobSchedules.from_crawler(crawler)
 
     async def looks() -> list[int]:
@@ -185,9 +190,9 @@ def test_a_worker_skips_an_unreadable_schedule_with_one_line_and_runs_the_others
     assert scheduled_jobs(r) == ["good"]
     # One line per unreadable schedule, not one per look.
     skipped = [rec.getMessage() for rec in caplog.records]
-    assert len(skipped) == 2, skipped
+    assert len(skipped) == 3, skipped
     assert all("Skipping the schedule of job" in line for line in skipped)
-    assert crawler.stats.get_value("jobs/schedules_invalid") == 2
+    assert crawler.stats.get_value("jobs/schedules_invalid") == 3
     assert crawler.stats.get_value("jobs/schedule_checks") == 3
 
 
