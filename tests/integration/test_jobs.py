@@ -198,3 +198,29 @@ def test_a_worker_skips_an_unreadable_schedule_with_one_line_and_runs_the_others
 
 def scheduled_jobs(r) -> list[str]:
     return [event["job"] for event in events(r) if event["via"] == "schedule"]
+
+
+def test_on_redis_clock_a_due_tick_runs_at_the_first_look_and_once(redis_url, r):
+    """No test clock: the loop reads Redis' TIME and the script its own, as in production."""
+    crawler = project_crawler(DistributedSpider, {"REDIS_URL": redis_url})
+    crawler.stats = crawler.stats or MemoryStatsCollector(crawler)
+    seconds, _ = r.time()
+    now = seconds * 1000
+    every_minute = Schedule("* * * * *", JobSpec("minutely", ("http://a/",)), now - 120_000)
+    r.hset(K.job_schedules, "minutely", every_minute.to_json())
+    # Scheduled in a minute to come (a clock far ahead would put it there): nothing runs.
+    later = Schedule("* * * * *", JobSpec("later", ("http://b/",)), now + 3_600_000)
+    r.hset(K.job_schedules, "later", later.to_json())
+    schedules = JobSchedules.from_crawler(crawler)
+
+    async def looks() -> list[int]:
+        try:
+            return [await schedules.check() for _ in range(2)]
+        finally:
+            await schedules.redis.aclose()
+
+    assert asyncio.run(looks()) == [1, 0]
+    assert scheduled_jobs(r) == ["minutely"]
+    [event] = events(r)
+    tick = json.loads(r.hget(K.jobs, "minutely"))["tick"]
+    assert tick % 60_000 == 0 and now - 60_000 < tick <= int(event["at"])
