@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,44 @@ def test_three_workers_run_each_tick_once_and_a_missed_tick_once(redis_url, r, t
         for w in workers:
             assert w.stop() == 0, w.log()[-3000:]
             assert "schedules failed" not in w.log() and "Skipping the schedule" not in w.log()
+
+
+def test_a_worker_an_hour_ahead_runs_ticks_on_redis_clock_not_its_own(
+    redis_url, r, tmp_path, procs
+):
+    """No test clock: real ticks every 15 s (croniter's seconds field), and one
+    worker whose clock libfaketime moves an hour ahead. On its own clock every
+    tick of the next hour would look due at once; on Redis' each runs once, on time."""
+    (libfaketime,) = Path("/usr/lib").glob("*/faketime/libfaketime.so.1")
+    ahead = {"LD_PRELOAD": str(libfaketime), "FAKETIME": "+1h", "FAKETIME_NO_CACHE": "1"}
+    fast = ("JOBS_SCHEDULE_INTERVAL=0.2", "STATS_PUBLISH_INTERVAL=0.5", "STATS_HEARTBEAT_TTL=3")
+    with TestSite(pages=5, seed=29, offsite_links=False, dead_links=False) as site:
+        workers = [
+            worker("normal", redis_url, tmp_path, *fast),
+            worker("ahead", redis_url, tmp_path, *fast, env=ahead),
+        ]
+        procs += workers
+        wait_until(
+            lambda: all(stat(r, w, CHECKS) >= 2 for w in workers), 90, what="both loops to look"
+        )
+
+        def redis_ms() -> int:
+            seconds, micros = r.time()
+            return seconds * 1000 + micros // 1000
+
+        # Schedule early in a 15 s period, so both loops look many times before its tick.
+        wait_until(lambda: redis_ms() % 15_000 < 5_000, 20, what="a new 15 s period")
+        cron = "* * * * * */15"
+        done = scrapy_command(redis_url, "jobs", "schedule", "skew", "--cron", cron, site.url)
+        assert done.returncode == 0, done.stderr
+        first = (redis_ms() // 15_000 + 1) * 15_000
+        wait_until(lambda: redis_ms() >= first - 1_000, 20, what="the tick to come near")
+        assert scheduled_runs(r) == []  # the worker an hour ahead ran nothing early
+        wait_until(lambda: redis_ms() >= first + 15_000 + 3_000, 40, what="two ticks to pass")
+        runs = [f"t{first // 1000}", f"t{(first + 15_000) // 1000}"]
+        assert scheduled_runs(r) == runs
+        ats = [int(fields[b"at"]) for _, fields in r.xrange(K.jobs_events)]
+        assert first <= ats[0] < first + 15_000 <= ats[1]
+        for w in workers:
+            assert w.stop() == 0, w.log()[-3000:]
+        assert "clock is +3600" in workers[1].log() or "clock is +3599" in workers[1].log()
