@@ -45,7 +45,8 @@ _TRANSACTION = ("multi", "exec", "discard")
 # spiders set (SADD), backpressure (LLEN), WAIT for replicas, INFO server (the
 # run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
 # the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
-# and node health's reads of the other workers' stats (ZRANGE, HMGET).
+# node health's reads of the other workers' stats (ZRANGE, HMGET), and the
+# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD).
 WORKER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -85,6 +86,7 @@ WORKER_COMMANDS = (
     "time",
     "unlink",
     "wait",
+    "xadd",
     "zadd",
     "zcard",
     "zcount",

@@ -62,6 +62,7 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "set": ("0",),
         "sismember": ("0",),
         "srem": ("0",),
+        "xadd": ("MAXLEN", "~", 1, "*", "f", "0"),
         "sscan": (0,),
         "zadd": (0, "0"),
         "zcount": (0, 0),

@@ -1,11 +1,10 @@
 """Every Redis key the project reads or writes, built in one place.
 
-All keys of a spider share the prefix ``<spider>:`` so one Redis can serve
-several spiders, and an operator can find everything with one pattern. On a
-Redis Cluster (``REDIS_CLUSTER``) the prefix is the hash tag ``{<spider>}:``:
-every key of a spider then lives in one slot, so each of its scripts and
-transactions touches one slot, as the cluster requires, and different
-spiders spread over the masters.
+All keys of a spider share the prefix ``<spider>:`` so one Redis can serve several spiders, and an
+operator can find everything with one pattern. On a Redis Cluster (``REDIS_CLUSTER``) the prefix is
+the hash tag ``{<spider>}:``: every key of a spider then lives in one slot, so each of its scripts
+and transactions touches one slot, as the cluster requires, and different spiders spread over the
+masters.
 """
 
 from __future__ import annotations
@@ -92,10 +91,9 @@ class RedisKeys:
     def frontier_prefix(self) -> str:
         """What the frontier's keys start with (queues, ready-set, leases, seen-set).
 
-        The spider's prefix, unless the frontier is sharded: then
-        ``{<tag>}:``, the tag of this shard (:func:`shard_tag`), so a host's
-        queue, its ready-set entry, its leases and its fingerprints share one
-        slot, and each script touches one slot.
+        The spider's prefix, unless the frontier is sharded: then ``{<tag>}:``, the tag of this
+        shard (:func:`shard_tag`), so a host's queue, its ready-set entry, its leases and its
+        fingerprints share one slot, and each script touches one slot.
         """
         if not self.sharded or self.shard < 0:
             return self.prefix
@@ -123,12 +121,11 @@ class RedisKeys:
     def start_urls(self) -> str:
         """List of seeds, pushed by operators with LPUSH, read from the right.
 
-        ``<spider>:start_urls`` unless the spider class names another in
-        ``redis_key``; on a Redis Cluster ``{<spider>}:start_urls``, and a
-        ``redis_key`` gets the tag too (``<spider>:...`` becomes ``{<spider>}:...``,
-        another name is prefixed with it): the seeds are in the spider's slot,
-        where an unsharded frontier's enqueue script claims them in the same
-        step as it queues them.
+        ``<spider>:start_urls`` unless the spider class names another in ``redis_key``; on a Redis
+        Cluster ``{<spider>}:start_urls``, and a ``redis_key`` gets the tag too (``<spider>:...``
+        becomes ``{<spider>}:...``, another name is prefixed with it): the seeds are in the
+        spider's slot, where an unsharded frontier's enqueue script claims them in the same step as
+        it queues them.
         """
         if not self.seeds:
             return self._key("start_urls")
@@ -221,9 +218,8 @@ class RedisKeys:
     def seeds_taken(self) -> str:
         """Sorted set of a shard: digest of a seed entry -> time (ms) its request went in.
 
-        Sharded frontier only, where a seed is removed from start_urls after its
-        request is queued (``batcher._flush_sharded``): an entry read again
-        within the window of ``calls.SEED_TAKEN_MS`` is not queued twice.
+        Sharded frontier only, where a seed leaves start_urls once its request is queued
+        (``batcher._flush_sharded``): read again within ``calls.SEED_TAKEN_MS``, not queued twice.
         """
         return self._frontier_key("seeds:taken")
 
@@ -254,6 +250,21 @@ class RedisKeys:
     def proxies_banned(self) -> str:
         """Sorted set of proxy name (scheme://host:port) -> time (ms) its cluster-wide ban ends."""
         return self._key("proxies:banned")
+
+    @property
+    def jobs(self) -> str:
+        """Hash of the crawl jobs: job id -> its record, JSON (state, run, started_at, seeds)."""
+        return self._key("jobs")
+
+    @property
+    def jobs_events(self) -> str:
+        """Stream of the jobs' state changes (submitted, ...), bounded by JOBS_EVENTS_MAX."""
+        return self._key("jobs:events")
+
+    @property
+    def job_schedules(self) -> str:
+        """Hash job id -> its schedule, JSON: cron, what a run submits, and the last tick run."""
+        return self._key("jobs:schedules")
 
     def seed_pages(self, seed_id: str) -> str:
         """Pages fetched so far from one seed with ``max_pages`` (its budget); expires."""

@@ -38,6 +38,14 @@ COUNTED = "_seed_counted"
 # by spiders/sitemaps.py and read by it. Stored.
 SITEMAP_META = "sitemap_seed"
 
+# The crawl job a request belongs to (a job id, seeds.JOB_ID); absent on the
+# requests of the job "default" (seeds.DEFAULT_JOB), so most crawls carry
+# nothing. Written by the seed reader (spiders/base.py, make_request_from_seed)
+# from a JSON seed's "job"; copied to every request crawled from the seed by
+# SeedScope (scope/seed_limits.py), as the seed's limits are, which reads it
+# for that; seeds.job_of gives any request's job from it. Stored.
+JOB = "crawl_job"
+
 # --- Scope of the network --------------------------------------------------------
 # True on a request whose origin must stay public (not a private or loopback
 # address). Written by PublicNetworkGuard (scope/networks.py) and SeedScope;

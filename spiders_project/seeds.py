@@ -19,9 +19,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from spiders_project.meta import JOB
+
+# The job of a seed that names none (and of everything crawled from it).
+DEFAULT_JOB = "default"
+# A job id: 1-64 letters, digits, "-", "_" or "."; it goes into Redis key
+# names and log lines as it is, so nothing else is allowed.
+JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A scope_id: the same characters, up to 100 (``job.<id>.<run>`` fits).
+SCOPE_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 # Scrapy signal sent (with ``entry``, the raw start_urls bytes) when a seed's
 # request reaches the frontier: the seed reader rejects the seeds that a
@@ -42,6 +53,22 @@ class Seed:
     scope: dict[str, Any] = field(default_factory=dict)
     # {"sitemap": true}: the URL is a sitemap (or its host's robots.txt names them).
     sitemap: bool = False
+    # The crawl job it belongs to.
+    job: str = DEFAULT_JOB
+
+
+def job_of(meta: Mapping[str, Any]) -> str:
+    """The job of a request, from its meta (``meta.JOB``; none: the job ``default``)."""
+    job = meta.get(JOB)
+    return job if isinstance(job, str) else DEFAULT_JOB
+
+
+def check_job_id(job: Any) -> str:
+    """``job`` if it is a valid job id; raises InvalidSeed saying why not."""
+    if not isinstance(job, str) or not JOB_ID.fullmatch(job):
+        shown = job[:80] if isinstance(job, str) else job
+        raise InvalidSeed(f"job must be 1-64 letters, digits, '-', '_' or '.': {shown!r}")
+    return job
 
 
 def _check_url(url: Any) -> str:
@@ -84,7 +111,9 @@ def parse_seed(raw: bytes | str) -> Seed:
         sitemap = obj.get("sitemap", False)
         if not isinstance(sitemap, bool):
             raise InvalidSeed("sitemap must be true or false")
-        return Seed(_check_url(obj.get("url")), meta, priority, _scope(obj, text), sitemap)
+        job = check_job_id(obj.get("job", DEFAULT_JOB))
+        url = _check_url(obj.get("url"))
+        return Seed(url, meta, priority, _scope(obj, text), sitemap, job)
     return Seed(_check_url(text))
 
 
@@ -120,6 +149,16 @@ def _scope(obj: dict[str, Any], text: str) -> dict[str, Any]:
         if not isinstance(obj["strip_params"], bool):
             raise InvalidSeed("strip_params must be true or false")
         scope["strip_params"] = obj["strip_params"]
+    shared = obj.get("scope_id")
+    if shared is not None and (not isinstance(shared, str) or not SCOPE_ID.fullmatch(shared)):
+        raise InvalidSeed("scope_id must be 1-100 letters, digits, '-', '_' or '.'")
     if scope:
-        scope["id"] = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+        if shared is None:
+            scope["id"] = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+        else:
+            # Named by the seed, with a digest of its limits: seeds share a
+            # budget only if they share the limits too, since each worker
+            # keeps one set of compiled patterns and one "spent" mark per id.
+            limits = json.dumps(scope, sort_keys=True).encode("utf-8")
+            scope["id"] = f"{shared}.{hashlib.sha1(limits).hexdigest()[:8]}"
     return scope

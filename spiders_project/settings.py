@@ -611,12 +611,27 @@ EXTENSIONS = {
     "spiders_project.extensions.shutdown.GracefulShutdown": 120,
     # Heartbeat and stats in Redis for the monitor (see Monitoring below).
     "spiders_project.extensions.heartbeat.StatsPublisher": 130,
+    # Runs the jobs' schedules (see Jobs below).
+    "spiders_project.jobs.schedules.JobSchedules": 140,
 }
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
 SHUTDOWN_GRACE_PERIOD = _env("SHUTDOWN_GRACE_PERIOD", 30.0)
 # `scrapy crawl -o` feeds in UTF-8, not \u-escaped.
 FEED_EXPORT_ENCODING = "utf-8"
+
+# --- Jobs --------------------------------------------------------------------------
+# Every worker looks at the jobs' schedules (`scrapy jobs schedule`) this often
+# (seconds) and runs the ticks that are due; each tick runs once for the whole
+# cluster, whichever worker gets it first. Off: this worker runs none.
+JOBS_SCHEDULES_ENABLED = True
+JOBS_SCHEDULE_INTERVAL = 1.0
+# The stream <spider>:jobs:events (a job submitted, ...) is trimmed to about
+# this many entries (XADD MAXLEN ~).
+JOBS_EVENTS_MAX = 10_000
+# Tests only: a file holding the time (ms since the epoch) the schedules run
+# at, read at every look, so a test steps the workers' clock. "": Redis' clock.
+JOBS_SCHEDULE_TEST_CLOCK = ""
 
 # --- Monitoring ------------------------------------------------------------------
 # Each worker publishes its Scrapy stats, a heartbeat and its share of the

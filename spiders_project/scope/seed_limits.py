@@ -28,7 +28,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from spiders_project.meta import COUNTED, GUARDED, SCOPE_META
+from spiders_project.meta import COUNTED, GUARDED, JOB, SCOPE_META
 from spiders_project.redis_calls import load_lua
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.wiring import shared
@@ -63,8 +63,9 @@ class SeedScope(BaseSpiderMiddleware):
     """Carries a seed's limits to the links crawled from it and applies them (module docstring).
 
     It also gives a page's private-network guard mark to its links
-    (``scope.networks``): one layer of spider middleware for both, as each
-    layer costs every request and item of every page.
+    (``scope.networks``) and its crawl job (``meta.JOB``): one layer of
+    spider middleware for all three, as each layer costs every request and
+    item of every page.
 
     Ordered after Scrapy's DepthMiddleware (900) on the way out, so links
     have their depth when they get here.
@@ -80,6 +81,10 @@ class SeedScope(BaseSpiderMiddleware):
         if response.meta.get(GUARDED):
             # Reached from a public address: its links must stay public (scope.networks).
             request.meta[GUARDED] = True
+        job = response.meta.get(JOB)
+        if job is not None and JOB not in request.meta:
+            # The page's job is its links' job: one short string, no Redis.
+            request.meta[JOB] = job
         parent = response.meta.get(SCOPE_META)
         scope = request.meta.get(SCOPE_META)
         if scope is None:

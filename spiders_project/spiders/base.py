@@ -33,12 +33,12 @@ from scrapy_redis import spiders as scrapy_redis_spiders
 
 from spiders_project import internals
 from spiders_project.contract import work_of, work_reads
-from spiders_project.meta import SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.meta import JOB, SCOPE_META, SEED, SEED_ENTRY
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.scrapy_redis_compat import not_here
-from spiders_project.seeds import Seed, parse_seed, seed_reached
+from spiders_project.seeds import DEFAULT_JOB, Seed, parse_seed, seed_reached
 from spiders_project.spiders.sitemaps import sitemap_requests
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,10 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
         enqueues the pages its sitemap lists for ``parse``.
         """
         meta = {**seed.meta, SEED: True, **({SCOPE_META: seed.scope} if seed.scope else {})}
+        if seed.job != DEFAULT_JOB:
+            meta[JOB] = seed.job
+        else:
+            meta.pop(JOB, None)  # the seed's "job" says, not a "meta" it carries
         return Request(
             seed.url,
             callback=self._parse_sitemap_seed if seed.sitemap else None,

@@ -44,7 +44,7 @@ def _script_commands(*folders: str) -> set[str]:
 
 def test_every_command_of_a_roles_scripts_is_granted_to_it():
     worker = _script_commands(
-        "runtime", "politeness", "proxies", "scope", "extensions", "redis_calls"
+        "runtime", "politeness", "proxies", "scope", "extensions", "redis_calls", "jobs"
     )
     assert worker - set(WORKER.commands) == set()
     assert (

@@ -7,6 +7,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 
 from spiders_project.items import PageItem
+from spiders_project.meta import JOB
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 
@@ -43,3 +44,11 @@ def test_an_idn_seed_keeps_crawling_past_its_first_page(spider: DistributedSpide
         "http://user@xn--bcher-kva.example:8080/v",
     ]
     assert all("scope" not in r.meta for r in followed)  # each one's own host
+
+
+def test_a_seeds_job_goes_into_its_requests_meta(spider: DistributedSpider) -> None:
+    seed = spider.make_request_from_data(b'{"url": "http://h/", "job": "nightly"}')
+    assert seed.meta[JOB] == "nightly"
+    # The job "default" travels as nothing, and only a seed's "job" names one.
+    plain = spider.make_request_from_data(b'{"url": "http://h/", "meta": {"crawl_job": "x"}}')
+    assert JOB not in plain.meta

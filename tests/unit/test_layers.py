@@ -35,6 +35,7 @@ FEATURES = tuple(
         "item_buffer",
         "dead_letters",
         "node_health",
+        "jobs",
     )
 )
 TOP = tuple(

@@ -4,7 +4,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.meta import SCOPE_META
+from spiders_project.meta import JOB, SCOPE_META
 from spiders_project.scope.seed_limits import SeedScope
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
@@ -33,3 +33,19 @@ def test_seed_scope_passes_limits_to_links_and_applies_them():
     plain = HtmlResponse("http://h/", request=Request("http://h/"))
     other = middleware.get_processed_request(Request("http://h/x"), plain)
     assert other is not None and SCOPE_META not in other.meta
+
+
+def test_seed_scope_gives_a_pages_job_to_its_links():
+    crawler = project_crawler(DistributedSpider)
+    crawler.stats = crawler.stats or StatsCollector(crawler)
+    middleware = SeedScope(crawler)
+    page = HtmlResponse("http://h/", request=Request("http://h/", meta={JOB: "nightly"}))
+    link = middleware.get_processed_request(Request("http://h/a"), page)
+    assert link is not None and link.meta[JOB] == "nightly"
+    # A link that names its own job keeps it.
+    own = middleware.get_processed_request(Request("http://h/b", meta={JOB: "other"}), page)
+    assert own is not None and own.meta[JOB] == "other"
+    # The job "default" travels as nothing at all.
+    plain = HtmlResponse("http://h/", request=Request("http://h/"))
+    link = middleware.get_processed_request(Request("http://h/c"), plain)
+    assert link is not None and JOB not in link.meta

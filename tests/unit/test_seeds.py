@@ -2,7 +2,8 @@
 
 import pytest
 
-from spiders_project.seeds import InvalidSeed, Seed, parse_seed
+from spiders_project.meta import JOB
+from spiders_project.seeds import DEFAULT_JOB, InvalidSeed, Seed, job_of, parse_seed
 
 
 def test_plain_url():
@@ -79,3 +80,47 @@ def test_sitemap_seeds():
     assert parse_seed(b"http://h/sitemap.xml").sitemap is False
     with pytest.raises(InvalidSeed):
         parse_seed(b'{"url": "http://h/", "sitemap": "yes"}')
+
+
+def test_a_seed_names_its_job_and_without_one_belongs_to_default():
+    assert parse_seed(b'{"url": "http://h/", "job": "shop-x_2026.11"}').job == "shop-x_2026.11"
+    assert parse_seed(b'{"url": "http://h/"}').job == DEFAULT_JOB == "default"
+    assert parse_seed(b"http://h/").job == DEFAULT_JOB
+    assert parse_seed(("{" + f'"url": "http://h/", "job": "{"j" * 64}"' + "}").encode()).job
+
+
+@pytest.mark.parametrize(
+    "job",
+    ['""', '"a b"', '"a/b"', '"a:b"', '"x\\n"', f'"{"j" * 65}"', "3", "null", '"é"', "[]"],
+)
+def test_a_bad_job_id_rejects_the_seed_with_its_reason(job):
+    with pytest.raises(InvalidSeed, match="job must be 1-64 letters"):
+        parse_seed(("{" + f'"url": "http://h/", "job": {job}' + "}").encode())
+
+
+def test_job_of_a_request_meta():
+    assert job_of({JOB: "nightly"}) == "nightly"
+    assert job_of({}) == DEFAULT_JOB
+
+
+def test_seeds_with_one_scope_id_and_the_same_limits_share_one_budget():
+    def scope_id(raw: str) -> str:
+        return parse_seed(raw.encode()).scope["id"]
+
+    one = scope_id('{"url": "http://a/", "max_pages": 50, "scope_id": "job.j.1"}')
+    two = scope_id('{"url": "http://b/", "scope_id": "job.j.1", "max_pages": 50}')
+    assert one == two and one.startswith("job.j.1.")
+    # Other limits, another id: a worker keeps one budget mark and one set of
+    # patterns per id, so seeds disagreeing on their limits never share one.
+    assert scope_id('{"url": "http://a/", "max_pages": 9, "scope_id": "job.j.1"}') != one
+    # Without a scope_id, each seed's limits are its own.
+    assert scope_id('{"url": "http://a/", "max_pages": 50}') != scope_id(
+        '{"url": "http://b/", "max_pages": 50}'
+    )
+    # A scope_id without limits names nothing.
+    assert parse_seed(b'{"url": "http://a/", "scope_id": "x"}').scope == {}
+    for bad in ('"a b"', '""', "7", f'"{"x" * 101}"'):
+        with pytest.raises(InvalidSeed, match="scope_id"):
+            parse_seed(
+                ("{" + f'"url": "http://a/", "max_pages": 1, "scope_id": {bad}' + "}").encode()
+            )

@@ -1,0 +1,8 @@
+"""Crawl jobs: named crawls submitted, recorded and scheduled across the cluster.
+
+A job is a set of seeds with one name (``"job"`` on a JSON seed, ``meta.JOB``
+on everything crawled from it). ``scrapy jobs submit`` writes a job's seeds
+and records it in ``<spider>:jobs`` (``submit.py``); ``scrapy jobs schedule``
+stores a cron timetable that every worker's :class:`~spiders_project.jobs.schedules.JobSchedules`
+checks, each tick running once for the whole cluster (``schedules.py``).
+"""
