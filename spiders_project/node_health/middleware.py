@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
@@ -238,8 +239,9 @@ class NodeHealthMiddleware:
             return
         # Failures on two sites or more, or a crawl of one site: comparable with
         # what the others fetch (verdict.judge).
-        comparable = len(self.streak.targets) > 1 or hosts <= 1
-        verdict = judge(self._before, counts, comparable=comparable)
+        one_site = len(self.streak.targets) <= 1
+        comparable = not one_site or hosts <= 1
+        verdict = judge(self._before, counts, comparable=comparable, one_site=one_site)
         if verdict is Verdict.NODE:
             self._cut_off()
         elif verdict is Verdict.SITES:
@@ -259,12 +261,22 @@ class NodeHealthMiddleware:
         self._others_alive = sum(1 for w in recent if text(w) != self.redis.worker)
 
     async def _others(self) -> tuple[dict[str, tuple[int, int]] | None, int]:
-        """The other workers' published (answers, failed fetches), and the hosts ready."""
+        """The other workers' published (answers, failed fetches), and how many hosts
+        the frontier has work of (2 meaning two or more): ready, or downloading.
+
+        Every queue counts, each shard's and lane's: the ready-set of one (all
+        that was read once) left a sharded frontier at "no host", and a worker
+        whose only failures were a dead site's was taken out of the crawl. Hosts
+        being downloaded count too: at a crawl's end the ready-set may hold
+        only a dead site while the others still fetch pages of other hosts.
+        """
         keys = self.redis.keys
+        queues = [lane for shard in keys.all_shards for lane in shard.all_lanes]
+        reads: list[tuple[Any, ...]] = [("ZRANGE", keys.workers, 0, -1)]
+        for queue in queues:
+            reads += [("ZRANGE", queue.hosts, 0, 1), ("HKEYS", queue.in_flight)]
         try:
-            workers, hosts = await self.redis.pipelined(
-                "node health", [("ZRANGE", keys.workers, 0, -1), ("ZCARD", keys.hosts)], retry=False
-            )
+            workers, *seen = await self.redis.pipelined("node health", reads, retry=False)
             names = [text(w) for w in workers if text(w) != self.redis.worker]
             replies = await self.redis.pipelined(
                 "node health stats",
@@ -277,7 +289,8 @@ class NodeHealthMiddleware:
             name: counts_of({ANSWERS: text(a or b"0"), FAILURES: text(f or b"0")})
             for name, (a, f) in zip(names, replies, strict=True)
         }
-        return counts, int(hosts)
+        hosts = {text(host) for reply in seen for host in reply or ()}
+        return counts, min(len(hosts), 2)
 
     async def _probe(self) -> tuple[str, int] | None:
         """The first of the last sites that failed to which a TCP connection opens now."""

@@ -89,14 +89,20 @@ class Streak:
         return list(reversed(self.targets))[:n]
 
 
-def judge(before: Counts, after: Counts, *, comparable: bool = True) -> Verdict:
+def judge(
+    before: Counts, after: Counts, *, comparable: bool = True, one_site: bool = False
+) -> Verdict:
     """The verdict from the other workers' counters when judging began and now.
 
     Only workers in both are compared (one that started or stopped meanwhile
     tells nothing). ``comparable``: this node's failures tell about the sites
     the others fetch, because it failed on two sites or more, or the frontier
     has only one; a streak on one site of many says that site is down,
-    whatever the others fetch elsewhere.
+    whatever the others fetch elsewhere. ``one_site``: the streak failed on
+    one site only (comparable because the frontier has no other): the others
+    fetch the requests this node failed, so their failures growing too says
+    the site is down even if some of their pages got answers meanwhile (the
+    last pages of a crawl whose only host left is a dead one).
     """
     answers = failures = 0
     for worker, (answers_after, failures_after) in after.items():
@@ -104,7 +110,7 @@ def judge(before: Counts, after: Counts, *, comparable: bool = True) -> Verdict:
             answers_before, failures_before = before[worker]
             answers += max(0, answers_after - answers_before)
             failures += max(0, failures_after - failures_before)
-    if answers and comparable:
+    if answers and comparable and not (one_site and failures):
         return Verdict.NODE
     if answers or failures:
         return Verdict.SITES

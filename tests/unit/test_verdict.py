@@ -86,3 +86,14 @@ def test_counts_come_from_published_stats_text():
     fields = {"response_received_count": "12", "downloader/exception_count": "3"}
     assert counts_of(fields) == (12, 3)
     assert counts_of({"response_received_count": "x"}) == (0, 0)
+
+
+def test_a_streak_on_the_only_site_left_is_its_fault_when_the_others_fail_it_too():
+    """The crawl's last host is a dead one: the others fail the requests this node
+    handed back, while their last pages of other hosts still got answers."""
+    before, after = {"w2": (100, 3)}, {"w2": (104, 5)}
+    assert judge(before, after, comparable=True, one_site=True) is Verdict.SITES
+    # Only answers: they reach the site this node cannot.
+    assert judge(before, {"w2": (104, 3)}, one_site=True) is Verdict.NODE
+    # A streak on several sites stays this node's fault, whatever else fails.
+    assert judge(before, after) is Verdict.NODE
