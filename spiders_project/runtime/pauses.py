@@ -56,6 +56,18 @@ class EnginePauses:
             engine.unpause()
             internals.wake_engine(engine)
 
+    def release_all(self) -> list[str]:
+        """Every holder lets go, for the spider to close; returns their names.
+
+        A paused engine never looks whether it is idle, so a worker that decided
+        to close (nothing left in the cluster) while a holder kept it paused (node
+        health waiting for a dead site to answer) stayed up for good.
+        """
+        held = sorted(self.holders)
+        for who in held:
+            self.release(who)
+        return held
+
     def _engine(self) -> Any:
         """The engine, or None before the crawl started (Scrapy raises then)."""
         try:

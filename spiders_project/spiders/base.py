@@ -37,6 +37,7 @@ from spiders_project.meta import JOB, SCOPE_META, SEED, SEED_ENTRY
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.scrapy_redis_compat import not_here
 from spiders_project.seeds import DEFAULT_JOB, Seed, parse_seed, seed_reached
 from spiders_project.spiders.sitemaps import sitemap_requests
@@ -155,6 +156,9 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
                 idle = time.monotonic() - idle_since
                 if self._max_idle and idle >= self._max_idle:
                     logger.info("Nothing to do in the cluster for %.0f s, closing", idle)
+                    held = EnginePauses.of(self.crawler).release_all()
+                    if held:
+                        logger.info("Fetching was paused by %s: released to close", ", ".join(held))
                     return
             else:
                 idle_since = None

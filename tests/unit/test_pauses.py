@@ -52,3 +52,14 @@ def test_before_the_crawl_starts_there_is_no_engine_to_pause():
     pauses.hold("x")
     pauses.release("x")
     assert not pauses.held
+
+
+def test_closing_releases_every_holder():
+    """A paused engine never finds itself idle, so the spider closing releases all."""
+    crawler = crawler_with_engine()
+    pauses = EnginePauses.of(crawler)
+    pauses.hold("node health", give_back=True)
+    pauses.hold("backpressure")
+    assert pauses.release_all() == ["backpressure", "node health"]
+    assert not crawler.engine.paused and not pauses.held
+    assert pauses.release_all() == []
