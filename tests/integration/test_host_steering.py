@@ -1,0 +1,130 @@
+"""Steering hosts at runtime against a real redis-server: the lease script's
+overrides, the purge script, and ``scrapy frontier host`` as an operator runs it.
+
+The scripts run at a time the test sets (``now``), as in test_frontier_scripts.
+"""
+
+from __future__ import annotations
+
+import json
+
+from spiders_project.host_steering import HostSteer
+from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
+from spiders_project.runtime.calls import enqueue_call
+from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
+from tests.support.processes import K as DK
+from tests.support.processes import scrapy_command
+
+
+def fill(s: Scripts, host: str, n: int, *, wait_ms: int = 0, start: int = 0, keys=K) -> None:
+    entries = [
+        (host, tok(f"{host}{i}"), 0, f"{host}-{i}".encode(), b"", wait_ms)
+        for i in range(start, start + n)
+    ]
+    keys, args = enqueue_call(keys, entries, now=s.now)
+    added, *rejected = s.enqueue(keys, args)
+    assert added == n and rejected == []
+
+
+def steer(s: Scripts, host: str, limits: str, *, purge: bool = False) -> list[int]:
+    keys, args = steer_call(K, host, limits, purge=purge)
+    return list(s.calls.script(steer_script(), keys, args))
+
+
+def test_a_cap_override_bounds_the_hosts_leases_and_clearing_it_restores_the_cap(r):
+    s = Scripts(r)
+    fill(s, "a", 10)
+    assert steer(s, "a", HostSteer(cap=2).limits()) == [0, 0]
+    members, hosts, *_ = lease(s, 10, [("a", 0)], per_host=8)
+    assert len(members) == 2 and hosts == ["a", "a"]
+    # At its overridden cap: nothing more, though ARGV's cap is 8.
+    assert lease(s, 10, [("a", 0)], per_host=8)[0] == []
+    steer(s, "a", "")
+    r.zadd(K.hosts, {"a": s.now})  # back in the ready-set, as a freed slot puts it
+    assert len(lease(s, 10, [("a", 0)], per_host=8)[0]) == 6
+
+
+def test_a_delay_override_spaces_turns_even_for_a_caller_that_sends_no_delay(r):
+    s = Scripts(r)
+    fill(s, "a", 5)
+    steer(s, "a", HostSteer(delay=0.5).limits())
+    assert len(lease(s, 10, [("a", 0)])[0]) == 1  # one a turn
+    assert r.zscore(K.hosts, "a") == s.now + 500
+    s.tick(499)
+    assert lease(s, 10, [("a", 0)])[0] == []
+    s.tick(1)
+    assert len(lease(s, 10, [("a", 0)])[0]) == 1
+    # The site's own Crawl-delay still wins when larger.
+    r.hset(K.host_delays, "a", 2000)
+    s.tick(500)
+    lease(s, 10, [("a", 0)])
+    assert r.zscore(K.hosts, "a") == s.now + 2000
+
+
+def test_purge_drops_queued_requests_and_waiting_retries_of_one_host_only(r):
+    s = Scripts(r)
+    fill(s, "a", 4)
+    fill(s, "a", 2, wait_ms=60_000, start=10)
+    fill(s, "b", 3)
+    assert int(r.get(K.requests_size)) == 9
+    assert steer(s, "a", KEEP_LIMITS, purge=True) == [4, 2]
+    assert int(r.get(K.requests_size)) == 3
+    assert r.zscore(K.hosts, "a") is None and r.zscore(K.hosts, "b") is not None
+    assert not r.exists(K.host_queue("a"), K.host_list("a"), K.host_later("a"))
+    assert steer(s, "a", KEEP_LIMITS, purge=True) == [0, 0]
+    assert len(lease(s, 10, [("b", 0)])[0]) == 3
+
+
+def host(redis_url, *argv):
+    return scrapy_command(redis_url, "frontier", "host", *argv)
+
+
+def test_the_command_sets_shows_and_clears_overrides(redis_url, r):
+    done = host(redis_url, "Shop.Example:443", "--delay", "2", "--cap", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["host"] == "shop.example" and out["changed"] is True
+    assert out["delay"]["override"] == 2.0 and out["delay"]["effective"] == 2.0
+    assert out["cap"] == {"configured": out["cap"]["configured"], "override": 3, "effective": 3}
+    assert HostSteer.from_json(r.hget(DK.host_steering, "shop.example")) == HostSteer(2.0, 3)
+    assert r.hget(DK.host_limits, "shop.example") == b"2000 3"
+    shown = host(redis_url, "shop.example")  # --show is the default
+    assert shown.returncode == 0, shown.stderr
+    assert "override 2 s" in shown.stdout and "override 3" in shown.stdout
+    assert host(redis_url, "shop.example", "--delay", "default").returncode == 0
+    assert r.hget(DK.host_limits, "shop.example") == b"-1 3"
+    assert host(redis_url, "shop.example", "--clear").returncode == 0
+    assert not r.hexists(DK.host_steering, "shop.example")
+    assert not r.hexists(DK.host_limits, "shop.example")
+
+
+def test_block_purges_with_its_count_and_unblock_keeps_the_rest(redis_url, r):
+    s = Scripts(r)
+    fill(s, "spam.example", 5, keys=DK)
+    fill(s, "spam.example", 1, wait_ms=60_000, start=9, keys=DK)
+    done = host(redis_url, "spam.example", "--block", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["purged"] == 6 and out["purged_retries"] == 1 and out["blocked"] is True
+    assert out["queued"] == 0 and int(r.get(DK.requests_size)) == 0
+    unblocked = json.loads(host(redis_url, "spam.example", "--unblock", "--json").stdout)
+    assert unblocked["blocked"] is False and "purged" not in unblocked
+    assert not r.hexists(DK.host_steering, "spam.example")
+    fill(s, "spam.example", 2, start=20, keys=DK)
+    purged = host(redis_url, "spam.example", "--purge")
+    assert purged.returncode == 0 and "purged      2 requests" in purged.stdout
+
+
+def test_bad_input_is_one_line_and_exit_status_2(redis_url, r):
+    for argv, word in [
+        (("bad host/x", "--block"), "not a host name"),
+        (("a.example", "--delay", "-1"), "--delay"),
+        (("a.example", "--delay", "soon"), "--delay"),
+        (("a.example", "--cap", "0"), "--cap"),
+        (("a.example", "--block", "--unblock"), "--unblock"),
+    ]:
+        done = host(redis_url, *argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ERROR:") and word in lines[0], lines
+    assert r.hlen(DK.host_steering) == 0
