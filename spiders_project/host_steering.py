@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ class HostSteer:
         return cls(None if delay is None else float(delay), cap, blocked)
 
 
-def parse_steering(entries: dict[Any, Any]) -> tuple[dict[str, HostSteer], dict[str, str]]:
+def parse_steering(entries: Mapping[Any, Any]) -> tuple[dict[str, HostSteer], dict[str, str]]:
     """A ``HGETALL`` of ``host_steering`` as (host -> record, host -> why it was not read)."""
     steered: dict[str, HostSteer] = {}
     bad: dict[str, str] = {}

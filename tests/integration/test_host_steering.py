@@ -12,6 +12,7 @@ from spiders_project.host_steering import HostSteer
 from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
 from spiders_project.runtime.calls import enqueue_call
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
+from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K as DK
 from tests.support.processes import scrapy_command
 
@@ -128,3 +129,38 @@ def test_bad_input_is_one_line_and_exit_status_2(redis_url, r):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("ERROR:") and word in lines[0], lines
     assert r.hlen(DK.host_steering) == 0
+
+
+def test_crawlstatus_shows_steered_hosts(redis_url, r):
+    host(redis_url, "slow.example", "--delay", "1.5")
+    host(redis_url, "spam.example", "--block")
+    done = scrapy_command(redis_url, "crawlstatus", "--once")
+    assert done.returncode == 0, done.stderr
+    assert "hosts       2 steered, 1 blocked" in done.stdout
+    lines = done.stdout.splitlines()
+    assert any("spam.example" in line and "BLOCKED" in line for line in lines), done.stdout
+    assert any("slow.example" in line and "delay 1.5 s" in line for line in lines), done.stdout
+    as_json = json.loads(scrapy_command(redis_url, "crawlstatus", "--once", "--json").stdout)
+    assert as_json["spiders"][0]["hosts"]["blocked"] == 1
+
+
+def test_the_operator_steers_and_the_monitor_reads_as_their_own_users(tmp_path):
+    server = AclRedis(tmp_path / "acl", acl_text("distributed"))
+    try:
+        operator = server.url("operator")
+        for argv in (("--delay", "2", "--cap", "1"), ("--block",), ("--show",), ("--purge",)):
+            done = host(operator, "a.example", *argv)
+            assert done.returncode == 0, (argv, done.stderr)
+        host(operator, "a.example", "--unblock")
+        # crawlstatus runs as the monitor's user (what the exporter reads).
+        status = scrapy_command(server.url("monitor"), "crawlstatus", "--once", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["spiders"][0]["hosts"]["steered"] == {
+            "a.example": {"delay": 2.0, "cap": 1, "blocked": False}
+        }
+        worker = server.client("worker")
+        assert worker.hgetall(DK.host_steering) and worker.hget(DK.host_limits, "a.example")
+        worker.close()
+        assert server.denials() == []
+    finally:
+        server.close()
