@@ -42,7 +42,12 @@ from spiders_project.host_steering import (
 from spiders_project.hosts import host_key
 from spiders_project.keys import LANES, RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.politeness.steered import steer_call, steer_script
+from spiders_project.politeness.steered import (
+    record_call,
+    record_script,
+    steer_call,
+    steer_script,
+)
 from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
 from spiders_project.redis_replies import scored, text
 from spiders_project.shards import spider_keys
@@ -119,25 +124,21 @@ class Command(RedisCommand, ScrapyCommand):
     def _steer(
         self, calls: SyncRedisCalls, keys: RedisKeys, opts: argparse.Namespace
     ) -> dict[str, Any]:
-        """Write the change: the record every worker reads first (a block is then
-        refused by the workers), then the host's limits and its purge in its shard."""
+        """Write the change: the record every worker reads first, changed in one
+        script (a block is then refused by the workers), then the host's limits
+        and its purge in its shard."""
         asked = self._delay is not None or self._cap is not None
         if not (asked or opts.block or opts.unblock or opts.purge or opts.clear):
             return {}
-        raw = calls.command("HGET", keys.host_steering, self._host, retry=False, writes=False)
-        try:
-            old = HostSteer.from_json(raw) if raw is not None else HostSteer()
-        except InvalidSteering:
-            old = HostSteer()  # not ours: replaced by what the operator says now
-        new = HostSteer(
-            delay=_pick(self._delay, old.delay, opts.clear),
-            cap=_pick(self._cap, old.cap, opts.clear),
-            blocked=opts.block or (old.blocked and not (opts.unblock or opts.clear)),
-        )
-        if new.empty:
-            calls.command("HDEL", keys.host_steering, self._host, retry=False)
+        blocked: bool | None
+        if opts.clear:
+            delay, cap, blocked = DEFAULT, DEFAULT, False
         else:
-            calls.command("HSET", keys.host_steering, self._host, new.to_json(), retry=False)
+            delay, cap = _arg(self._delay), _arg(self._cap)
+            blocked = True if opts.block else (False if opts.unblock else None)
+        script_keys, args = record_call(keys, self._host, delay, cap, blocked)
+        before, after = calls.script(record_script(), script_keys, args, retry=False)
+        old, new = _record(before), _record(after)
         purge = opts.purge or opts.block
         script_keys, args = steer_call(keys, self._host, new.limits(), purge=purge)
         queued, later = calls.script(steer_script(), script_keys, args, retry=False)
@@ -267,7 +268,14 @@ def _parse(value: str | None, check: Any, option: str, what: str) -> Any:
         raise InvalidSteering(f"{option} takes {what} or '{DEFAULT}', not {value!r}") from None
 
 
-def _pick(given: Any, old: Any, clear: bool) -> Any:
-    if clear or given == DEFAULT:
-        return None
-    return old if given is None else given
+def _arg(value: Any) -> str:
+    """An option as steer_record.lua takes it: "" to keep, DEFAULT to clear, or the value."""
+    return "" if value is None else (DEFAULT if value == DEFAULT else repr(value))
+
+
+def _record(raw: Any) -> HostSteer:
+    """A record the script returned; one that is not ours counts as none (it is replaced)."""
+    try:
+        return HostSteer.from_json(raw) if raw else HostSteer()
+    except InvalidSteering:
+        return HostSteer()

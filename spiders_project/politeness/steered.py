@@ -45,6 +45,20 @@ def steer_script() -> LuaScript:
     return load_lua(LUA_DIR, "steer_host")
 
 
+def record_script() -> LuaScript:
+    """``lua/steer_record.lua``: a host's steering record, changed field by field."""
+    return load_lua(LUA_DIR, "steer_record")
+
+
+def record_call(
+    keys: RedisKeys, host: str, delay: str, cap: str, blocked: bool | None
+) -> tuple[list[str], list[str]]:
+    """``steer_record.lua`` for ``host``: ``delay`` and ``cap`` as text ("" keeps,
+    "default" clears), ``blocked`` None to keep it."""
+    flag = "" if blocked is None else ("1" if blocked else "0")
+    return [keys.host_steering], [host, delay, cap, flag]
+
+
 def steer_call(
     keys: RedisKeys, host: str, limits: str, *, purge: bool
 ) -> tuple[list[str], list[str]]:

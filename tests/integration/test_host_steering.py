@@ -9,12 +9,20 @@ from __future__ import annotations
 import json
 
 from spiders_project.host_steering import HostSteer
-from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
-from spiders_project.runtime.calls import enqueue_call
+from spiders_project.keys import RedisKeys
+from spiders_project.politeness.steered import (
+    KEEP_LIMITS,
+    record_call,
+    record_script,
+    steer_call,
+    steer_script,
+)
+from spiders_project.runtime.calls import enqueue_call, lease_call
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K as DK
 from tests.support.processes import scrapy_command
+from tests.support.services import RedisClusterGroup
 
 
 def fill(s: Scripts, host: str, n: int, *, wait_ms: int = 0, start: int = 0, keys=K) -> None:
@@ -164,3 +172,69 @@ def test_the_operator_steers_and_the_monitor_reads_as_their_own_users(tmp_path):
         assert server.denials() == []
     finally:
         server.close()
+
+
+def test_on_a_redis_cluster_each_host_is_steered_in_its_own_shard():
+    """Three masters, one frontier shard each: a host's purge and limits are in its shard."""
+    group = RedisClusterGroup(masters=3)
+    try:
+        ck = RedisKeys("distributed", cluster=True, shards=3)
+        client = group.client
+        client.set(ck.frontier_shards, 3)
+        by_shard: dict[int, str] = {}
+        for i in range(100):
+            by_shard.setdefault(ck.shard_of(f"h{i}.example"), f"h{i}.example")
+        hosts = [by_shard[n] for n in range(3)]
+        s = Scripts(client)
+        for h in hosts:
+            entries = [(h, tok(f"{h}{i}"), 0, f"{h}-{i}".encode()) for i in range(3)]
+            keys, args = enqueue_call(ck.for_host(h), entries, now=s.now)
+            assert s.enqueue(keys, args)[0] == 3
+        env = {"REDIS_CLUSTER": "true"}
+
+        def run(*argv: str) -> dict:
+            done = scrapy_command(group.url, "frontier", "host", *argv, "--json", env=env)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+
+        assert run(hosts[0], "--block")["purged"] == 3
+        assert run(hosts[1], "--cap", "1")["queued"] == 3
+        assert client.hget(ck.for_host(hosts[1]).host_limits, hosts[1]) == b"-1 1"
+        shown = run(hosts[2])
+        assert shown["queued"] == 3 and shown["blocked"] is False
+        for h, left in zip(hosts, (0, 3, 3), strict=True):
+            shard = ck.for_host(h)
+            assert client.zcard(shard.host_queue(h)) + client.llen(shard.host_list(h)) == left
+        # The lease script of the capped host's shard reads its cap there.
+        keys, args = lease_call(
+            ck.for_host(hosts[1]), 8, 60_000, [(hosts[1], 0)], 8, 8, "w1", 0, now=s.now
+        )
+        assert len(s.lease(keys, args)[0]) == 3  # one lease: (id, request, host)
+        status = scrapy_command(group.url, "crawlstatus", "--once", "--json", env=env)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["spiders"][0]["hosts"]["blocked"] == 1
+    finally:
+        group.stop()
+
+
+def test_the_record_changes_field_by_field_so_two_operators_keep_both_changes(r):
+    calls = Scripts(r).calls
+
+    def change(delay="", cap="", blocked=None):
+        keys, args = record_call(K, "a.example", delay, cap, blocked)
+        before, after = calls.script(record_script(), keys, args)
+        return before, after
+
+    change(delay="1.5")
+    change(cap="2")  # another operator: the delay stays
+    change(blocked=True)
+    assert HostSteer.from_json(r.hget(K.host_steering, "a.example")) == HostSteer(1.5, 2, True)
+    before, after = change(delay="default", blocked=False)
+    assert HostSteer.from_json(before) == HostSteer(1.5, 2, True)
+    assert HostSteer.from_json(after) == HostSteer(None, 2, False)
+    assert change(cap="default")[1] == b"" and not r.hexists(K.host_steering, "a.example")
+    # A record that is not ours (or a field of the wrong type) counts as not set.
+    r.hset(K.host_steering, "a.example", b'{"delay": "x", "cap": 3, "evil": 1}')
+    assert HostSteer.from_json(change(blocked=True)[1]) == HostSteer(None, 3, True)
+    r.hset(K.host_steering, "a.example", b"\x80\x04K\x01.")
+    assert HostSteer.from_json(change(delay="0.25")[1]) == HostSteer(0.25)
