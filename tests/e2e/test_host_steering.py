@@ -81,7 +81,9 @@ def test_delay_block_and_unblock_take_effect_within_2_s_on_a_live_crawl(
         assert r.zcard(K.host_queue(spam)) + r.llen(K.host_list(spam)) == 0
 
         # An unblock: the host is crawled again. Its purged URLs are in the
-        # seen-set, so new seeds of it are pushed, each 0.25 s after the last.
+        # seen-set, so new seeds of it are pushed, each 0.25 s after the last
+        # (one read by a worker that has not seen the unblock yet is refused);
+        # 0.5 s more is the seeds' way in (read, queued, leased).
         out, unblocked = steer(redis_url, spam, "--unblock")
         assert out["blocked"] is False
         served_before = len(times_of(site, spam))

@@ -100,6 +100,15 @@ def test_the_command_sets_shows_and_clears_overrides(redis_url, r):
     shown = host(redis_url, "shop.example")  # --show is the default
     assert shown.returncode == 0, shown.stderr
     assert "override 2 s" in shown.stdout and "override 3" in shown.stdout
+    # What the cluster knows of the host: the site's delay, robots.txt, bans.
+    r.hset(DK.host_delays, "shop.example", 3000)
+    r.set(DK.robots("https://shop.example"), "User-agent: *\nDisallow: /cart", px=60_000)
+    r.zadd(DK.proxies_banned, {"http://p1:3128": 2**50})
+    out = json.loads(host(redis_url, "shop.example", "--show", "--json").stdout)
+    assert out["delay"]["site"] == 3.0 and out["delay"]["effective"] == 3.0
+    assert out["robots"]["https://shop.example"].startswith("fetched (")
+    assert out["robots"]["http://shop.example"].startswith("not fetched")
+    assert list(out["proxy_bans"]) == ["http://p1:3128"]
     assert host(redis_url, "shop.example", "--delay", "default").returncode == 0
     assert r.hget(DK.host_limits, "shop.example") == b"-1 3"
     assert host(redis_url, "shop.example", "--clear").returncode == 0
