@@ -10,6 +10,8 @@ from scrapy.statscollectors import StatsCollector
 from spiders_project.meta import RETRY_WAIT
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.steered import SteeredHosts
+from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.steps import Enqueue
 
 
@@ -60,18 +62,29 @@ class BlockedHostStep:
     The block's purge empties the host's queue at once, but a worker that has
     not read the block yet (``steered.py``: up to HOST_STEERING_INTERVAL) may
     still queue or lease one: ``leased`` catches those, so none is fetched. Each
-    is counted, not dead-lettered: nothing failed, the operator said no.
+    is counted, not dead-lettered: nothing failed, the operator said no. A seed
+    of a blocked host goes to start_urls:rejected with its reason (left in
+    start_urls, it would be read and refused again and again), from where it
+    can be pushed again once the host is unblocked.
     """
 
-    def __init__(self, steered: SteeredHosts, politeness: HostPoliteness, stats: StatsCollector):
+    def __init__(
+        self,
+        steered: SteeredHosts,
+        politeness: HostPoliteness,
+        stats: StatsCollector,
+        batcher: RedisBatcher | None = None,
+    ) -> None:
         self.steered = steered
         self.group_of = politeness.key_of
         self.stats = stats
+        self.batcher = batcher
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BlockedHostStep:
         assert crawler.stats is not None
-        return cls(SteeredHosts.of(crawler), HostPoliteness.of(crawler), crawler.stats)
+        batcher = WorkerRedis.of(crawler).batcher
+        return cls(SteeredHosts.of(crawler), HostPoliteness.of(crawler), crawler.stats, batcher)
 
     def _blocked(self, request: Request) -> bool:
         return bool(self.steered.blocked) and self.group_of(request.url) in self.steered.blocked
@@ -79,6 +92,9 @@ class BlockedHostStep:
     def admit(self, request: Request, entry: Enqueue) -> Request | None:
         if self._blocked(request):
             self.stats.inc_value(BLOCKED_REFUSED)
+            if entry.seed_entry and self.batcher is not None:
+                why = f"host {self.group_of(request.url)} is blocked (scrapy frontier host)"
+                self.batcher.reject_seed(entry.seed_entry, why)
             return None
         return request
 
