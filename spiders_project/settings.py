@@ -210,7 +210,8 @@ POLITENESS_KEY = _env("POLITENESS_KEY", "host")
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
 # Seconds between two reads of the hosts an operator steers at runtime
 # (scrapy frontier host: delays and blocks; one HGETALL of a small hash): a
-# change reaches every worker within this plus one round trip.
+# change reaches every worker within this plus one round trip, so the 2 s the
+# operator is promised need 1.5 at most (0.05 to 1.5).
 HOST_STEERING_INTERVAL = 1.0
 # Added to every non-zero delay by the dispatch gate (seconds): absorbs the
 # time between a granted turn and the request reaching the wire (20 ms seen

@@ -24,6 +24,7 @@ from typing import Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.host_steering import HostSteer, parse_steering
@@ -36,6 +37,8 @@ from spiders_project.wiring import shared
 logger = logging.getLogger(__name__)
 
 LUA_DIR = Path(__file__).with_name("lua")
+# The longest HOST_STEERING_INTERVAL: a change must reach every worker within 2 s.
+MAX_INTERVAL = 1.5
 # ARGV[2] of steer_host.lua that leaves a host's limits as they are.
 KEEP_LIMITS = "-"
 
@@ -78,6 +81,18 @@ def steer_call(
     return script_keys, [host, limits, "1" if purge else "0"]
 
 
+def steering_interval(settings: BaseSettings) -> float:
+    """HOST_STEERING_INTERVAL, checked: 0.05 to MAX_INTERVAL seconds."""
+    read = SettingsReader(settings)
+    interval = read.getfloat("HOST_STEERING_INTERVAL", minimum=0.05)
+    read.check(
+        interval <= MAX_INTERVAL,
+        "HOST_STEERING_INTERVAL",
+        f"at most {MAX_INTERVAL:g} s: a change must reach every worker within 2 s",
+    )
+    return interval
+
+
 class SteeredHosts:
     """This worker's copy of the steered hosts, refreshed every interval."""
 
@@ -95,10 +110,7 @@ class SteeredHosts:
         """The crawler's one copy; its loop runs while the spider is open."""
 
         def build() -> SteeredHosts:
-            interval = SettingsReader(crawler.settings).getfloat(
-                "HOST_STEERING_INTERVAL", minimum=0.05
-            )
-            steered = cls(WorkerRedis.of(crawler), interval)
+            steered = cls(WorkerRedis.of(crawler), steering_interval(crawler.settings))
             crawler.signals.connect(steered.spider_opened, signal=signals.spider_opened)
             crawler.signals.connect(steered.spider_closed, signal=signals.spider_closed)
             return steered
