@@ -287,6 +287,45 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
     yield all_banned
     if proxy_banned.samples:  # per-proxy families only for crawls that use proxies
         yield from (proxy_requests, proxy_bans, proxy_banned)
+    yield from host_metrics(spiders)
+
+
+# Hosts with series of their own in crawler_host_overrides, per spider: blocked
+# ones first, then by name. Operators steer a few hosts; a script that steered
+# thousands must not make as many series (the counts still cover them all).
+HOST_SERIES_MAX = 50
+
+
+def host_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
+    """The hosts an operator steers (scrapy frontier host): counts, and each one's overrides."""
+    blocked = GaugeMetricFamily(
+        "crawler_hosts_blocked",
+        "Hosts blocked by an operator (scrapy frontier host).",
+        labels=["spider"],
+    )
+    steered = GaugeMetricFamily(
+        "crawler_hosts_steered",
+        "Hosts with an operator's delay, cap or block (scrapy frontier host).",
+        labels=["spider"],
+    )
+    overrides = GaugeMetricFamily(
+        "crawler_host_overrides",
+        "An operator's override of a host: kind delay_seconds, cap, or blocked (1); "
+        f"at most {HOST_SERIES_MAX} hosts a spider, blocked ones first.",
+        labels=["spider", "host", "kind"],
+    )
+    for view in spiders:
+        blocked.add_metric([view.spider], view.hosts_blocked)
+        steered.add_metric([view.spider], len(view.steered))
+        order = sorted(view.steered.items(), key=lambda item: (not item[1].blocked, item[0]))
+        for host, steer in order[:HOST_SERIES_MAX]:
+            if steer.delay is not None:
+                overrides.add_metric([view.spider, host, "delay_seconds"], steer.delay)
+            if steer.cap is not None:
+                overrides.add_metric([view.spider, host, "cap"], steer.cap)
+            if steer.blocked:
+                overrides.add_metric([view.spider, host, "blocked"], 1)
+    yield from (blocked, steered, overrides)
 
 
 def _by_prefix(counters: dict[str, int], prefix: str) -> list[tuple[str, int]]:

@@ -46,7 +46,8 @@ _TRANSACTION = ("multi", "exec", "discard")
 # run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
 # the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
 # node health's reads of the other workers' stats (ZRANGE, HMGET), and the
-# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD).
+# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), and the hosts
+# an operator steers (HGETALL of <spider>:hosts:steering each second).
 WORKER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -116,7 +117,8 @@ DB_WRITER_COMMANDS = (
     "smembers",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py, TIME and INFO memory. No write, no script (EVAL counts its keys as written).
+# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory.
+# No write, no script (EVAL counts its keys as written).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
@@ -130,7 +132,8 @@ MONITOR_COMMANDS = (
     "zcard",
     "zrange",
 )
-# The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove): reads
+# The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,
+# frontier host: HSET/HDEL of the steering, politeness/lua/steer_host.lua): reads
 # and writes of its spiders' keys by category, minus the dangerous ones (FLUSHALL,
 # FLUSHDB, KEYS, CONFIG, DEBUG, SHUTDOWN, ACL, MONITOR, MIGRATE, RESTORE, SORT,
 # ...) and the FUNCTION family; then the few it needs back (INFO is dangerous).
@@ -243,7 +246,7 @@ OPERATOR = Role(
     "operator",
     "crawler-operator",
     "REDIS_ACL_OPERATOR_PASSWORD",
-    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus)",
+    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus, jobs, frontier)",
     rules=OPERATOR_RULES,
     # Never a category here: a selector's command with no key (KEYS is @read)
     # would be allowed whatever its key pattern.

@@ -5,7 +5,8 @@ and ``scrapy crawlstatus`` prints.
 their work, the rejected lists, the seen-set, the totals of the workers'
 counters, the db_writer's stats, the item lag, the listed workers and the
 proxy bans) and Redis' clock and memory in one round trip, then each listed
-worker's hash and heartbeat in a second. What it reads is named in
+worker's hash and heartbeat in a second. The hosts an operator steers
+(``host_steering.py``) come with the first. What it reads is named in
 :mod:`spiders_project.contract`; the replies of either client are read by
 :mod:`spiders_project.redis_replies`. Standard library only (the monitor
 imports it without Scrapy), and nothing here talks to Redis: the caller's
@@ -35,6 +36,7 @@ from spiders_project.contract import (
     work_of,
     work_reads,
 )
+from spiders_project.host_steering import HostSteer, parse_steering
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.redis_replies import (
     fullest,
@@ -74,6 +76,12 @@ class SpiderView:
     samples: list[tuple[float, int]]  # (time, pages total), oldest first; only when asked for
     # Proxy name -> Unix time (Redis clock) its cluster-wide ban ends; past bans may linger.
     proxy_bans: dict[str, float] = field(default_factory=dict)
+    # Hosts an operator steers (scrapy frontier host): delay, cap, blocked.
+    steered: dict[str, HostSteer] = field(default_factory=dict)
+
+    @property
+    def hosts_blocked(self) -> int:
+        return sum(1 for s in self.steered.values() if s.blocked)
 
     def proxies(self, now: float) -> dict[str, bool]:
         """Every proxy the crawl has used or banned -> whether it is banned at ``now``."""
@@ -114,6 +122,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
         ("GET", keys.all_shards[0].seen),
         ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
+        ("HGETALL", keys.host_steering),
     ]
     assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
     reads += queues_work(keys)
@@ -123,7 +132,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
 
 
 # Where the reads of the shards after the first start in _spider_reads' list.
-_FIXED_READS = 20
+_FIXED_READS = 21
 
 
 def _rejected_keys(keys: RedisKeys) -> list[str]:
@@ -205,6 +214,7 @@ def read_cluster(
             "lag": _lag(now, r[14], r[15]),
             "proxy_bans": {text(m): score / 1000 for m, score in scored(r[17])},
             "samples": _samples(r[19]) if samples else [],
+            "steered": parse_steering(hash_fields(r[20]))[0],
         }
         oldest = now - worker_retention
         listed[spider] = [(text(m), score) for m, score in scored(r[16]) if score >= oldest]
@@ -287,6 +297,13 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
                 "db_writer": s.db_writer,
                 "lag": s.lag,
                 "workers_alive": s.workers_alive,
+                "hosts": {
+                    "blocked": s.hosts_blocked,
+                    "steered": {
+                        host: {"delay": h.delay, "cap": h.cap, "blocked": h.blocked}
+                        for host, h in sorted(s.steered.items())
+                    },
+                },
                 "workers": [
                     {
                         "worker": w.worker,

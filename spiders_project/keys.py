@@ -58,9 +58,8 @@ class RedisKeys:
 
     @property
     def lane_prefix(self) -> str:
-        """What the keys of this lane's queue start with: the frontier's prefix,
-        then ``render:`` for the render queue (the same slot: one script still
-        touches one slot, and the seen-set it shares)."""
+        """The frontier's prefix, then ``render:`` for the render queue (same slot:
+        a script still touches one slot, and the seen-set it shares)."""
         return self.frontier_prefix + (f"{self.lane}:" if self.lane else "")
 
     def _lane_key(self, suffix: str) -> str:
@@ -89,12 +88,9 @@ class RedisKeys:
 
     @property
     def frontier_prefix(self) -> str:
-        """What the frontier's keys start with (queues, ready-set, leases, seen-set).
-
-        The spider's prefix, unless the frontier is sharded: then ``{<tag>}:``, the tag of this
-        shard (:func:`shard_tag`), so a host's queue, its ready-set entry, its leases and its
-        fingerprints share one slot, and each script touches one slot.
-        """
+        """What the frontier's keys start with: the spider's prefix, unless the frontier is
+        sharded: then ``{<tag>}:`` of this shard (:func:`shard_tag`), so a host's queue, its
+        ready-set entry, its leases and its fingerprints share one slot, as each script needs."""
         if not self.sharded or self.shard < 0:
             return self.prefix
         return f"{{{shard_tag(self.spider, self.shard, self.shards)}}}:"
@@ -104,8 +100,7 @@ class RedisKeys:
 
     @property
     def frontier_shards(self) -> str:
-        """The number of frontier shards, as the spider's first worker recorded it
-        (every worker must split the frontier the same way)."""
+        """The frontier's shard count, as the first worker recorded it (all split alike)."""
         return self._key("frontier:shards")
 
     @property
@@ -124,8 +119,7 @@ class RedisKeys:
         ``<spider>:start_urls`` unless the spider class names another in ``redis_key``; on a Redis
         Cluster ``{<spider>}:start_urls``, and a ``redis_key`` gets the tag too (``<spider>:...``
         becomes ``{<spider>}:...``, another name is prefixed with it): the seeds are in the
-        spider's slot, where an unsharded frontier's enqueue script claims them in the same step as
-        it queues them.
+        spider's slot, where an unsharded frontier's enqueue script claims them as it queues them.
         """
         if not self.seeds:
             return self._key("start_urls")
@@ -145,9 +139,8 @@ class RedisKeys:
         return self._lane_key("requests:hosts")
 
     def host_queue(self, host: str) -> str:
-        """One host's queue of requests that need an order: a sorted set of JSON
-        requests, lowest score first (priorities other than 0, seeds, requests
-        that are never filtered, put-back retries)."""
+        """One host's sorted set of JSON requests that need an order, lowest score first
+        (priorities other than 0, seeds, never-filtered requests, put-back retries)."""
         return self._lane_key(f"requests:host:{host}")
 
     def host_list(self, host: str) -> str:
@@ -216,17 +209,27 @@ class RedisKeys:
 
     @property
     def seeds_taken(self) -> str:
-        """Sorted set of a shard: digest of a seed entry -> time (ms) its request went in.
-
-        Sharded frontier only, where a seed leaves start_urls once its request is queued
-        (``batcher._flush_sharded``): read again within ``calls.SEED_TAKEN_MS``, not queued twice.
-        """
+        """Sorted set of a shard: digest of a seed entry -> time (ms) its request went in;
+        sharded frontier only, where a seed leaves start_urls once queued (``batcher.
+        _flush_sharded``): read again within ``calls.SEED_TAKEN_MS``, not queued twice."""
         return self._frontier_key("seeds:taken")
 
     @property
     def host_delays(self) -> str:
         """Hash host -> delay (ms) the site asked for (robots.txt Crawl-delay)."""
         return self._frontier_key("requests:host_delays")
+
+    @property
+    def host_limits(self) -> str:
+        """Hash host -> its operator's overrides the lease script reads, "<delay ms> <cap>"
+        (-1 and 0: none), in the host's shard (``scrapy frontier host``)."""
+        return self._frontier_key("requests:host_limits")
+
+    @property
+    def host_steering(self) -> str:
+        """Hash host -> the operator's steering of it, JSON: delay, cap, blocked
+        (``politeness/steering.py``); every worker reads it each second."""
+        return self._key("hosts:steering")
 
     def host_turn(self, host: str) -> str:
         """Time (ms) the cluster last sent the host a request (dispatch gate); expires after."""
@@ -292,11 +295,8 @@ class RedisKeys:
 
     @property
     def dupefilter(self) -> str:
-        """The previous release's seen-set: 40-hex fingerprints (88 bytes each).
-
-        Still read while it exists; ``scrapy dupefilter migrate`` moves it
-        into :attr:`seen` and deletes it.
-        """
+        """The previous release's seen-set (40-hex fingerprints), read while it exists;
+        ``scrapy dupefilter migrate`` moves it into :attr:`seen` and deletes it."""
         return self._frontier_key("dupefilter")
 
     @property

@@ -190,6 +190,8 @@ FRONTIER_STEPS_BASE = {
     "spiders_project.rendering.steps.RenderRouteStep": 600,
     # The politeness group a request queues under, and each group's delay.
     "spiders_project.politeness.steps.PolitenessKeyStep": 700,
+    # Hosts an operator blocked at runtime are neither queued nor fetched.
+    "spiders_project.politeness.steps.BlockedHostStep": 800,
 }
 FRONTIER_STEPS: dict[str, int | None] = {}
 
@@ -206,6 +208,11 @@ POLITENESS_KEY = _env("POLITENESS_KEY", "host")
 # names it: lower-case, punycode for IDN, without the scheme's default port
 # (other spellings are converted).
 HOST_DOWNLOAD_DELAYS: dict[str, float] = {}
+# Seconds between two reads of the hosts an operator steers at runtime
+# (scrapy frontier host: delays and blocks; one HGETALL of a small hash): a
+# change reaches every worker within this plus one round trip, so the 2 s the
+# operator is promised need 1.5 at most (0.05 to 1.5).
+HOST_STEERING_INTERVAL = 1.0
 # Added to every non-zero delay by the dispatch gate (seconds): absorbs the
 # time between a granted turn and the request reaching the wire (20 ms seen
 # with three workers on two cores).

@@ -22,6 +22,7 @@ from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.politeness.steered import steering_interval
 from spiders_project.redis_connection import RedisConfig, ping_or_message, unreachable_message
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.runtime.config import FrontierConfig
@@ -39,6 +40,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     RedisConfig.from_settings(settings)
     FrontierConfig.from_settings(settings)
     HostPoliteness.from_settings(settings)
+    steering_interval(settings)
     PacingConfig.from_settings(settings)
     NodeHealthConfig.from_settings(settings)
     BackpressureConfig.from_settings(settings)

@@ -190,12 +190,33 @@ def _spider_lines(view: SpiderView, now: float, window: float) -> list[str]:
         f"  db_writer   {written:,} items written; lag {lag}",
         f"  workers     {view.workers_alive} alive, {len(view.workers) - view.workers_alive} lost",
     ]
+    lines[-1:-1] = _steered_lines(view)
     for w in sorted(view.workers, key=lambda w: w.worker):
         state = "alive" if w.alive else "LOST "
         lines.append(
             f"    {w.worker:<28} {state}  last seen {max(0.0, now - w.last_seen):6.1f} s ago  "
             f"pages {w.counters.get(PAGES, 0):,}  items {w.counters.get(ITEMS, 0):,}"
         )
+    return lines
+
+
+# Steered hosts named one by one; more are counted (scrapy frontier host --show each).
+STEERED_SHOWN = 10
+
+
+def _steered_lines(view: SpiderView) -> list[str]:
+    """The hosts an operator steers (scrapy frontier host), blocked ones first."""
+    if not view.steered:
+        return []
+    order = sorted(view.steered.items(), key=lambda item: (not item[1].blocked, item[0]))
+    lines = [f"  hosts       {len(view.steered)} steered, {view.hosts_blocked} blocked"]
+    for host, steer in order[:STEERED_SHOWN]:
+        what = ["BLOCKED"] if steer.blocked else []
+        what += [f"delay {steer.delay:g} s"] if steer.delay is not None else []
+        what += [f"cap {steer.cap}"] if steer.cap is not None else []
+        lines.append(f"    {host:<40} {', '.join(what)}")
+    if len(order) > STEERED_SHOWN:
+        lines.append(f"    ... and {len(order) - STEERED_SHOWN} more")
     return lines
 
 

@@ -16,4 +16,8 @@ this host wait" reads one package:
   the downloader middleware that waits for the gate.
 - ``extension.py``: turns off each worker's own download delay, which the
   cluster enforces instead.
+- ``steered.py``, ``lua/steer_host.lua``, ``lua/steer_record.lua`` and
+  ``steps.BlockedHostStep``: what an operator says about one host at runtime
+  (``scrapy frontier host``: its delay, its cap, blocked), read by every
+  worker each second; the cap and the delay by the lease script too.
 """

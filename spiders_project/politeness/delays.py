@@ -13,6 +13,7 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import SettingsReader
 from spiders_project.hosts import host_key
 from spiders_project.politeness.groups import MODES, PolitenessKey
+from spiders_project.politeness.steered import SteeredHosts
 from spiders_project.wiring import shared
 
 
@@ -34,8 +35,11 @@ class HostPoliteness:
         overrides: dict[str, float],
         guard: float,
         groups: PolitenessKey | None = None,
+        steered: SteeredHosts | None = None,
     ) -> None:
         self.groups = groups or PolitenessKey()
+        # The operator's delays set at runtime (scrapy frontier host --delay).
+        self.steered = steered
         self.default_ms = round(default * 1000)
         # A host named in settings applies to its whole group (POLITENESS_KEY).
         self.overrides_ms = {
@@ -48,10 +52,14 @@ class HostPoliteness:
     @classmethod
     def of(cls, crawler: Crawler) -> HostPoliteness:
         """The instance shared by the scheduler and the middlewares of a crawler."""
-        return shared(crawler, cls, lambda: cls.from_settings(crawler.settings))
+        return shared(
+            crawler, cls, lambda: cls.from_settings(crawler.settings, SteeredHosts.of(crawler))
+        )
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings) -> HostPoliteness:
+    def from_settings(
+        cls, settings: BaseSettings, steered: SteeredHosts | None = None
+    ) -> HostPoliteness:
         read = SettingsReader(settings)
         overrides = read.getdict("HOST_DOWNLOAD_DELAYS")
         delays: dict[str, float] = {}
@@ -66,6 +74,7 @@ class HostPoliteness:
             delays,
             read.getfloat("POLITENESS_GUARD", minimum=0),
             PolitenessKey(read.getstr("POLITENESS_KEY", choices=MODES)),
+            steered,
         )
 
     def key_of(self, url: str) -> str:
@@ -76,7 +85,12 @@ class HostPoliteness:
         return self.groups.of_url(url)
 
     def delay_ms(self, host: str) -> int:
-        """The configured delay of ``host`` (the site may ask for more)."""
+        """The delay of ``host``: the operator's at runtime, else the configured
+        one (the site may ask for more)."""
+        if self.steered is not None:
+            steered = self.steered.delay_ms(host)
+            if steered is not None:
+                return steered
         return self.overrides_ms.get(host, self.default_ms)
 
     def site_asked(self, host: str, delay_ms: int) -> None:

@@ -132,6 +132,7 @@ def lease_call(
             *(keys.host_later(h) for h, *_ in candidates),
             *(keys.host_list(h) for h, *_ in candidates),
             keys.released,
+            keys.host_limits,
         ],
         args,
     )

@@ -87,6 +87,7 @@ def test_a_bad_environment_value_is_one_line_and_status_2(entry, name, value, tm
     [
         ("worker", "FRONTIER_LEASE_TIMEOUT", "0"),  # used to make the lease loop spin
         ("worker", "STATS_PUBLISH_INTERVAL", "often"),
+        ("worker", "HOST_STEERING_INTERVAL", "5"),  # a change must reach workers in 2 s
         ("crawlstatus", "STATS_WORKER_RETENTION", "abc"),
         ("monitor", "MONITOR_REDIS_TIMEOUT", "0"),
         ("monitor", "STATS_WORKER_RETENTION", "-1"),

@@ -30,6 +30,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
                 b"2",  # the seen-set's count
                 0,  # the samples (EXISTS)
+                [b"spam.example", b'{"blocked": true}', b"odd", b"x"],  # hosts steered, flat
                 b"3",  # the render queue's size
                 1,  # its leases
             ]
@@ -53,11 +54,18 @@ def test_a_cluster_read_from_raw_replies() -> None:
     assert spider.proxy_bans == {"http://p:1": 1000.6}
     assert spider.proxies(1000.5) == {"http://p:1": True}
     assert spider.proxies(1000.7) == {"http://p:1": False}
+    # A steering record that is not ours is left out.
+    assert list(spider.steered) == ["spam.example"] and spider.hosts_blocked == 1
+    hosts = as_dict(view)["spiders"][0]["hosts"]
+    assert hosts == {
+        "blocked": 1,
+        "steered": {"spam.example": {"delay": None, "cap": None, "blocked": True}},
+    }
 
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0]
+        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0, {}]
         per_spider += [None, 0]  # the render queue
         return [[b"1000", b"0"], {}, *per_spider]
 

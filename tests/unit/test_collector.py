@@ -38,6 +38,7 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             banned,
             None,  # the seen-set's count
             None,  # the samples
+            {},  # the hosts steered
             None,  # the render queue's size
             0,  # its leases
         ]
@@ -59,3 +60,23 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
         "http://b:1": 0,
     }
     assert [s.value for s in later["crawler_proxies_all_banned"]] == [0]
+
+
+def test_the_exporter_shows_steered_hosts_with_bounded_series():
+    from monitor.collector import HOST_SERIES_MAX, host_metrics
+    from spiders_project.cluster_view import SpiderView
+    from spiders_project.contract import Work
+    from spiders_project.host_steering import HostSteer
+
+    steered = {f"h{i:03}.example": HostSteer(delay=1.5) for i in range(HOST_SERIES_MAX + 10)}
+    steered["zz.example"] = HostSteer(cap=2, blocked=True)
+    view = SpiderView("s", Work(0, 0, 0, 0, 0), {}, {}, 0, {}, {}, 0.0, [], [], steered=steered)
+    found = {f.name: f.samples for f in host_metrics([view])}
+    assert [s.value for s in found["crawler_hosts_blocked"]] == [1]
+    assert [s.value for s in found["crawler_hosts_steered"]] == [HOST_SERIES_MAX + 11]
+    overrides = found["crawler_host_overrides"]
+    assert len({s.labels["host"] for s in overrides}) == HOST_SERIES_MAX
+    # Blocked hosts first: never cut off by the bound.
+    blocked = {(s.labels["kind"], s.value) for s in overrides if s.labels["host"] == "zz.example"}
+    assert blocked == {("cap", 2), ("blocked", 1)}
+    assert {s.labels["kind"] for s in overrides} == {"delay_seconds", "cap", "blocked"}

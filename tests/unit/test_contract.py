@@ -25,11 +25,13 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
-# The contract's modules: what workers publish, the cluster's snapshot, and replies.
+# The contract's modules: what workers publish, the cluster's snapshot, replies,
+# and the operator's host steering records.
 CONTRACT = (
     "spiders_project.contract",
     "spiders_project.cluster_view",
     "spiders_project.redis_replies",
+    "spiders_project.host_steering",
 )
 
 

@@ -20,6 +20,7 @@ DEFAULT_ORDER = [
     "RetryWaitStep",
     "RenderRouteStep",
     "PolitenessKeyStep",
+    "BlockedHostStep",
 ]
 
 

@@ -19,13 +19,15 @@
 -- KEYS[9+C+i] its retries waiting for their time ("later"; C candidates)
 -- KEYS[9+2C+i] its list of new priority-0 requests (enqueue.lua)
 -- KEYS[10+3C] released: set of lease ids that hold no slot (ack.lua), spares among them
+-- KEYS[11+3C] host limits: hash host -> "<delay ms> <cap>", an operator's overrides
+--            (scrapy frontier host; -1 and 0: none), read only while not empty
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
 -- ARGV[3]    lease duration (ms)
 -- ARGV[4]    how many ready hosts to return as next candidates
 -- ARGV[5]    the most requests of one host leased at once, by the whole
---            cluster (CONCURRENT_REQUESTS_PER_DOMAIN)
+--            cluster (CONCURRENT_REQUESTS_PER_DOMAIN), unless host limits say
 -- ARGV[6]    the caller's worker id (lease ids are "<worker id>/<n>")
 -- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
@@ -88,12 +90,19 @@
 -- seed with a large site never starves the others. Candidates are re-checked
 -- here, so several workers asking for the same hosts at once never get the
 -- same turn.
+--
+-- An operator's override of a host's delay replaces the configured one (the
+-- site's own still applies if larger), and its cap replaces ARGV[5], from the
+-- next call on: read here, not from the caller, so a spare candidate (sent
+-- with delay 0) or a worker that has not yet seen the override obeys it too.
+-- The hash is empty in most crawls: one HLEN a call, and one HGET a
+-- candidate only while some host is overridden.
 local CAP_POLL = 20
 --!include redis_calls/lua/clock.lua
 local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
-local cap = tonumber(ARGV[5])
+local default_cap = tonumber(ARGV[5])
 local owner = ARGV[6]
 local n = tonumber(ARGV[7])
 local leased = {}
@@ -148,6 +157,19 @@ local function others_waiting(host)
 end
 
 local ncand = tonumber(ARGV[8])
+local limits = KEYS[11 + 3 * ncand]
+local steered = redis.call('HLEN', limits) > 0
+
+-- The cap of a host and the delay to use instead of the caller's (or nil).
+local function limits_of(host)
+  if not steered then return default_cap, nil end
+  local set = redis.call('HGET', limits, host)
+  local delay, cap = string.match(set or '', '^(%-?%d+) (%d+)$')
+  delay, cap = tonumber(delay), tonumber(cap)
+  if delay and delay < 0 then delay = nil end
+  if not cap or cap < 1 then cap = default_cap end
+  return cap, delay
+end
 -- Lease popped {request, queue score, ...} entries of a host; spares are put
 -- in "released" from the start, as holding no slot.
 local function lease_all(host, popped, spare)
@@ -172,6 +194,7 @@ for i = 1, ncand do
   local host = ARGV[5 + i * 4]
   local spare = tonumber(ARGV[7 + i * 4])
   local holds = ARGV[8 + i * 4] == '1'
+  local cap, set_delay = limits_of(host)
   local ready = want > 0 and redis.call('ZSCORE', KEYS[1], host)
   local turn = ready and tonumber(ready) <= now and not handed_away(host)
   local busy = tonumber(redis.call('HGET', KEYS[7], host) or '0')
@@ -189,7 +212,7 @@ for i = 1, ncand do
       end
       redis.call('ZREM', later, unpack(due))
     end
-    local delay = tonumber(ARGV[6 + i * 4])
+    local delay = set_delay or tonumber(ARGV[6 + i * 4])
     local asked = tonumber(redis.call('HGET', KEYS[5], host) or '0')
     if asked > delay then delay = asked end
     local take = math.min(want, cap - busy)

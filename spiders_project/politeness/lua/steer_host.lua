@@ -1,0 +1,41 @@
+#!lua flags=allow-oom
+-- Set or clear an operator's limits of one host, and purge its queue if asked
+-- (scrapy frontier host: --delay, --cap, --purge, --block). All in the host's
+-- shard, so one script touches one slot; allow-oom: it frees memory or sets
+-- one small field.
+--
+-- KEYS[1]        host limits: hash host -> "<delay ms> <cap>" (lease.lua reads it)
+-- KEYS[2+5(l-1)] for each lane l = 1, 2 (HTTP, render): its ready-set (host ->
+--   +1..+4       time it may next be fetched), its size counter, then the
+--                host's queue (sorted set), its retries waiting (later) and its list
+-- ARGV[1]        the host
+-- ARGV[2]        its limits "<delay ms> <cap>" (-1 / 0: none), "" to clear them,
+--                "-" to leave them as they are
+-- ARGV[3]        "1" to purge: drop every queued request of the host and its
+--                retries waiting for their backoff, and take it out of the ready-set
+-- Returns        {requests purged from the queues, retries purged}
+--
+-- A request leased meanwhile is the leasing worker's (its lease acks or puts it
+-- back as usual); a blocked host's comes back to no one: the workers' leased
+-- step drops it (politeness/steps.py).
+local host = ARGV[1]
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], host)
+elseif ARGV[2] ~= '-' then
+  redis.call('HSET', KEYS[1], host, ARGV[2])
+end
+local queued, later = 0, 0
+if ARGV[3] == '1' then
+  for lane = 0, 1 do
+    local k = 2 + 5 * lane
+    local q = redis.call('ZCARD', KEYS[k + 2]) + redis.call('LLEN', KEYS[k + 4])
+    local l = redis.call('ZCARD', KEYS[k + 3])
+    if q + l > 0 then
+      redis.call('DEL', KEYS[k + 2], KEYS[k + 3], KEYS[k + 4])
+      redis.call('DECRBY', KEYS[k + 1], q + l)
+    end
+    redis.call('ZREM', KEYS[k], host)
+    queued, later = queued + q, later + l
+  end
+end
+return {queued, later}

@@ -1,0 +1,172 @@
+"""Hosts an operator steers at runtime (``scrapy frontier host``), as every worker sees them.
+
+Each worker reads ``<spider>:hosts:steering`` once every
+``HOST_STEERING_INTERVAL`` (1 s): one HGETALL of a small hash a second,
+instead of a Redis command per link or per lease. What it read then serves:
+
+- the delays (``delays.HostPoliteness``): an override replaces the configured
+  delay in every lease call and in the dispatch gate;
+- the block (``steps.BlockedHostStep``): links of a blocked host are refused,
+  and a request of one that was leased anyway (enqueued or leased before this
+  worker saw the block) is dropped before it is fetched.
+
+So a change reaches every worker within the interval plus one round trip,
+well inside the 2 s the operator is promised. The cap needs no worker: the
+lease script reads it from the host's shard (``runtime/lua/lease.lua``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+
+from spiders_project.config import SettingsReader
+from spiders_project.host_steering import HostSteer, parse_steering
+from spiders_project.keys import LANES, RedisKeys
+from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
+from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.wiring import shared
+
+logger = logging.getLogger(__name__)
+
+LUA_DIR = Path(__file__).with_name("lua")
+# The longest HOST_STEERING_INTERVAL: a change must reach every worker within 2 s.
+MAX_INTERVAL = 1.5
+# ARGV[2] of steer_host.lua that leaves a host's limits as they are.
+KEEP_LIMITS = "-"
+
+
+def steer_script() -> LuaScript:
+    """``lua/steer_host.lua``: a host's limits and its purge, in its shard."""
+    return load_lua(LUA_DIR, "steer_host")
+
+
+def record_script() -> LuaScript:
+    """``lua/steer_record.lua``: a host's steering record, changed field by field."""
+    return load_lua(LUA_DIR, "steer_record")
+
+
+def record_call(
+    keys: RedisKeys, host: str, delay: str, cap: str, blocked: bool | None
+) -> tuple[list[str], list[str]]:
+    """``steer_record.lua`` for ``host``: ``delay`` and ``cap`` as text ("" keeps,
+    "default" clears), ``blocked`` None to keep it."""
+    flag = "" if blocked is None else ("1" if blocked else "0")
+    return [keys.host_steering], [host, delay, cap, flag]
+
+
+def steer_call(
+    keys: RedisKeys, host: str, limits: str, *, purge: bool
+) -> tuple[list[str], list[str]]:
+    """``steer_host.lua`` for ``host``: ``limits`` as ``HostSteer.limits`` gives
+    them ("" clears, ``KEEP_LIMITS`` keeps), and its queues purged if ``purge``."""
+    shard = keys.for_host(host)
+    script_keys = [shard.host_limits]
+    for lane in LANES:
+        k = shard.in_lane(lane)
+        script_keys += [
+            k.hosts,
+            k.requests_size,
+            k.host_queue(host),
+            k.host_later(host),
+            k.host_list(host),
+        ]
+    return script_keys, [host, limits, "1" if purge else "0"]
+
+
+def steering_interval(settings: BaseSettings) -> float:
+    """HOST_STEERING_INTERVAL, checked: 0.05 to MAX_INTERVAL seconds."""
+    read = SettingsReader(settings)
+    interval = read.getfloat("HOST_STEERING_INTERVAL", minimum=0.05)
+    read.check(
+        interval <= MAX_INTERVAL,
+        "HOST_STEERING_INTERVAL",
+        f"at most {MAX_INTERVAL:g} s: a change must reach every worker within 2 s",
+    )
+    return interval
+
+
+class SteeredHosts:
+    """This worker's copy of the steered hosts, refreshed every interval."""
+
+    def __init__(self, redis: WorkerRedis | None, interval: float) -> None:
+        self.redis = redis
+        self.interval = interval
+        self.steered: dict[str, HostSteer] = {}
+        self.blocked: frozenset[str] = frozenset()
+        self._delays_ms: dict[str, int] = {}
+        self._bad: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> SteeredHosts:
+        """The crawler's one copy; its loop runs while the spider is open."""
+
+        def build() -> SteeredHosts:
+            steered = cls(WorkerRedis.of(crawler), steering_interval(crawler.settings))
+            crawler.signals.connect(steered.spider_opened, signal=signals.spider_opened)
+            crawler.signals.connect(steered.spider_closed, signal=signals.spider_closed)
+            return steered
+
+        return shared(crawler, cls, build)
+
+    def delay_ms(self, host: str) -> int | None:
+        """The operator's delay of ``host`` (ms), or None."""
+        return self._delays_ms.get(host)
+
+    def update(self, entries: dict[Any, Any]) -> None:
+        """Take a HGETALL of the steering hash; a record that is not ours is
+        skipped, with one line until it changes."""
+        steered, bad = parse_steering(entries)
+        for host, why in bad.items():
+            if self._bad.get(host) != why:
+                logger.error("Host steering of %s ignored: %s", host, why)
+        self._bad = bad
+        if steered != self.steered:
+            logger.info(
+                "Host steering: %d hosts steered, %d blocked",
+                len(steered),
+                sum(1 for s in steered.values() if s.blocked),
+            )
+        self.steered = steered
+        self.blocked = frozenset(h for h, s in steered.items() if s.blocked)
+        self._delays_ms = {h: d for h, s in steered.items() if (d := s.delay_ms) is not None}
+
+    async def refresh(self) -> None:
+        """One read of the steering hash. Raises RedisUnavailable."""
+        assert self.redis is not None
+        entries = await self.redis.calls.command(
+            "HGETALL", self.redis.keys.host_steering, retry=False, writes=False
+        )
+        self.update(entries)
+
+    def spider_opened(self) -> None:
+        if self.redis is not None and self._task is None:
+            self._task = spawn_loop("host steering", self._loop())
+
+    async def spider_closed(self) -> None:
+        if self._task is not None:
+            await stop_tasks([self._task])
+            self._task = None
+
+    async def _loop(self) -> None:
+        failing = ""
+        while True:
+            try:
+                await self.refresh()
+            except RedisUnavailable:
+                pass  # the call path logs Redis' state changes; the last copy stays
+            except Exception as exc:  # noqa: BLE001 - read again at the next look
+                if repr(exc) != failing:
+                    logger.error("Reading the host steering failed: %r", exc)
+                failing = repr(exc)
+            else:
+                failing = ""
+            await asyncio.sleep(self.interval)
