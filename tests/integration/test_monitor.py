@@ -36,6 +36,7 @@ from spiders_project.extensions.heartbeat import (
     publish_call,
     publish_script,
 )
+from spiders_project.host_steering import HostSteer
 from spiders_project.keys import RENDER
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
@@ -178,6 +179,9 @@ def fill_redis(r: redis.Redis) -> float:
     now = seconds + micros / 1e6
     r.lpush(K.start_urls, "http://a/", "http://b/", "http://c/")
     r.set(K.requests_size, 40)
+    # Two hosts an operator steered (scrapy frontier host): one slowed, one blocked.
+    r.hset(K.host_steering, "slow.example", HostSteer(delay=2.5).to_json())
+    r.hset(K.host_steering, "bad.example", HostSteer(blocked=True).to_json())
     r.zadd(K.leases, {f"lease-{i}": 1 for i in range(4)})
     # The render queue (WORKER_ROLE): counted in requests and leases, and shown apart.
     r.set(K.in_lane(RENDER).requests_size, 2)
@@ -239,6 +243,13 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
         s: m.value("crawler_rejected_entries", source=s, **spider) for s in rejected
     } == rejected
     assert m.value("crawler_dupefilter_size", **spider) == 100
+    assert m.value("crawler_hosts_blocked", **spider) == 1
+    assert m.value("crawler_hosts_steered", **spider) == 2
+    assert (
+        m.value("crawler_host_overrides", host="slow.example", kind="delay_seconds", **spider)
+        == 2.5
+    )
+    assert m.value("crawler_host_overrides", host="bad.example", kind="blocked", **spider) == 1
 
     assert m.value("crawler_workers_alive", **spider) == 1
     assert m.value("crawler_worker_up", worker="node1:100", **spider) == 1
@@ -595,6 +606,8 @@ def test_grafana_dashboard_and_provisioning():
         "errors by kind",
         "db_writer lag",
         "redis memory",
+        "hosts blocked",
+        "host overrides",
     ):
         assert topic in titles, topic
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
