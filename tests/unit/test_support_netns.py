@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from tests.support.netns import NetnsBed, sweep_stale
+from tests.support.processes import wait_until
 from tests.support.relay import Relay
 from tests.support.services import RedisServer
 
@@ -122,7 +123,9 @@ def test_teardown_leaves_no_namespace_link_rule_or_process_behind():
     tag, x, y = made.tag, made.address("x"), made.address("y")
     assert names("ip", "netns", "list").count(tag) == 2
     sleeper = subprocess.Popen([*made.prefix("x"), "sleep", "300"])
-    assert made.pids("x") == [sleeper.pid]
+    # `ip netns exec` enters the namespace, then execs: on a loaded machine the
+    # process may not be in it yet when Popen returns.
+    wait_until(lambda: made.pids("x") == [sleeper.pid], 10, what="the sleeper in its host")
     made.cut("x", "y")
     assert y in made.rules("x") and x in made.rules("y")
     # The rules live in the hosts' own tables, never in the root namespace's
