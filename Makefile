@@ -44,7 +44,7 @@ $(STAMP): requirements.txt
 # processes they start (a whole run keeps 1.3 cores busy), so a third process
 # fills the waits. worksteal keeps all of them busy to the end.
 test: setup lint
-	$(PY) -m pytest -n 3 --dist worksteal
+	$(PY) -m pytest -n 3 --dist worksteal --durations=15
 
 demo: setup
 	$(PY) -m spiders_project.demo $(DEMO_ARGS)
