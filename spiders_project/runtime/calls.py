@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from spiders_project.job_keys import job_counts
 from spiders_project.keys import RedisKeys
 
 Call = tuple[list[str], list[Any]]
@@ -83,6 +84,7 @@ def enqueue_call(
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),
+            job_counts(keys),
         ],
         [now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts, *sextuples],
     )
@@ -133,6 +135,7 @@ def lease_call(
             *(keys.host_list(h) for h, *_ in candidates),
             keys.released,
             keys.host_limits,
+            job_counts(keys),
         ],
         args,
     )
@@ -161,6 +164,7 @@ def requeue_call(
             keys.released,
             *(keys.host_queue(h) for _, h in leased),
             *(keys.host_list(h) for _, h in leased),
+            job_counts(keys),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
     )
@@ -168,7 +172,13 @@ def requeue_call(
 
 def expired_call(keys: RedisKeys, limit: int, *, now: int | str = "") -> Call:
     """``lua/expired.lua``: up to ``limit`` expired leases with their hosts."""
-    return [keys.leases, keys.lease_info, keys.requests_rejected, keys.released], [now, limit]
+    return [
+        keys.leases,
+        keys.lease_info,
+        keys.requests_rejected,
+        keys.released,
+        job_counts(keys),
+    ], [now, limit]
 
 
 def ack_call(
@@ -196,6 +206,7 @@ def ack_call(
             keys.hosts,
             keys.cap_handover,
             keys.released,
+            job_counts(keys),
         ],
         [now, len(releases), *releases, len(transfers), *(i for t in transfers for i in t)]
         + list(lease_ids),

@@ -9,6 +9,8 @@
 -- KEYS[5]  hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[6]  cap handover: hash host -> "<until ms> <worker>" (see below)
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
+-- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
+--          moves its request from leased to acked
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -21,6 +23,8 @@
 --          holds none (lease.lua), whose download started in its place
 -- ARGV[4+R+2T..] lease ids of the caller to end
 -- Returns  the number of leases ended.
+--          Only a lease this call removes counts (ZREM), so a resent
+--          transaction counts nothing twice.
 --
 -- A transfer leaves the host's count of slots as it is: the worker started
 -- the spare's download only once the first one's had ended. If the first
@@ -46,6 +50,7 @@
 -- Allowed under OOM: it frees more than it writes.
 local HANDOVER = 30
 --!include redis_calls/lua/clock.lua
+--!include job_counts.lua
 local now = now_ms(ARGV[1])
 
 local function give_slot_back(id, info)
@@ -101,6 +106,11 @@ for i = first + 2 * transfers, #ARGV do
     local info = redis.call('HGET', KEYS[2], id)
     redis.call('HDEL', KEYS[2], id)
     if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
+    if info then
+      job_count(info, 'leased', -1)
+      job_count(info, 'acked', 1)
+    end
   end
 end
+job_counts_done(KEYS[8])
 return ended

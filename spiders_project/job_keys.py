@@ -1,0 +1,46 @@
+"""Key names of the per-job counts (issue 27, item 5), beside ``keys.py``, which is at
+its size limit. Stdlib only, like ``keys.py``: the runtime's scripts and the commands
+and monitor that read the counts build them here.
+
+Two hashes, bounded by the number of jobs, never by the number of URLs:
+
+- :func:`job_counts`, one per frontier shard, kept by the frontier's scripts
+  (``runtime/lua/job_counts.lua``): ``<job>|queued``, ``<job>|later``,
+  ``<job>|leased`` and ``<job>|acked``. A shard's scripts touch one slot, so
+  each shard has its own; readers sum them (:func:`sum_counts`).
+- :func:`job_tally`, the spider's, kept by the workers' write transaction:
+  ``<job>|pages``, ``<job>|items``, ``<job>|dead_letters``, ``<job>|refused``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from spiders_project.keys import RedisKeys
+
+# The fields of a job in the shards' hashes, and in the spider's tally.
+FRONTIER_FIELDS = ("queued", "later", "leased", "acked")
+TALLY_FIELDS = ("pages", "items", "dead_letters", "refused")
+
+
+def job_counts(keys: RedisKeys) -> str:
+    """Hash "<job>|<field>" -> count, of this frontier shard (both lanes: same slot)."""
+    return keys.frontier_prefix + "jobs:counts"
+
+
+def job_tally(keys: RedisKeys) -> str:
+    """Hash "<job>|<field>" -> count, of the spider, written with the items and acks."""
+    return keys.prefix + "jobs:tally"
+
+
+def sum_counts(hashes: Iterable[Mapping[bytes | str, bytes | str]]) -> dict[str, dict[str, int]]:
+    """job -> field -> the sum over ``hashes`` (HGETALL replies of the shards and the tally)."""
+    out: dict[str, dict[str, int]] = {}
+    for counts in hashes:
+        for raw, value in counts.items():
+            name = raw.decode() if isinstance(raw, bytes) else raw
+            job, _, what = name.rpartition("|")
+            if job:
+                fields = out.setdefault(job, {})
+                fields[what] = fields.get(what, 0) + int(value)
+    return out
