@@ -9,6 +9,7 @@ import pytest
 from scrapy import Request
 
 from spiders_project.job_keys import job_counts, sum_counts
+from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
 from spiders_project.runtime.calls import (
     ack_call,
     enqueue_call,
@@ -128,3 +129,14 @@ def test_a_lease_without_readable_host_leaves_leased(r, s):
     found, rejected = s.expired(*expired_call(K, 100, now=s.now))
     assert found == [] and rejected == [lease_id]
     assert counts(r) == {"j1": {}}
+
+
+def test_a_host_purge_moves_its_requests_to_purged(r, s):
+    entries = [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "j1")) for i in range(3)]
+    entries += [("a", "", 2, request("http://a/s", "j2"))]
+    entries += [("a", "", 0, request("http://a/r", "j2"), b"", 5000)]  # a retry waiting
+    entries += [("b", tok("b0"), 0, request("http://b/0", "j2"))]  # another host: kept
+    assert enqueue(s, entries) == 6
+    keys, args = steer_call(K, "a", KEEP_LIMITS, purge=True)
+    assert s.calls.script(steer_script(), keys, args) == [4, 1]
+    assert counts(r) == {"j1": {"purged": 3}, "j2": {"queued": 1, "purged": 2}}

@@ -2,8 +2,10 @@
 -- between a shard's queues and leases: one hash per frontier shard (Redis
 -- Cluster: a script touches one slot), fields "<job>|queued" (in a host's
 -- queue or list), "<job>|later" (a retry backing off), "<job>|leased" (in
--- flight) and "<job>|acked" (leases ended for good). Readers sum the shards
--- (spiders_project/job_keys.py). Bounded: four fields a job, no per-URL key.
+-- flight), "<job>|acked" (leases ended for good) and "<job>|purged" (dropped
+-- from a host's queue by an operator: politeness/lua/steer_host.lua). Readers
+-- sum the shards (spiders_project/job_keys.py). Bounded: five fields a job,
+-- no per-URL key.
 --
 -- A request's job is its meta's "crawl_job" (meta.JOB), found with one plain
 -- find, no JSON decode: serialize.dumps writes the meta right after the URL
