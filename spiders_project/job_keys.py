@@ -6,7 +6,8 @@ Two hashes, bounded by the number of jobs, never by the number of URLs:
 
 - :func:`job_counts`, one per frontier shard, kept by the frontier's scripts
   (``runtime/lua/job_counts.lua``): ``<job>|queued``, ``<job>|later``,
-  ``<job>|leased``, ``<job>|acked`` and ``<job>|purged``. A shard's scripts touch one slot, so
+  ``<job>|leased``, ``<job>|acked`` (leases ended), ``<job>|pages`` (those
+  whose response reached the spider) and ``<job>|purged``. A shard's scripts touch one slot, so
   each shard has its own; readers sum them (:func:`sum_counts`).
 - :func:`job_tally`, the spider's, kept by the workers' write transaction:
   ``<job>|pages``, ``<job>|items``, ``<job>|dead_letters``, ``<job>|refused``.
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from spiders_project.keys import RedisKeys
 
 # The fields of a job in the shards' hashes, and in the spider's tally.
-FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "purged")
+FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "pages", "purged")
 TALLY_FIELDS = ("pages", "items", "dead_letters", "refused")
 
 

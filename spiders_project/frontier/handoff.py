@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -64,6 +65,10 @@ class SlotHandoff:
         self.released: set[bytes] = set()
         self.at_cap: set[bytes] = set()
         self._done: set[bytes] = set()  # parked leases whose page is processed
+        # Leases whose response reached the spider: their ack counts a page of
+        # their job (lua/ack.lua). Retries and redirects are new requests, and
+        # a download that failed or a request refused gives no response.
+        self.fetched: set[bytes] = set()
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -99,6 +104,16 @@ class SlotHandoff:
                 return
         self._release(lease)
 
+    def response_received(self, response: Any, request: Request, spider: Spider) -> None:
+        """Scrapy's signal: a response of ``request`` is on its way to the spider."""
+        lease = self.active.get(request)
+        if lease is not None:
+            self.fetched.add(lease[0])
+
+    def _ack(self, lease_id: bytes) -> None:
+        self.batcher.ack(lease_id, page=lease_id in self.fetched)
+        self.fetched.discard(lease_id)
+
     def ack_finished(self) -> None:
         """Queue the ack of every leased request the engine is done with.
 
@@ -123,7 +138,7 @@ class SlotHandoff:
                 self._done.add(lease[0])
                 continue
             self.at_cap.discard(lease[0])
-            self.batcher.ack(lease[0])
+            self._ack(lease[0])
         if done:
             self._want.set()  # their slots are free for new leases
 
@@ -137,7 +152,7 @@ class SlotHandoff:
     def dropped(self, lease: Lease) -> None:
         """A step dropped the request after its lease: ended, slot and all."""
         self.at_cap.discard(lease[0])
-        self.batcher.ack(lease[0])
+        self._ack(lease[0])
         self._slot_ended(lease)
 
     def leased(self, taken: Taken, parked: list[Lease]) -> None:
@@ -165,7 +180,7 @@ class SlotHandoff:
             if lease[0] in self._done:
                 self._done.discard(lease[0])
                 self.at_cap.discard(lease[0])
-                self.batcher.ack(lease[0])
+                self._ack(lease[0])
 
     def unstarted(self) -> list[Leased]:
         """A pause that may last: parked slots go back, and the spares and the

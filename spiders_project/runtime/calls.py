@@ -187,12 +187,14 @@ def ack_call(
     *,
     releases: Sequence[bytes | str] = (),
     transfers: Sequence[tuple[bytes | str, bytes | str]] = (),
+    pages: Sequence[bytes | str] = (),
     now: int | str = "",
 ) -> Call:
     """``lua/ack.lua``: pass the cap slot of each (ended, spare) pair of
     ``transfers`` to the spare, give back the cap slots of ``releases`` (their
-    download ended, the lease stays), then end ``lease_ids`` for good
-    (processed, rejected or dead).
+    download ended, the lease stays), then end ``pages`` and ``lease_ids``
+    for good (processed, rejected or dead); ``pages`` are the leases whose
+    page was fetched (a response reached the spider): their jobs count them.
 
     Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.
@@ -209,7 +211,7 @@ def ack_call(
             job_counts(keys),
         ],
         [now, len(releases), *releases, len(transfers), *(i for t in transfers for i in t)]
-        + list(lease_ids),
+        + [len(pages), *pages, *lease_ids],
     )
 
 

@@ -98,7 +98,9 @@ def add_commands(
                     [lease_id for lease_id, release in acks if release is False],
                     releases=[lease_id for lease_id, release in acks if release is True],
                     # (ended, spare): the slot passes to the spare (batcher.transfer)
-                    transfers=[(i, to) for i, to in acks if not isinstance(to, bool)],
+                    transfers=[(i, to) for i, to in acks if isinstance(to, (bytes, str))],
+                    # None: ended, its page fetched (batcher.ack)
+                    pages=[lease_id for lease_id, release in acks if release is None],
                     now=clock.arg(),
                 )
                 pipe.eval(scripts.ack.source, len(ack_keys), *ack_keys, *args)

@@ -72,18 +72,20 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
         "j2": {"leased": 1},
         "default": {"leased": 1},
     }
-    assert s.ack(*ack_call(K, ids[:2], now=s.now)) == 2
+    # Two of j1's pages fetched; the third lease ends without a page (a
+    # retry queued anew, a dead letter, a request refused after its lease).
+    assert s.ack(*ack_call(K, [ids[2]], pages=ids[:2], now=s.now)) == 3
     # The same ack resent (a lost reply, a retried transaction): nothing twice.
-    assert s.ack(*ack_call(K, ids[:2], now=s.now)) == 0
-    assert s.ack(*ack_call(K, ids[2:], now=s.now)) == 3
-    assert s.ack(*ack_call(K, ids, now=s.now)) == 0
+    assert s.ack(*ack_call(K, [ids[2]], pages=ids[:2], now=s.now)) == 0
+    assert s.ack(*ack_call(K, [], pages=ids[3:], now=s.now)) == 2
+    assert s.ack(*ack_call(K, [], pages=ids, now=s.now)) == 0
     assert counts(r) == {
-        "j1": {"acked": 3},
-        "j2": {"acked": 1},
-        "default": {"acked": 1},
+        "j1": {"acked": 3, "pages": 2},
+        "j2": {"acked": 1, "pages": 1},
+        "default": {"acked": 1, "pages": 1},
     }
     # Bounded: one hash, a few fields per job, whatever the number of URLs.
-    assert r.hlen(job_counts(K)) == 9
+    assert r.hlen(job_counts(K)) == 12
 
 
 def test_a_retry_counts_as_later_until_it_is_due(r, s):

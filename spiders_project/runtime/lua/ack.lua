@@ -10,7 +10,8 @@
 -- KEYS[6]  cap handover: hash host -> "<until ms> <worker>" (see below)
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
---          moves its request from leased to acked
+--          moves its request from leased to acked, and counts a page if it is
+--          one of the P
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -21,7 +22,9 @@
 -- ARGV[4+R..3+R+2T]  pairs (lease id whose download ended, spare lease id) of the
 --          caller: the slot of the first passes to the second, a spare that
 --          holds none (lease.lua), whose download started in its place
--- ARGV[4+R+2T..] lease ids of the caller to end
+-- ARGV[4+R+2T]  P, the number of leases to end whose page was fetched (a
+--          response reached the spider): they count as their job's pages
+-- ARGV[5+R+2T..] lease ids of the caller to end, those P first
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
 --          transaction counts nothing twice.
@@ -99,7 +102,8 @@ for i = 3, 2 + releases do
   release(ARGV[i])
 end
 local ended = 0
-for i = first + 2 * transfers, #ARGV do
+local pages_end = first + 2 * transfers + tonumber(ARGV[first + 2 * transfers])
+for i = first + 2 * transfers + 1, #ARGV do
   local id = ARGV[i]
   if redis.call('ZREM', KEYS[1], id) == 1 then
     ended = ended + 1
@@ -109,6 +113,7 @@ for i = first + 2 * transfers, #ARGV do
     if info then
       job_count(info, 'leased', -1)
       job_count(info, 'acked', 1)
+      if i <= pages_end then job_count(info, 'pages', 1) end
     end
   end
 end
