@@ -9,8 +9,8 @@ Two hashes, bounded by the number of jobs, never by the number of URLs:
   ``<job>|leased``, ``<job>|acked`` (leases ended), ``<job>|pages`` (those
   whose response reached the spider) and ``<job>|purged``. A shard's scripts touch one slot, so
   each shard has its own; readers sum them (:func:`sum_counts`).
-- :func:`job_tally`, the spider's, kept by the workers' write transaction:
-  ``<job>|pages``, ``<job>|items``, ``<job>|dead_letters``, ``<job>|refused``.
+- :func:`job_tally`, the spider's: ``<job>|items``, ``<job>|dead_letters``,
+  ``<job>|refused`` (not written yet: read as 0).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from spiders_project.keys import RedisKeys
 
 # The fields of a job in the shards' hashes, and in the spider's tally.
 FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "pages", "purged")
-TALLY_FIELDS = ("pages", "items", "dead_letters", "refused")
+TALLY_FIELDS = ("items", "dead_letters", "refused")
+# A shard's field "<job>|rate": the marks of the job's pages/s (ack.lua), not a count.
+RATE = "rate"
 
 
 def job_counts(keys: RedisKeys) -> str:
@@ -35,13 +37,14 @@ def job_tally(keys: RedisKeys) -> str:
 
 
 def sum_counts(hashes: Iterable[Mapping[bytes | str, bytes | str]]) -> dict[str, dict[str, int]]:
-    """job -> field -> the sum over ``hashes`` (HGETALL replies of the shards and the tally)."""
+    """job -> count -> the sum over ``hashes`` (HGETALL replies of the shards and the
+    tally); the rate marks are left out."""
     out: dict[str, dict[str, int]] = {}
     for counts in hashes:
         for raw, value in counts.items():
             name = raw.decode() if isinstance(raw, bytes) else raw
             job, _, what = name.rpartition("|")
-            if job:
+            if job and what != RATE:
                 fields = out.setdefault(job, {})
                 fields[what] = fields.get(what, 0) + int(value)
     return out

@@ -85,7 +85,9 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
         "default": {"acked": 1, "pages": 1},
     }
     # Bounded: one hash, a few fields per job, whatever the number of URLs.
-    assert r.hlen(job_counts(K)) == 12
+    assert r.hlen(job_counts(K)) == 15
+    # The marks of each job's rate: its pages at t0 and t1, and its last page.
+    assert r.hget(job_counts(K), "j1|rate") == f"{s.now} 0 {s.now} 0 {s.now}".encode()
 
 
 def test_a_retry_counts_as_later_until_it_is_due(r, s):

@@ -11,7 +11,7 @@
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
 --          moves its request from leased to acked, and counts a page if it is
---          one of the P
+--          one of the P (with the marks of its job's rate: below)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -52,6 +52,7 @@
 -- at its cap, the slot is theirs for HANDOVER ms: longer than their poll.
 -- Allowed under OOM: it frees more than it writes.
 local HANDOVER = 30
+local RATE_MARK = 30000
 --!include redis_calls/lua/clock.lua
 --!include job_counts.lua
 local now = now_ms(ARGV[1])
@@ -102,6 +103,7 @@ for i = 3, 2 + releases do
   release(ARGV[i])
 end
 local ended = 0
+local paged = {}  -- job -> pages this call ended
 local pages_end = first + 2 * transfers + tonumber(ARGV[first + 2 * transfers])
 for i = first + 2 * transfers + 1, #ARGV do
   local id = ARGV[i]
@@ -113,9 +115,29 @@ for i = first + 2 * transfers + 1, #ARGV do
     if info then
       job_count(info, 'leased', -1)
       job_count(info, 'acked', 1)
-      if i <= pages_end then job_count(info, 'pages', 1) end
+      if i <= pages_end then
+        local job = job_of(info)
+        paged[job] = (paged[job] or 0) + 1
+      end
     end
   end
 end
 job_counts_done(KEYS[8])
+-- Pages, and the marks their rate is read from: "<job>|rate" holds
+-- "<t0> <p0> <t1> <p1> <last>", the job's pages count at two times at least
+-- RATE_MARK ms apart (the newer shifts down when it is that old) and the time
+-- of its last page, so a reader computes pages/s over the last 30-60 s
+-- (spiders_project/job_keys.py) with no sample list. Once per job per call:
+-- an HGET and an HSET besides the HINCRBY.
+for job, count in pairs(paged) do
+  local total = redis.call('HINCRBY', KEYS[8], job .. '|pages', count)
+  local t0, p0, t1, p1 = string.match(
+    redis.call('HGET', KEYS[8], job .. '|rate') or '', '^(%d+) (%d+) (%d+) (%d+)')
+  if not t0 then
+    t0, p0, t1, p1 = now, total - count, now, total - count
+  elseif now - tonumber(t1) >= RATE_MARK then
+    t0, p0, t1, p1 = t1, p1, now, total
+  end
+  redis.call('HSET', KEYS[8], job .. '|rate', string.format('%d %d %d %d %d', t0, p0, t1, p1, now))
+end
 return ended
