@@ -7,9 +7,10 @@ Two hashes, bounded by the number of jobs, never by the number of URLs:
 - :func:`job_counts`, one per frontier shard, kept by the frontier's scripts
   (``runtime/lua/job_counts.lua``): ``<job>|queued``, ``<job>|later``,
   ``<job>|leased``, ``<job>|acked`` (leases ended), ``<job>|pages`` (those
-  whose response reached the spider) and ``<job>|purged``. A shard's scripts touch one slot, so
+  whose response reached the spider), ``<job>|items`` (scraped from those
+  pages) and ``<job>|purged``. A shard's scripts touch one slot, so
   each shard has its own; readers sum them (:func:`sum_counts`).
-- :func:`job_tally`, the spider's: ``<job>|items``, ``<job>|dead_letters``,
+- :func:`job_tally`, the spider's: ``<job>|dead_letters`` and
   ``<job>|refused`` (not written yet: read as 0).
 """
 
@@ -20,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from spiders_project.keys import RedisKeys
 
 # The fields of a job in the shards' hashes, and in the spider's tally.
-FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "pages", "purged")
-TALLY_FIELDS = ("items", "dead_letters", "refused")
+FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "pages", "items", "purged")
+TALLY_FIELDS = ("dead_letters", "refused")
 # A shard's field "<job>|rate": the marks of the job's pages/s (ack.lua), not a count.
 RATE = "rate"
 

@@ -150,6 +150,8 @@ def job_progress(
             elif what == "pages":
                 progress.pages += n
                 pages[name] = n
+            elif what == "items":
+                progress.items += n
             elif what == "purged":
                 progress.purged += n
         for name, mark in marks.items():

@@ -27,6 +27,7 @@ from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.http import Response
 
 from spiders_project import internals
 from spiders_project.frontier.leases import Lease, LeaseKeeper
@@ -69,6 +70,7 @@ class SlotHandoff:
         # their job (lua/ack.lua). Retries and redirects are new requests, and
         # a download that failed or a request refused gives no response.
         self.fetched: set[bytes] = set()
+        self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -110,9 +112,19 @@ class SlotHandoff:
         if lease is not None:
             self.fetched.add(lease[0])
 
+    def item_scraped(self, item: Any, response: Response, spider: Spider) -> None:
+        """Scrapy's signal: an item of ``response``'s page, counted with its lease's ack."""
+        lease = self.active.get(response.request) if response.request is not None else None
+        if lease is not None:
+            self.items[lease[0]] = self.items.get(lease[0], 0) + 1
+
     def _ack(self, lease_id: bytes) -> None:
-        self.batcher.ack(lease_id, page=lease_id in self.fetched)
-        self.fetched.discard(lease_id)
+        items = self.items.pop(lease_id, 0)
+        if lease_id in self.fetched:
+            self.fetched.discard(lease_id)
+            self.batcher.ack(lease_id, items=items)
+        else:
+            self.batcher.ack(lease_id)
 
     def ack_finished(self) -> None:
         """Queue the ack of every leased request the engine is done with.

@@ -113,6 +113,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         redis.batcher.slots_freed.subscribe(self._want.set)
         crawler.signals.connect(self.handoff.download_ended, signal=signals.request_left_downloader)
         crawler.signals.connect(self.handoff.response_received, signal=signals.response_received)
+        crawler.signals.connect(self.handoff.item_scraped, signal=signals.item_scraped)
         # A pause that may last (node health): what was leased and not started goes back.
         pauses = EnginePauses.of(crawler)
         pauses.given_back.subscribe(self._give_back_unstarted)

@@ -187,14 +187,15 @@ def ack_call(
     *,
     releases: Sequence[bytes | str] = (),
     transfers: Sequence[tuple[bytes | str, bytes | str]] = (),
-    pages: Sequence[bytes | str] = (),
+    pages: Sequence[tuple[bytes | str, int]] = (),
     now: int | str = "",
 ) -> Call:
     """``lua/ack.lua``: pass the cap slot of each (ended, spare) pair of
     ``transfers`` to the spare, give back the cap slots of ``releases`` (their
     download ended, the lease stays), then end ``pages`` and ``lease_ids``
-    for good (processed, rejected or dead); ``pages`` are the leases whose
-    page was fetched (a response reached the spider): their jobs count them.
+    for good (processed, rejected or dead); ``pages`` are (lease id, items)
+    of the leases whose page was fetched (a response reached the spider):
+    their jobs count them, with the items scraped from them.
 
     Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.
@@ -211,7 +212,7 @@ def ack_call(
             job_counts(keys),
         ],
         [now, len(releases), *releases, len(transfers), *(i for t in transfers for i in t)]
-        + [len(pages), *pages, *lease_ids],
+        + [len(pages), *(x for page in pages for x in page), *lease_ids],
     )
 
 

@@ -99,8 +99,8 @@ def add_commands(
                     releases=[lease_id for lease_id, release in acks if release is True],
                     # (ended, spare): the slot passes to the spare (batcher.transfer)
                     transfers=[(i, to) for i, to in acks if isinstance(to, (bytes, str))],
-                    # None: ended, its page fetched (batcher.ack)
-                    pages=[lease_id for lease_id, release in acks if release is None],
+                    # An int: ended, its page fetched, with that many items (batcher.ack)
+                    pages=[(i, n) for i, n in acks if type(n) is int],
                     now=clock.arg(),
                 )
                 pipe.eval(scripts.ack.source, len(ack_keys), *ack_keys, *args)

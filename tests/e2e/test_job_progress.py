@@ -60,5 +60,8 @@ def test_two_jobs_count_exactly_the_pages_the_site_served_for_each(redis_url, r,
         assert out["queued"] == out["in_flight"] == out["backing_off"] == 0
         assert out["state"] == "running" and out["started_at"] and out["finished_at"] is None
         assert out["eta_s"] is None or out["queued"] == 0
+    # Every item scraped is counted for its job, once.
+    items = int(r.hget(K.stats_totals, "items") or 0)
+    assert items > 0 and jobs["alpha"]["items"] + jobs["beta"]["items"] == items
     text = scrapy_command(redis_url, "jobs", "show", "alpha")
     assert f"pages        {expected['alpha']}" in text.stdout

@@ -74,18 +74,20 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
     }
     # Two of j1's pages fetched; the third lease ends without a page (a
     # retry queued anew, a dead letter, a request refused after its lease).
-    assert s.ack(*ack_call(K, [ids[2]], pages=ids[:2], now=s.now)) == 3
+    # With the items scraped from each page.
+    pages = [(ids[0], 3), (ids[1], 0)]
+    assert s.ack(*ack_call(K, [ids[2]], pages=pages, now=s.now)) == 3
     # The same ack resent (a lost reply, a retried transaction): nothing twice.
-    assert s.ack(*ack_call(K, [ids[2]], pages=ids[:2], now=s.now)) == 0
-    assert s.ack(*ack_call(K, [], pages=ids[3:], now=s.now)) == 2
-    assert s.ack(*ack_call(K, [], pages=ids, now=s.now)) == 0
+    assert s.ack(*ack_call(K, [ids[2]], pages=pages, now=s.now)) == 0
+    assert s.ack(*ack_call(K, [], pages=[(ids[3], 1), (ids[4], 2)], now=s.now)) == 2
+    assert s.ack(*ack_call(K, [], pages=[(i, 5) for i in ids], now=s.now)) == 0
     assert counts(r) == {
-        "j1": {"acked": 3, "pages": 2},
-        "j2": {"acked": 1, "pages": 1},
-        "default": {"acked": 1, "pages": 1},
+        "j1": {"acked": 3, "pages": 2, "items": 3},
+        "j2": {"acked": 1, "pages": 1, "items": 1},
+        "default": {"acked": 1, "pages": 1, "items": 2},
     }
     # Bounded: one hash, a few fields per job, whatever the number of URLs.
-    assert r.hlen(job_counts(K)) == 15
+    assert r.hlen(job_counts(K)) == 18
     # The marks of each job's rate: its pages at t0 and t1, and its last page.
     assert r.hget(job_counts(K), "j1|rate") == f"{s.now} 0 {s.now} 0 {s.now}".encode()
 

@@ -10,8 +10,8 @@
 -- KEYS[6]  cap handover: hash host -> "<until ms> <worker>" (see below)
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
---          moves its request from leased to acked, and counts a page if it is
---          one of the P (with the marks of its job's rate: below)
+--          moves its request from leased to acked, and counts a page and its
+--          items if it is one of the P (with the marks of its job's rate: below)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -24,7 +24,8 @@
 --          holds none (lease.lua), whose download started in its place
 -- ARGV[4+R+2T]  P, the number of leases to end whose page was fetched (a
 --          response reached the spider): they count as their job's pages
--- ARGV[5+R+2T..] lease ids of the caller to end, those P first
+-- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page)
+-- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
 --          transaction counts nothing twice.
@@ -104,23 +105,31 @@ for i = 3, 2 + releases do
 end
 local ended = 0
 local paged = {}  -- job -> pages this call ended
-local pages_end = first + 2 * transfers + tonumber(ARGV[first + 2 * transfers])
-for i = first + 2 * transfers + 1, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    ended = ended + 1
-    local info = redis.call('HGET', KEYS[2], id)
-    redis.call('HDEL', KEYS[2], id)
-    if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
-    if info then
-      job_count(info, 'leased', -1)
-      job_count(info, 'acked', 1)
-      if i <= pages_end then
-        local job = job_of(info)
-        paged[job] = (paged[job] or 0) + 1
-      end
-    end
+
+-- End one lease; items: nil if no page of it was fetched, else its items.
+local function finish(id, items)
+  if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
+  ended = ended + 1
+  local info = redis.call('HGET', KEYS[2], id)
+  redis.call('HDEL', KEYS[2], id)
+  if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
+  if not info then return end
+  job_count(info, 'leased', -1)
+  job_count(info, 'acked', 1)
+  if items then
+    local job = job_of(info)
+    paged[job] = (paged[job] or 0) + 1
+    if items > 0 then job_count(info, 'items', items) end
   end
+end
+
+local at = first + 2 * transfers
+local pages = tonumber(ARGV[at])
+for k = 1, pages do
+  finish(ARGV[at + 2 * k - 1], tonumber(ARGV[at + 2 * k]) or 0)
+end
+for i = at + 2 * pages + 1, #ARGV do
+  finish(ARGV[i], nil)
 end
 job_counts_done(KEYS[8])
 -- Pages, and the marks their rate is read from: "<job>|rate" holds
