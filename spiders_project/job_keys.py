@@ -8,10 +8,11 @@ Two hashes, bounded by the number of jobs, never by the number of URLs:
   (``runtime/lua/job_counts.lua``): ``<job>|queued``, ``<job>|later``,
   ``<job>|leased``, ``<job>|acked`` (leases ended), ``<job>|pages`` (those
   whose response reached the spider), ``<job>|items`` (scraped from those
-  pages) and ``<job>|purged``. A shard's scripts touch one slot, so
+  pages), ``<job>|dead_letters`` (leases whose request failed for good) and
+  ``<job>|purged``. A shard's scripts touch one slot, so
   each shard has its own; readers sum them (:func:`sum_counts`).
-- :func:`job_tally`, the spider's: ``<job>|dead_letters`` and
-  ``<job>|refused`` (not written yet: read as 0).
+- :func:`job_tally`, the spider's: ``<job>|refused`` (not written yet: read
+  as 0).
 """
 
 from __future__ import annotations
@@ -21,8 +22,17 @@ from collections.abc import Iterable, Mapping
 from spiders_project.keys import RedisKeys
 
 # The fields of a job in the shards' hashes, and in the spider's tally.
-FRONTIER_FIELDS = ("queued", "later", "leased", "acked", "pages", "items", "purged")
-TALLY_FIELDS = ("dead_letters", "refused")
+FRONTIER_FIELDS = (
+    "queued",
+    "later",
+    "leased",
+    "acked",
+    "pages",
+    "items",
+    "dead_letters",
+    "purged",
+)
+TALLY_FIELDS = ("refused",)
 # A shard's field "<job>|rate": the marks of the job's pages/s (ack.lua), not a count.
 RATE = "rate"
 

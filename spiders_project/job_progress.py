@@ -152,6 +152,8 @@ def job_progress(
                 pages[name] = n
             elif what == "items":
                 progress.items += n
+            elif what == "dead_letters":
+                progress.dead_letters += n
             elif what == "purged":
                 progress.purged += n
         for name, mark in marks.items():

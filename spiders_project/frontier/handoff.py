@@ -35,6 +35,7 @@ from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.keys import HTTP
 from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.runtime.outcomes import DEAD_LETTER
 from spiders_project.runtime.transaction import lease_part
 
 
@@ -71,6 +72,7 @@ class SlotHandoff:
         # a download that failed or a request refused gives no response.
         self.fetched: set[bytes] = set()
         self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
+        self.dead: set[bytes] = set()  # leases whose request became a dead letter
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -118,10 +120,20 @@ class SlotHandoff:
         if lease is not None:
             self.items[lease[0]] = self.items.get(lease[0], 0) + 1
 
+    def dead_lettered(self, request: Request) -> None:
+        """``outcomes.request_dead_lettered``: its lease's job counts a dead letter, no page."""
+        lease = self.active.get(request)
+        if lease is not None:
+            self.dead.add(lease[0])
+
     def _ack(self, lease_id: bytes) -> None:
         items = self.items.pop(lease_id, 0)
-        if lease_id in self.fetched:
-            self.fetched.discard(lease_id)
+        fetched = lease_id in self.fetched
+        self.fetched.discard(lease_id)
+        if lease_id in self.dead:
+            self.dead.discard(lease_id)
+            self.batcher.ack(lease_id, items=DEAD_LETTER)
+        elif fetched:
             self.batcher.ack(lease_id, items=items)
         else:
             self.batcher.ack(lease_id)

@@ -157,7 +157,8 @@ class RedisBatcher:
     def ack(self, lease_id: bytes | str, *, items: int | None = None) -> None:
         """End a lease of this worker for good (``lua/ack.lua``); ``items``: a
         response of it reached the spider, which its job counts as a page, with
-        that many items scraped from it (None: no page)."""
+        that many items scraped from it (None: no page; ``outcomes.DEAD_LETTER``:
+        a dead letter)."""
         self._add((ACK, (lease_id, False if items is None else items)))
 
     def release(self, lease_id: bytes | str, *, now: bool = False) -> None:

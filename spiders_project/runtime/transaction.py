@@ -99,7 +99,8 @@ def add_commands(
                     releases=[lease_id for lease_id, release in acks if release is True],
                     # (ended, spare): the slot passes to the spare (batcher.transfer)
                     transfers=[(i, to) for i, to in acks if isinstance(to, (bytes, str))],
-                    # An int: ended, its page fetched, with that many items (batcher.ack)
+                    # An int: ended with a page of that many items, or a dead
+                    # letter (runtime/outcomes.py; batcher.ack)
                     pages=[(i, n) for i, n in acks if type(n) is int],
                     now=clock.arg(),
                 )

@@ -11,7 +11,8 @@
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
 --          moves its request from leased to acked, and counts a page and its
---          items if it is one of the P (with the marks of its job's rate: below)
+--          items, or a dead letter, if it is one of the P (with the marks of
+--          its job's rate: below)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -24,7 +25,9 @@
 --          holds none (lease.lua), whose download started in its place
 -- ARGV[4+R+2T]  P, the number of leases to end whose page was fetched (a
 --          response reached the spider): they count as their job's pages
--- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page)
+-- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page), or
+--          (lease id, -1) for a request that failed for good: its job counts
+--          a dead letter, not a page
 -- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
@@ -106,7 +109,8 @@ end
 local ended = 0
 local paged = {}  -- job -> pages this call ended
 
--- End one lease; items: nil if no page of it was fetched, else its items.
+-- End one lease; items: nil if no page of it was fetched, else its items,
+-- or -1: it failed for good (a dead letter: runtime/outcomes.py).
 local function finish(id, items)
   if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
   ended = ended + 1
@@ -116,7 +120,9 @@ local function finish(id, items)
   if not info then return end
   job_count(info, 'leased', -1)
   job_count(info, 'acked', 1)
-  if items then
+  if items and items < 0 then
+    job_count(info, 'dead_letters', 1)
+  elseif items then
     local job = job_of(info)
     paged[job] = (paged[job] or 0) + 1
     if items > 0 then job_count(info, 'items', items) end
