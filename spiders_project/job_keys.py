@@ -8,11 +8,12 @@ Two hashes, bounded by the number of jobs, never by the number of URLs:
   (``runtime/lua/job_counts.lua``): ``<job>|queued``, ``<job>|later``,
   ``<job>|leased``, ``<job>|acked`` (leases ended), ``<job>|pages`` (those
   whose response reached the spider), ``<job>|items`` (scraped from those
-  pages), ``<job>|dead_letters`` (leases whose request failed for good) and
+  pages), ``<job>|dead_letters`` (leases whose request failed for good),
+  ``<job>|refused`` (refused after their lease: robots.txt) and
   ``<job>|purged``. A shard's scripts touch one slot, so
   each shard has its own; readers sum them (:func:`sum_counts`).
-- :func:`job_tally`, the spider's: ``<job>|refused`` (not written yet: read
-  as 0).
+- :func:`job_tally`, the spider's: ``<job>|refused`` for refusals before a
+  lease (scope, budget), not written yet, read and added.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ FRONTIER_FIELDS = (
     "pages",
     "items",
     "dead_letters",
+    "refused",
     "purged",
 )
+# Refusals before a lease (scope, budget: links never queued) are not counted yet.
 TALLY_FIELDS = ("refused",)
 # A shard's field "<job>|rate": the marks of the job's pages/s (ack.lua), not a count.
 RATE = "rate"

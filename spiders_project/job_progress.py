@@ -154,6 +154,8 @@ def job_progress(
                 progress.items += n
             elif what == "dead_letters":
                 progress.dead_letters += n
+            elif what == "refused":
+                progress.refused += n
             elif what == "purged":
                 progress.purged += n
         for name, mark in marks.items():

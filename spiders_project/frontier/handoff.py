@@ -35,7 +35,7 @@ from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.keys import HTTP
 from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.outcomes import DEAD_LETTER
+from spiders_project.runtime.outcomes import DEAD_LETTER, REFUSED
 from spiders_project.runtime.transaction import lease_part
 
 
@@ -72,7 +72,8 @@ class SlotHandoff:
         # a download that failed or a request refused gives no response.
         self.fetched: set[bytes] = set()
         self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
-        self.dead: set[bytes] = set()  # leases whose request became a dead letter
+        # Leases whose request became a dead letter or was refused (outcomes.py).
+        self.outcomes: dict[bytes, int] = {}
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -122,17 +123,24 @@ class SlotHandoff:
 
     def dead_lettered(self, request: Request) -> None:
         """``outcomes.request_dead_lettered``: its lease's job counts a dead letter, no page."""
+        self._ended_as(request, DEAD_LETTER)
+
+    def refused(self, request: Request) -> None:
+        """``outcomes.request_refused``: its lease's job counts it refused."""
+        self._ended_as(request, REFUSED)
+
+    def _ended_as(self, request: Request, outcome: int) -> None:
         lease = self.active.get(request)
         if lease is not None:
-            self.dead.add(lease[0])
+            self.outcomes[lease[0]] = outcome
 
     def _ack(self, lease_id: bytes) -> None:
         items = self.items.pop(lease_id, 0)
         fetched = lease_id in self.fetched
         self.fetched.discard(lease_id)
-        if lease_id in self.dead:
-            self.dead.discard(lease_id)
-            self.batcher.ack(lease_id, items=DEAD_LETTER)
+        outcome = self.outcomes.pop(lease_id, None)
+        if outcome is not None:
+            self.batcher.ack(lease_id, items=outcome)
         elif fetched:
             self.batcher.ack(lease_id, items=items)
         else:

@@ -2,12 +2,14 @@
 
 The frontier acks leases without knowing what features did with them; a
 feature that ends a request in a way its job counts (a dead letter) says so
-with the Scrapy signal :data:`request_dead_lettered`, and the frontier's
+with a Scrapy signal (:data:`request_dead_lettered`,
+:data:`request_refused`), and the frontier's
 handoff sends the outcome with the lease's ack. The ack script counts it only
 as it removes the lease, so a resent transaction counts nothing twice.
 
 In the ack's (lease id, outcome) pairs: an outcome >= 0 is a page fetched
-with that many items; :data:`DEAD_LETTER` a request that failed for good.
+with that many items; :data:`DEAD_LETTER` a request that failed for good;
+:data:`REFUSED` one refused after its lease (robots.txt).
 """
 
 from __future__ import annotations
@@ -15,4 +17,8 @@ from __future__ import annotations
 # Scrapy signal, sent with ``request`` when a dead letter of it is written.
 request_dead_lettered = object()
 
+# Scrapy signal, sent with ``request`` when it is refused after its lease (robots.txt).
+request_refused = object()
+
 DEAD_LETTER = -1
+REFUSED = -2

@@ -26,8 +26,9 @@
 -- ARGV[4+R+2T]  P, the number of leases to end whose page was fetched (a
 --          response reached the spider): they count as their job's pages
 -- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page), or
---          (lease id, -1) for a request that failed for good: its job counts
---          a dead letter, not a page
+--          (lease id, -1) for a request that failed for good, (lease id, -2)
+--          for one refused (robots.txt): its job counts a dead letter or a
+--          refused request, not a page
 -- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
@@ -110,7 +111,8 @@ local ended = 0
 local paged = {}  -- job -> pages this call ended
 
 -- End one lease; items: nil if no page of it was fetched, else its items,
--- or -1: it failed for good (a dead letter: runtime/outcomes.py).
+-- or -1: it failed for good (a dead letter), -2: it was refused after its
+-- lease (robots.txt) (runtime/outcomes.py).
 local function finish(id, items)
   if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
   ended = ended + 1
@@ -120,8 +122,10 @@ local function finish(id, items)
   if not info then return end
   job_count(info, 'leased', -1)
   job_count(info, 'acked', 1)
-  if items and items < 0 then
+  if items == -1 then
     job_count(info, 'dead_letters', 1)
+  elseif items and items < 0 then
+    job_count(info, 'refused', 1)
   elseif items then
     local job = job_of(info)
     paged[job] = (paged[job] or 0) + 1

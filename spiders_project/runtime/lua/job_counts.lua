@@ -5,9 +5,10 @@
 -- flight), "<job>|acked" (leases ended for good), "<job>|pages" (those of
 -- them whose response reached the spider: ack.lua), "<job>|items" (scraped
 -- from those pages), "<job>|dead_letters" (leases whose request failed for
--- good) and "<job>|purged" (dropped
+-- good), "<job>|refused" (refused after the lease: robots.txt) and
+-- "<job>|purged" (dropped
 -- from a host's queue by an operator: politeness/lua/steer_host.lua). Readers
--- sum the shards (spiders_project/job_keys.py). Bounded: nine fields a job,
+-- sum the shards (spiders_project/job_keys.py). Bounded: ten fields a job,
 -- no per-URL key.
 --
 -- A request's job is its meta's "crawl_job" (meta.JOB), found with one plain
