@@ -35,7 +35,7 @@ from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.keys import HTTP
 from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.outcomes import DEAD_LETTER, REFUSED
+from spiders_project.runtime.outcomes import DEAD_LETTER, DROPPED, REFUSED
 from spiders_project.runtime.transaction import lease_part
 
 
@@ -182,9 +182,10 @@ class SlotHandoff:
         return ids + list(self._done)
 
     def dropped(self, lease: Lease) -> None:
-        """A step dropped the request after its lease: ended, slot and all."""
+        """A step dropped the request after its lease: ended, slot and all; its
+        job counts it purged (``outcomes.DROPPED``)."""
         self.at_cap.discard(lease[0])
-        self._ack(lease[0])
+        self.batcher.ack(lease[0], items=DROPPED)
         self._slot_ended(lease)
 
     def leased(self, taken: Taken, parked: list[Lease]) -> None:

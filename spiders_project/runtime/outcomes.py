@@ -9,7 +9,9 @@ as it removes the lease, so a resent transaction counts nothing twice.
 
 In the ack's (lease id, outcome) pairs: an outcome >= 0 is a page fetched
 with that many items; :data:`DEAD_LETTER` a request that failed for good;
-:data:`REFUSED` one refused after its lease (robots.txt).
+:data:`REFUSED` one refused after its lease (robots.txt); :data:`DROPPED` one a
+frontier step dropped after its lease (a blocked host's), which its job counts
+as purged, like the host's queued requests the block dropped.
 """
 
 from __future__ import annotations
@@ -22,3 +24,4 @@ request_refused = object()
 
 DEAD_LETTER = -1
 REFUSED = -2
+DROPPED = -3

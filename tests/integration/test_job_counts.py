@@ -16,7 +16,7 @@ from spiders_project.runtime.calls import (
     expired_call,
     requeue_call,
 )
-from spiders_project.runtime.outcomes import DEAD_LETTER, REFUSED
+from spiders_project.runtime.outcomes import DEAD_LETTER, DROPPED, REFUSED
 from spiders_project.runtime.serialize import dumps
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 
@@ -93,15 +93,15 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
     assert r.hget(job_counts(K), "j1|rate") == f"{s.now} 0 {s.now} 0 {s.now}".encode()
 
 
-def test_a_dead_letter_or_a_refusal_counts_for_its_job_and_is_no_page(r, s):
-    enqueue(s, [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "j1")) for i in range(3)])
+def test_a_dead_letter_a_refusal_or_a_drop_counts_for_its_job_and_is_no_page(r, s):
+    enqueue(s, [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "j1")) for i in range(4)])
     lease(s, 10, [("a", 0)])
     ids = s.last_ids
-    dead = [(ids[0], DEAD_LETTER), (ids[1], 2), (ids[2], REFUSED)]
-    assert s.ack(*ack_call(K, [], pages=dead, now=s.now)) == 3
-    assert s.ack(*ack_call(K, [], pages=dead, now=s.now)) == 0
+    ended = [(ids[0], DEAD_LETTER), (ids[1], 2), (ids[2], REFUSED), (ids[3], DROPPED)]
+    assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 4
+    assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 0
     assert counts(r) == {
-        "j1": {"acked": 3, "pages": 1, "items": 2, "dead_letters": 1, "refused": 1}
+        "j1": {"acked": 4, "pages": 1, "items": 2, "dead_letters": 1, "refused": 1, "purged": 1}
     }
 
 

@@ -27,8 +27,9 @@
 --          response reached the spider): they count as their job's pages
 -- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page), or
 --          (lease id, -1) for a request that failed for good, (lease id, -2)
---          for one refused (robots.txt): its job counts a dead letter or a
---          refused request, not a page
+--          for one refused (robots.txt), (lease id, -3) for one dropped (a
+--          blocked host's): its job counts a dead letter, a refused or a
+--          purged request, not a page
 -- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
@@ -112,7 +113,8 @@ local paged = {}  -- job -> pages this call ended
 
 -- End one lease; items: nil if no page of it was fetched, else its items,
 -- or -1: it failed for good (a dead letter), -2: it was refused after its
--- lease (robots.txt) (runtime/outcomes.py).
+-- lease (robots.txt), -3: a step dropped it (a blocked host's: purged)
+-- (runtime/outcomes.py).
 local function finish(id, items)
   if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
   ended = ended + 1
@@ -124,8 +126,10 @@ local function finish(id, items)
   job_count(info, 'acked', 1)
   if items == -1 then
     job_count(info, 'dead_letters', 1)
-  elseif items and items < 0 then
+  elseif items == -2 then
     job_count(info, 'refused', 1)
+  elseif items == -3 then
+    job_count(info, 'purged', 1)
   elseif items then
     local job = job_of(info)
     paged[job] = (paged[job] or 0) + 1

@@ -7,7 +7,8 @@
 -- from those pages), "<job>|dead_letters" (leases whose request failed for
 -- good), "<job>|refused" (refused after the lease: robots.txt) and
 -- "<job>|purged" (dropped
--- from a host's queue by an operator: politeness/lua/steer_host.lua). Readers
+-- from a host's queue by an operator: politeness/lua/steer_host.lua; or,
+-- leased, dropped by a step, a blocked host's: ack.lua). Readers
 -- sum the shards (spiders_project/job_keys.py). Bounded: ten fields a job,
 -- no per-URL key.
 --
