@@ -288,6 +288,7 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
     if proxy_banned.samples:  # per-proxy families only for crawls that use proxies
         yield from (proxy_requests, proxy_bans, proxy_banned)
     yield from host_metrics(spiders)
+    yield from job_metrics(spiders)
 
 
 # Hosts with series of their own in crawler_host_overrides, per spider: blocked
@@ -326,6 +327,53 @@ def host_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
             if steer.blocked:
                 overrides.add_metric([view.spider, host, "blocked"], 1)
     yield from (blocked, steered, overrides)
+
+
+# Every state a job can be in: crawler_job_state has one series per state, 1 for
+# the job's (a state change is a change of which series is 1).
+JOB_STATES = ("running", "paused", "cancelled", "finished")
+
+
+def job_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
+    """Every crawl job's progress (job_progress.py): exact counts, ETA and state."""
+    labels = ["spider", "job"]
+    pages = CounterMetricFamily(
+        "crawler_job_pages",
+        "Pages a job fetched (responses that reached the spider).",
+        labels=labels,
+    )
+    items = CounterMetricFamily("crawler_job_items", "Items a job scraped.", labels=labels)
+    queued = GaugeMetricFamily(
+        "crawler_job_queued", "Requests of a job queued, backing off included.", labels=labels
+    )
+    in_flight = GaugeMetricFamily(
+        "crawler_job_in_flight", "Requests of a job leased by a worker.", labels=labels
+    )
+    dead = GaugeMetricFamily(
+        "crawler_job_dead_letters", "Requests of a job that ended as dead letters.", labels=labels
+    )
+    eta = GaugeMetricFamily(
+        "crawler_job_eta_seconds",
+        "Estimate: a job's queued requests over its pages/s of the last minute "
+        "(no series while it fetches nothing).",
+        labels=labels,
+    )
+    state = GaugeMetricFamily(
+        "crawler_job_state", "1 for a job's state, 0 for the others.", labels=[*labels, "state"]
+    )
+    for view in spiders:
+        for job in view.jobs:
+            at = [view.spider, job.id]
+            pages.add_metric(at, job.pages)
+            items.add_metric(at, job.items)
+            queued.add_metric(at, job.queued + job.backing_off)
+            in_flight.add_metric(at, job.in_flight)
+            dead.add_metric(at, job.dead_letters)
+            if job.eta_s is not None:
+                eta.add_metric(at, job.eta_s)
+            for name in JOB_STATES:
+                state.add_metric([*at, name], 1 if job.state == name else 0)
+    yield from (pages, items, queued, in_flight, dead, eta, state)
 
 
 def _by_prefix(counters: dict[str, int], prefix: str) -> list[tuple[str, int]]:

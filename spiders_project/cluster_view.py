@@ -37,6 +37,7 @@ from spiders_project.contract import (
     work_reads,
 )
 from spiders_project.host_steering import HostSteer, parse_steering
+from spiders_project.job_progress import JobProgress, count_keys, job_progress
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.redis_replies import (
     fullest,
@@ -78,6 +79,8 @@ class SpiderView:
     proxy_bans: dict[str, float] = field(default_factory=dict)
     # Hosts an operator steers (scrapy frontier host): delay, cap, blocked.
     steered: dict[str, HostSteer] = field(default_factory=dict)
+    # Every crawl job's progress (job_progress.py), by id.
+    jobs: list[JobProgress] = field(default_factory=list)
 
     @property
     def hosts_blocked(self) -> int:
@@ -170,13 +173,26 @@ def read_cluster(
     reads: list[Command] = [("TIME",), ("INFO", "memory")]
     spider_keys = {spider: keys_of(spider) for spider in spiders}
     per_spider = [_spider_reads(spider_keys[spider], samples) for spider in spiders]
+    # Then, per spider, its job records and per-job counts (job_progress.py).
+    per_jobs = [
+        [("HGETALL", keys.jobs), *(("HGETALL", k) for k in count_keys(keys))]
+        for keys in spider_keys.values()
+    ]
     for spider_reads in per_spider:
         reads += spider_reads
+    for job_reads in per_jobs:
+        reads += job_reads
     replies = send("read_cluster", reads)
     now = redis_time(replies[0])
     memory = info(replies[1])
     if masters_memory is not None:
         memory = fullest(masters_memory()) or memory
+    at = 2 + sum(len(spider_reads) for spider_reads in per_spider)
+    jobs: dict[str, list[JobProgress]] = {}
+    for spider, job_reads in zip(spiders, per_jobs, strict=True):
+        records, *counts, tally = (hash_fields(h) for h in replies[at : at + len(job_reads)])
+        at += len(job_reads)
+        jobs[spider] = job_progress(records, counts, tally, int(now * 1000))
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
@@ -224,7 +240,7 @@ def read_cluster(
         used_memory=int(memory.get("used_memory", 0)),
         maxmemory=int(memory.get("maxmemory", 0)),
         spiders=[
-            SpiderView(spider=spider, workers=workers[spider], **partial[spider])
+            SpiderView(spider=spider, workers=workers[spider], jobs=jobs[spider], **partial[spider])
             for spider in spiders
         ],
     )
@@ -297,6 +313,7 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
                 "db_writer": s.db_writer,
                 "lag": s.lag,
                 "workers_alive": s.workers_alive,
+                "jobs": [job.as_dict() for job in s.jobs],
                 "hosts": {
                     "blocked": s.hosts_blocked,
                     "steered": {

@@ -35,11 +35,14 @@ from spiders_project.commands.redis_command import RedisCommand
 from spiders_project.config import SettingsReader
 from spiders_project.contract import ERRORS, ITEMS, PAGES, QUEUES
 from spiders_project.extensions.heartbeat import StatsPublishConfig
+from spiders_project.job_progress import summary
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.shards import masters_memory_reader, shard_keys_reader
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0
+# Running jobs shown one line each (scrapy jobs list shows them all).
+JOBS_SHOWN = 20
 _CLEAR = "\x1b[H\x1b[2J"
 
 
@@ -191,6 +194,8 @@ def _spider_lines(view: SpiderView, now: float, window: float) -> list[str]:
         f"  workers     {view.workers_alive} alive, {len(view.workers) - view.workers_alive} lost",
     ]
     lines[-1:-1] = _steered_lines(view)
+    running = [job for job in view.jobs if job.state == "running"]
+    lines[-1:-1] = [f"  job         {summary(job)}" for job in running[:JOBS_SHOWN]]
     for w in sorted(view.workers, key=lambda w: w.worker):
         state = "alive" if w.alive else "LOST "
         lines.append(

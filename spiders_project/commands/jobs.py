@@ -1,4 +1,4 @@
-"""``scrapy jobs submit|schedule|unschedule``: start crawl jobs now, or on a cron timetable.
+"""``scrapy jobs submit|schedule|unschedule|list|show``: start crawl jobs, and watch them.
 
 Examples::
 
@@ -6,6 +6,8 @@ Examples::
     scrapy jobs submit docs https://a.example/ https://b.example/ --allow '^https://[ab]\\.' --json
     scrapy jobs schedule nightly --cron "0 3 * * *" https://news.example/ --max-pages 500
     scrapy jobs unschedule nightly
+    scrapy jobs list [--json]
+    scrapy jobs show shop-x [--json]
 
 ``submit`` writes one JSON seed per URL into ``<spider>:start_urls``, all
 with ``"job": ID``, and records the job as running (``jobs/submit.py``);
@@ -13,7 +15,8 @@ with ``"job": ID``, and records the job as running (``jobs/submit.py``);
 for the workers to submit at every tick of the cron expression (UTC;
 ``jobs/schedules.py``); ``unschedule`` removes it. A bad job id, URL, regex
 or cron expression is one ``ERROR:`` line and exit status 2, before Redis is
-touched.
+touched. ``list`` and ``show`` print each job's progress
+(``job_progress.py``: exact counts, pages/s over the last minute, an ETA).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
+from spiders_project.job_progress import details, read_jobs, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.schedules import InvalidSchedule, Schedule, check_cron, next_tick
 from spiders_project.jobs.submit import InvalidJob, JobSpec, new_run_id, submit_call, submit_script
@@ -39,7 +43,7 @@ from spiders_project.redis_connection import unreachable_message
 from spiders_project.seeds import InvalidSeed, check_job_id
 from spiders_project.shards import spider_keys
 
-ACTIONS = ("submit", "schedule", "unschedule")
+ACTIONS = ("submit", "schedule", "unschedule", "list", "show")
 # URLs a schedule may hold: its entry is read by every worker every
 # JOBS_SCHEDULE_INTERVAL, so it stays small.
 MAX_SCHEDULED_URLS = 1000
@@ -52,12 +56,12 @@ class Command(RedisCommand, ScrapyCommand):
 
     def syntax(self) -> str:
         return (
-            "submit|schedule|unschedule ID [URL...] [--cron EXPR] [--max-pages N] "
+            "submit|schedule|unschedule|list|show ID [URL...] [--cron EXPR] [--max-pages N] "
             "[--max-depth N] [--allow RE]... [--deny RE]... [--priority P] [--spider NAME] [--json]"
         )
 
     def short_desc(self) -> str:
-        return "Submit a crawl job, or schedule one with a cron expression"
+        return "Submit, schedule, list or show crawl jobs"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -78,9 +82,23 @@ class Command(RedisCommand, ScrapyCommand):
         super().process_options(args, opts)
         if not args or args[0] not in ACTIONS:
             raise UsageError(f"expected one action: {', '.join(ACTIONS)}")
+        if args[0] == "list":
+            if len(args) > 1:
+                raise UsageError("list takes no argument", print_help=False)
+            self._job = ""
+            return
         if len(args) < 2:
             raise UsageError(f"{args[0]} needs a job ID", print_help=False)
         action, job, urls = args[0], args[1], args[2:]
+        if action == "show":
+            if urls:
+                raise UsageError("show takes only the job ID", print_help=False)
+            try:
+                self._job = check_job_id(job)
+            except InvalidSeed as exc:
+                print(f"ERROR: {exc}", file=sys.stderr)
+                raise SystemExit(REFUSED) from None
+            return
         if action == "unschedule":
             given = opts.cron or opts.max_pages or opts.max_depth or opts.allow or opts.deny
             if urls or given or opts.priority:
@@ -117,7 +135,9 @@ class Command(RedisCommand, ScrapyCommand):
             config = JobsConfig.from_settings(self.settings)
             calls = self.redis_calls()
         try:
-            if args[0] == "submit":
+            if args[0] in ("list", "show"):
+                jobs = read_jobs(calls, keys)
+            elif args[0] == "submit":
                 out = self._submit(calls, keys, config)
             elif args[0] == "schedule":
                 out = self._schedule(calls, keys, opts.cron)
@@ -131,6 +151,17 @@ class Command(RedisCommand, ScrapyCommand):
             return
         finally:
             calls.client.close()
+        if args[0] == "list":
+            for progress in jobs:
+                print(json.dumps(progress.as_dict()) if opts.json else summary(progress))
+            return
+        if args[0] == "show":
+            found = [p for p in jobs if p.id == self._job]
+            if not found:
+                self.fail(f"no job {self._job} in {keys.jobs}")
+                return
+            print(json.dumps(found[0].as_dict()) if opts.json else details(found[0]))
+            return
         line = out.pop("line")
         print(json.dumps(out) if opts.json else line)
 

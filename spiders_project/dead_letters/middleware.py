@@ -25,6 +25,7 @@ from spiders_project.meta import OWN_FAILURES
 from spiders_project.proxies.middleware import forget_proxy
 from spiders_project.runtime import serialize
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.outcomes import request_dead_lettered
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.values import Unstorable, ValueCodec
 from spiders_project.wiring import shared
@@ -53,8 +54,11 @@ class DeadLetters:
         key: str,
         values: ValueCodec = serialize.PLAIN,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        written: Callable[[Request], object] = lambda request: None,
     ) -> None:
         self.sink = sink
+        # Told each request whose letter is written: its job counts it (runtime/outcomes.py).
+        self.written = written
         # The time a letter is stamped with: Redis' clock in a worker (RedisTime).
         self.clock = clock
         self.values = values
@@ -79,6 +83,9 @@ class DeadLetters:
                 key=dead,
                 values=ValueCodec.of(crawler),
                 clock=redis.time.now_datetime,
+                written=lambda request: crawler.signals.send_catch_log(
+                    request_dead_lettered, request=request
+                ),
             )
             crawler.signals.connect(letters.spider_opened, signal=signals.spider_opened)
             return letters
@@ -112,6 +119,7 @@ class DeadLetters:
             worker=self.worker,
         )
         self.sink(letter.dumps())
+        self.written(request)
         self.stats.inc_value("dead_letters/count")
         logger.warning(
             "Dead letter: %s failed for good after %d attempts (%s), kept in %s",

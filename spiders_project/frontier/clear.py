@@ -8,6 +8,7 @@ others).
 from __future__ import annotations
 
 from spiders_project.frontier.dupefilter import SentFingerprints
+from spiders_project.job_keys import job_counts
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisCalls
 from spiders_project.runtime.context import WorkerRedis
@@ -28,7 +29,8 @@ async def _clear_shard(keys: RedisKeys, calls: RedisCalls) -> None:
     (leased requests go with the leases, deleted whole).
     """
     client = calls.client
-    doomed = [keys.requests_seq, keys.dupefilter, keys.seen]
+    # The shard's per-job counts go with the requests they count.
+    doomed = [keys.requests_seq, keys.dupefilter, keys.seen, job_counts(keys)]
     for lane in keys.all_lanes:  # the HTTP queue and the render queue
         hosts = await calls.command("ZRANGE", lane.hosts, 0, -1, writes=False)
         hosts += await calls.command("HKEYS", lane.cap_waiters, writes=False)  # out of it

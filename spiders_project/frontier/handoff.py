@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Any
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.http import Response
 
 from spiders_project import internals
 from spiders_project.frontier.leases import Lease, LeaseKeeper
@@ -33,6 +35,7 @@ from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.keys import HTTP
 from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.runtime.outcomes import DEAD_LETTER, DROPPED, REFUSED
 from spiders_project.runtime.transaction import lease_part
 
 
@@ -64,6 +67,13 @@ class SlotHandoff:
         self.released: set[bytes] = set()
         self.at_cap: set[bytes] = set()
         self._done: set[bytes] = set()  # parked leases whose page is processed
+        # Leases whose response reached the spider: their ack counts a page of
+        # their job (lua/ack.lua). Retries and redirects are new requests, and
+        # a download that failed or a request refused gives no response.
+        self.fetched: set[bytes] = set()
+        self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
+        # Leases whose request became a dead letter or was refused (outcomes.py).
+        self.outcomes: dict[bytes, int] = {}
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -99,6 +109,43 @@ class SlotHandoff:
                 return
         self._release(lease)
 
+    def response_received(self, response: Any, request: Request, spider: Spider) -> None:
+        """Scrapy's signal: a response of ``request`` is on its way to the spider."""
+        lease = self.active.get(request)
+        if lease is not None:
+            self.fetched.add(lease[0])
+
+    def item_scraped(self, item: Any, response: Response, spider: Spider) -> None:
+        """Scrapy's signal: an item of ``response``'s page, counted with its lease's ack."""
+        lease = self.active.get(response.request) if response.request is not None else None
+        if lease is not None:
+            self.items[lease[0]] = self.items.get(lease[0], 0) + 1
+
+    def dead_lettered(self, request: Request) -> None:
+        """``outcomes.request_dead_lettered``: its lease's job counts a dead letter, no page."""
+        self._ended_as(request, DEAD_LETTER)
+
+    def refused(self, request: Request) -> None:
+        """``outcomes.request_refused``: its lease's job counts it refused."""
+        self._ended_as(request, REFUSED)
+
+    def _ended_as(self, request: Request, outcome: int) -> None:
+        lease = self.active.get(request)
+        if lease is not None:
+            self.outcomes[lease[0]] = outcome
+
+    def _ack(self, lease_id: bytes) -> None:
+        items = self.items.pop(lease_id, 0)
+        fetched = lease_id in self.fetched
+        self.fetched.discard(lease_id)
+        outcome = self.outcomes.pop(lease_id, None)
+        if outcome is not None:
+            self.batcher.ack(lease_id, items=outcome)
+        elif fetched:
+            self.batcher.ack(lease_id, items=items)
+        else:
+            self.batcher.ack(lease_id)
+
     def ack_finished(self) -> None:
         """Queue the ack of every leased request the engine is done with.
 
@@ -123,7 +170,7 @@ class SlotHandoff:
                 self._done.add(lease[0])
                 continue
             self.at_cap.discard(lease[0])
-            self.batcher.ack(lease[0])
+            self._ack(lease[0])
         if done:
             self._want.set()  # their slots are free for new leases
 
@@ -135,9 +182,10 @@ class SlotHandoff:
         return ids + list(self._done)
 
     def dropped(self, lease: Lease) -> None:
-        """A step dropped the request after its lease: ended, slot and all."""
+        """A step dropped the request after its lease: ended, slot and all; its
+        job counts it purged (``outcomes.DROPPED``)."""
         self.at_cap.discard(lease[0])
-        self.batcher.ack(lease[0])
+        self.batcher.ack(lease[0], items=DROPPED)
         self._slot_ended(lease)
 
     def leased(self, taken: Taken, parked: list[Lease]) -> None:
@@ -165,7 +213,7 @@ class SlotHandoff:
             if lease[0] in self._done:
                 self._done.discard(lease[0])
                 self.at_cap.discard(lease[0])
-                self.batcher.ack(lease[0])
+                self._ack(lease[0])
 
     def unstarted(self) -> list[Leased]:
         """A pause that may last: parked slots go back, and the spares and the

@@ -54,6 +54,7 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.outcomes import request_dead_lettered, request_refused
 from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.steps import Enqueue, FrontierSteps
@@ -112,6 +113,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
         crawler.signals.connect(self.handoff.download_ended, signal=signals.request_left_downloader)
+        crawler.signals.connect(self.handoff.response_received, signal=signals.response_received)
+        crawler.signals.connect(self.handoff.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self.handoff.dead_lettered, signal=request_dead_lettered)
+        crawler.signals.connect(self.handoff.refused, signal=request_refused)
         # A pause that may last (node health): what was leased and not started goes back.
         pauses = EnginePauses.of(crawler)
         pauses.given_back.subscribe(self._give_back_unstarted)

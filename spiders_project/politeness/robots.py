@@ -49,6 +49,7 @@ from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
 from spiders_project.redis_calls import load_lua
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.outcomes import request_refused
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,15 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
     def of(cls, crawler: Crawler) -> ClusterRobotsTxt:
         """The worker's one instance: the middleware, and what sitemap seeds ask."""
         return shared(crawler, cls, lambda: cls(crawler))
+
+    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        """Scrapy's check; a request it refuses is told to the frontier, whose
+        ack counts it as refused for its job (``runtime/outcomes.py``)."""
+        try:
+            super().process_request_2(rp, request)
+        except IgnoreRequest:
+            self.crawler.signals.send_catch_log(request_refused, request=request)
+            raise
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         origin = origin_of(request.url)

@@ -28,6 +28,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.host_steering import HostSteer, parse_steering
+from spiders_project.job_keys import job_counts
 from spiders_project.keys import LANES, RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
 from spiders_project.runtime.context import WorkerRedis
@@ -78,6 +79,7 @@ def steer_call(
             k.host_later(host),
             k.host_list(host),
         ]
+    script_keys.append(job_counts(shard))
     return script_keys, [host, limits, "1" if purge else "0"]
 
 

@@ -154,9 +154,12 @@ class RedisBatcher:
         self._add((ITEM, payload))
         self.pending_items += 1
 
-    def ack(self, lease_id: bytes | str) -> None:
-        """End a lease of this worker for good (``lua/ack.lua``)."""
-        self._add((ACK, (lease_id, False)))
+    def ack(self, lease_id: bytes | str, *, items: int | None = None) -> None:
+        """End a lease of this worker for good (``lua/ack.lua``); ``items``: a
+        response of it reached the spider, which its job counts as a page, with
+        that many items scraped from it (None: no page; ``outcomes.DEAD_LETTER``:
+        a dead letter)."""
+        self._add((ACK, (lease_id, False if items is None else items)))
 
     def release(self, lease_id: bytes | str, *, now: bool = False) -> None:
         """Give back the cap slot of a lease whose download ended; the lease

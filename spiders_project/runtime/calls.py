@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from spiders_project.job_keys import job_counts
 from spiders_project.keys import RedisKeys
 
 Call = tuple[list[str], list[Any]]
@@ -83,6 +84,7 @@ def enqueue_call(
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),
+            job_counts(keys),
         ],
         [now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts, *sextuples],
     )
@@ -133,6 +135,7 @@ def lease_call(
             *(keys.host_list(h) for h, *_ in candidates),
             keys.released,
             keys.host_limits,
+            job_counts(keys),
         ],
         args,
     )
@@ -161,6 +164,7 @@ def requeue_call(
             keys.released,
             *(keys.host_queue(h) for _, h in leased),
             *(keys.host_list(h) for _, h in leased),
+            job_counts(keys),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
     )
@@ -168,7 +172,13 @@ def requeue_call(
 
 def expired_call(keys: RedisKeys, limit: int, *, now: int | str = "") -> Call:
     """``lua/expired.lua``: up to ``limit`` expired leases with their hosts."""
-    return [keys.leases, keys.lease_info, keys.requests_rejected, keys.released], [now, limit]
+    return [
+        keys.leases,
+        keys.lease_info,
+        keys.requests_rejected,
+        keys.released,
+        job_counts(keys),
+    ], [now, limit]
 
 
 def ack_call(
@@ -177,12 +187,15 @@ def ack_call(
     *,
     releases: Sequence[bytes | str] = (),
     transfers: Sequence[tuple[bytes | str, bytes | str]] = (),
+    pages: Sequence[tuple[bytes | str, int]] = (),
     now: int | str = "",
 ) -> Call:
     """``lua/ack.lua``: pass the cap slot of each (ended, spare) pair of
     ``transfers`` to the spare, give back the cap slots of ``releases`` (their
-    download ended, the lease stays), then end ``lease_ids`` for good
-    (processed, rejected or dead).
+    download ended, the lease stays), then end ``pages`` and ``lease_ids``
+    for good (processed, rejected or dead); ``pages`` are (lease id, items)
+    of the leases whose page was fetched (a response reached the spider):
+    their jobs count them, with the items scraped from them.
 
     Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.
@@ -196,9 +209,10 @@ def ack_call(
             keys.hosts,
             keys.cap_handover,
             keys.released,
+            job_counts(keys),
         ],
         [now, len(releases), *releases, len(transfers), *(i for t in transfers for i in t)]
-        + list(lease_ids),
+        + [len(pages), *(x for page in pages for x in page), *lease_ids],
     )
 
 

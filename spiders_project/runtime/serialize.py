@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any
 
+from spiders_project.meta import JOB
 from spiders_project.runtime.values import TAG_MARK, BadValue, Unstorable, ValueCodec
 
 ALLOWED_CLASSES = frozenset(
@@ -140,7 +141,14 @@ def dumps(d: dict[str, Any], values: ValueCodec = PLAIN) -> bytes:
             out[DEPTH] = depth
             meta = {k: v for k, v in meta.items() if k != "depth"}
     try:
-        if meta:
+        if meta and JOB in meta:
+            # The job first, and the meta right after the URL: the frontier's
+            # scripts take the first "crawl_job" of the entry as its job
+            # (runtime/lua/job_counts.lua), so no nested meta and no cookie
+            # dict may come before it.
+            meta = {JOB: meta[JOB], **meta}
+            out = {URL: url, META: values.encode_fields(meta, "meta"), **out}
+        elif meta:
             out[META] = values.encode_fields(meta, "meta")
         if d.get("cb_kwargs"):
             out[CB_KWARGS] = values.encode_fields(d["cb_kwargs"], "cb_kwargs")

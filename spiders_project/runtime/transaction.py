@@ -98,7 +98,10 @@ def add_commands(
                     [lease_id for lease_id, release in acks if release is False],
                     releases=[lease_id for lease_id, release in acks if release is True],
                     # (ended, spare): the slot passes to the spare (batcher.transfer)
-                    transfers=[(i, to) for i, to in acks if not isinstance(to, bool)],
+                    transfers=[(i, to) for i, to in acks if isinstance(to, (bytes, str))],
+                    # An int: ended with a page of that many items, or a dead
+                    # letter (runtime/outcomes.py; batcher.ack)
+                    pages=[(i, n) for i, n in acks if type(n) is int],
                     now=clock.arg(),
                 )
                 pipe.eval(scripts.ack.source, len(ack_keys), *ack_keys, *args)

@@ -37,6 +37,7 @@ from spiders_project.extensions.heartbeat import (
     publish_script,
 )
 from spiders_project.host_steering import HostSteer
+from spiders_project.job_keys import job_counts, job_tally
 from spiders_project.keys import RENDER
 from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
@@ -63,6 +64,13 @@ REQUIRED = {
     "crawler_db_writer_lag_seconds",
     "crawler_redis_up",
     "crawler_redis_used_memory_bytes",
+    "crawler_job_pages_total",
+    "crawler_job_items_total",
+    "crawler_job_queued",
+    "crawler_job_in_flight",
+    "crawler_job_dead_letters",
+    "crawler_job_eta_seconds",
+    "crawler_job_state",
 }
 
 
@@ -212,6 +220,20 @@ def fill_redis(r: redis.Redis) -> float:
     lost = {"response_received_count": 30, "downloader/response_status_count/200": 30}
     publish(r, "node2:200", "run-2", lost, first=True)
     r.delete(K.worker_heartbeat("node2:200"))  # its TTL ran out: killed
+    # A job fetching 2 pages/s for the last 30 s (ack.lua's marks), 60 queued.
+    ms = int(now * 1000)
+    r.hset(K.jobs, "shop", json.dumps({"state": "running", "started_at": ms - 60_000}))
+    r.hset(
+        job_counts(K),
+        mapping={
+            "shop|pages": 80,
+            "shop|queued": 50,
+            "shop|later": 10,
+            "shop|leased": 4,
+            "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
+        },
+    )
+    r.hset(job_tally(K), mapping={"shop|items": 70, "shop|dead_letters": 1})
     return now
 
 
@@ -282,6 +304,15 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     assert m.value("crawler_redis_maxmemory_bytes") == 512 * 1024 * 1024
     assert abs(m.value("crawler_redis_used_memory_bytes") - info["used_memory"]) < 1024 * 1024
 
+    job = {"spider": "distributed", "job": "shop"}
+    assert m.value("crawler_job_pages_total", **job) == 80
+    assert m.value("crawler_job_items_total", **job) == 70
+    assert m.value("crawler_job_queued", **job) == 60
+    assert m.value("crawler_job_in_flight", **job) == 4
+    assert m.value("crawler_job_dead_letters", **job) == 1
+    assert 20 <= m.value("crawler_job_eta_seconds", **job) <= 30  # 50 queued at ~2 pages/s
+    assert m.value("crawler_job_state", state="running", **job) == 1
+    assert m.value("crawler_job_state", state="finished", **job) == 0
     check_names_and_help(m)
 
 
@@ -321,6 +352,7 @@ def test_crawlstatus_prints_the_same_numbers(redis_url, r):
     assert "workers     1 alive, 1 lost" in out
     assert re.search(r"node1:100 +alive  last seen +\d+\.\d s ago  pages 120  items 100", out)
     assert re.search(r"node2:200 +LOST   last seen", out)
+    assert re.search(r"job +shop: running, 80 pages, 70 items, 50 queued, 4 in flight", out)
 
     as_json = run_scrapy(env, "crawlstatus", "--once", "--json")
     data = json.loads(as_json.stdout)["spiders"][0]

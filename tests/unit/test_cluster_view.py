@@ -33,6 +33,9 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 [b"spam.example", b'{"blocked": true}', b"odd", b"x"],  # hosts steered, flat
                 b"3",  # the render queue's size
                 1,  # its leases
+                {b"j": b'{"state": "running", "started_at": 1000000, "seeds": ["http://x/"]}'},
+                [b"j|pages", b"4", b"j|queued", b"2", b"j|leased", b"1"],  # the shard's counts
+                {b"j|items": b"9"},  # the tally
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]
@@ -56,6 +59,16 @@ def test_a_cluster_read_from_raw_replies() -> None:
     assert spider.proxies(1000.7) == {"http://p:1": False}
     # A steering record that is not ours is left out.
     assert list(spider.steered) == ["spam.example"] and spider.hosts_blocked == 1
+    [job] = spider.jobs
+    assert (job.id, job.state, job.pages, job.queued, job.in_flight, job.items) == (
+        "j",
+        "running",
+        4,
+        2,
+        1,
+        9,
+    )
+    assert as_dict(view)["spiders"][0]["jobs"][0]["seeds"] == ["http://x/"]
     hosts = as_dict(view)["spiders"][0]["hosts"]
     assert hosts == {
         "blocked": 1,
@@ -67,6 +80,7 @@ def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
         per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0, {}]
         per_spider += [None, 0]  # the render queue
+        per_spider += [{}, {}, {}]  # the jobs: records, counts, tally
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

@@ -41,6 +41,9 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             {},  # the hosts steered
             None,  # the render queue's size
             0,  # its leases
+            {},  # the jobs' records
+            {},  # their counts
+            {},  # their tally
         ]
 
     def families(now_banned_b: bool):

@@ -32,6 +32,8 @@ CONTRACT = (
     "spiders_project.cluster_view",
     "spiders_project.redis_replies",
     "spiders_project.host_steering",
+    "spiders_project.job_progress",
+    "spiders_project.job_keys",
 )
 
 

@@ -8,6 +8,8 @@
 -- KEYS[2+5(l-1)] for each lane l = 1, 2 (HTTP, render): its ready-set (host ->
 --   +1..+4       time it may next be fetched), its size counter, then the
 --                host's queue (sorted set), its retries waiting (later) and its list
+-- KEYS[12]       job counts of the host's shard: each request purged leaves its
+--                job's queued or later count for its purged one (job_counts.lua)
 -- ARGV[1]        the host
 -- ARGV[2]        its limits "<delay ms> <cap>" (-1 / 0: none), "" to clear them,
 --                "-" to leave them as they are
@@ -18,6 +20,10 @@
 -- A request leased meanwhile is the leasing worker's (its lease acks or puts it
 -- back as usual); a blocked host's comes back to no one: the workers' leased
 -- step drops it (politeness/steps.py).
+--
+-- A purge reads the requests it drops, to count them per job: one pass over
+-- the host's queues, paid only by the operator's purge or block.
+--!include runtime/lua/job_counts.lua
 local host = ARGV[1]
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], host)
@@ -31,6 +37,15 @@ if ARGV[3] == '1' then
     local q = redis.call('ZCARD', KEYS[k + 2]) + redis.call('LLEN', KEYS[k + 4])
     local l = redis.call('ZCARD', KEYS[k + 3])
     if q + l > 0 then
+      local function purged(requests, what)
+        for _, request in ipairs(requests) do
+          job_count(request, what, -1)
+          job_count(request, 'purged', 1)
+        end
+      end
+      purged(redis.call('ZRANGE', KEYS[k + 2], 0, -1), 'queued')
+      purged(redis.call('LRANGE', KEYS[k + 4], 0, -1), 'queued')
+      purged(redis.call('ZRANGE', KEYS[k + 3], 0, -1), 'later')
       redis.call('DEL', KEYS[k + 2], KEYS[k + 3], KEYS[k + 4])
       redis.call('DECRBY', KEYS[k + 1], q + l)
     end
@@ -38,4 +53,5 @@ if ARGV[3] == '1' then
     queued, later = queued + q, later + l
   end
 end
+job_counts_done(KEYS[12])
 return {queued, later}

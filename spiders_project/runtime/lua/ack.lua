@@ -9,6 +9,10 @@
 -- KEYS[5]  hosts: ready-set, host -> time (ms) it may next be fetched
 -- KEYS[6]  cap handover: hash host -> "<until ms> <worker>" (see below)
 -- KEYS[7]  released: set of lease ids whose slot was given back, lease kept
+-- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
+--          moves its request from leased to acked, and counts a page and its
+--          items, or a dead letter, if it is one of the P (with the marks of
+--          its job's rate: below)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -19,8 +23,17 @@
 -- ARGV[4+R..3+R+2T]  pairs (lease id whose download ended, spare lease id) of the
 --          caller: the slot of the first passes to the second, a spare that
 --          holds none (lease.lua), whose download started in its place
--- ARGV[4+R+2T..] lease ids of the caller to end
+-- ARGV[4+R+2T]  P, the number of leases to end whose page was fetched (a
+--          response reached the spider): they count as their job's pages
+-- ARGV[5+R+2T..4+R+2T+2P] pairs (lease id, items scraped from its page), or
+--          (lease id, -1) for a request that failed for good, (lease id, -2)
+--          for one refused (robots.txt), (lease id, -3) for one dropped (a
+--          blocked host's): its job counts a dead letter, a refused or a
+--          purged request, not a page
+-- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
+--          Only a lease this call removes counts (ZREM), so a resent
+--          transaction counts nothing twice.
 --
 -- A transfer leaves the host's count of slots as it is: the worker started
 -- the spare's download only once the first one's had ended. If the first
@@ -45,7 +58,9 @@
 -- at its cap, the slot is theirs for HANDOVER ms: longer than their poll.
 -- Allowed under OOM: it frees more than it writes.
 local HANDOVER = 30
+local RATE_MARK = 30000
 --!include redis_calls/lua/clock.lua
+--!include job_counts.lua
 local now = now_ms(ARGV[1])
 
 local function give_slot_back(id, info)
@@ -94,13 +109,58 @@ for i = 3, 2 + releases do
   release(ARGV[i])
 end
 local ended = 0
-for i = first + 2 * transfers, #ARGV do
-  local id = ARGV[i]
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    ended = ended + 1
-    local info = redis.call('HGET', KEYS[2], id)
-    redis.call('HDEL', KEYS[2], id)
-    if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
+local paged = {}  -- job -> pages this call ended
+
+-- End one lease; items: nil if no page of it was fetched, else its items,
+-- or -1: it failed for good (a dead letter), -2: it was refused after its
+-- lease (robots.txt), -3: a step dropped it (a blocked host's: purged)
+-- (runtime/outcomes.py).
+local function finish(id, items)
+  if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
+  ended = ended + 1
+  local info = redis.call('HGET', KEYS[2], id)
+  redis.call('HDEL', KEYS[2], id)
+  if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
+  if not info then return end
+  job_count(info, 'leased', -1)
+  job_count(info, 'acked', 1)
+  if items == -1 then
+    job_count(info, 'dead_letters', 1)
+  elseif items == -2 then
+    job_count(info, 'refused', 1)
+  elseif items == -3 then
+    job_count(info, 'purged', 1)
+  elseif items then
+    local job = job_of(info)
+    paged[job] = (paged[job] or 0) + 1
+    if items > 0 then job_count(info, 'items', items) end
   end
+end
+
+local at = first + 2 * transfers
+local pages = tonumber(ARGV[at])
+for k = 1, pages do
+  finish(ARGV[at + 2 * k - 1], tonumber(ARGV[at + 2 * k]) or 0)
+end
+for i = at + 2 * pages + 1, #ARGV do
+  finish(ARGV[i], nil)
+end
+job_counts_done(KEYS[8])
+-- Pages, and the marks their rate is read from: "<job>|rate" holds
+-- "<t0> <p0> <t1> <p1> <last>", the job's pages count at two times at least
+-- RATE_MARK ms apart (the newer shifts down when it is that old) and the time
+-- of its last page, so a reader computes pages/s over the last 30-60 s
+-- (spiders_project/job_keys.py) with no sample list. Once per job per call:
+-- an HGET and an HSET besides the HINCRBY.
+for job, count in pairs(paged) do
+  local total = redis.call('HINCRBY', KEYS[8], job .. '|pages', count)
+  local t0, p0, t1, p1 = string.match(
+    redis.call('HGET', KEYS[8], job .. '|rate') or '', '^(%d+) (%d+) (%d+) (%d+)')
+  if not t0 then
+    t0, p0, t1, p1 = now, total - count, now, total - count
+  elseif now - tonumber(t1) >= RATE_MARK then
+    t0, p0, t1, p1 = t1, p1, now, total
+  end
+  redis.call('HSET', KEYS[8], job .. '|rate', string.format('%d %d %d %d %d', t0, p0, t1, p1, now))
 end
 return ended

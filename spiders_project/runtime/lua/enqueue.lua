@@ -18,6 +18,7 @@
 -- KEYS[7+i]  queue of the i-th host of this batch (sorted set of JSON requests)
 -- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- KEYS[7+2H+i] list of the i-th host: its new priority-0 requests, first in first out
+-- KEYS[8+3H] job counts: hash "<job>|queued" / "<job>|later" -> requests (job_counts.lua)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
@@ -45,6 +46,8 @@
 --            moves (ZADD NX); then the seed entries this call moved to
 --            start_urls:rejected, which the caller reports (once in the
 --            cluster: a worker whose reject lost the race reports nothing).
+--            Each request really added counts for its job, queued or later
+--            (waiting), as it counts in size.
 --
 -- Where a request goes: a new request with a fingerprint, priority 0 and no
 -- wait (the usual followed link) is RPUSHed to its host's list, where it costs
@@ -66,6 +69,7 @@
 -- when the first of this batch's waiting requests is due.
 --!include redis_calls/lua/clock.lua
 --!include seen.lua
+--!include job_counts.lua
 local window = tonumber(ARGV[3])
 local h = tonumber(ARGV[4])
 local first = h + 5
@@ -109,14 +113,20 @@ for j = 0, n - 1 do
     seq = seq + 1
     local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
     local due = now + (tonumber(ARGV[base + 5]) or 0)
+    local payload = ARGV[base + 2]
     if due > now then
-      enqueued = enqueued + redis.call(
-        'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. ARGV[base + 2])
+      local added = redis.call(
+        'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. payload)
+      if added == 1 then job_count(payload, 'later', 1) end
+      enqueued = enqueued + added
     elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and tonumber(ARGV[base + 1]) == 0 then
-      redis.call('RPUSH', KEYS[7 + 2 * h + i], ARGV[base + 2])
+      redis.call('RPUSH', KEYS[7 + 2 * h + i], payload)
+      job_count(payload, 'queued', 1)
       enqueued = enqueued + 1
     else
-      enqueued = enqueued + redis.call('ZADD', KEYS[7 + i], 'NX', score, ARGV[base + 2])
+      local added = redis.call('ZADD', KEYS[7 + i], 'NX', score, payload)
+      if added == 1 then job_count(payload, 'queued', 1) end
+      enqueued = enqueued + added
     end
     if not touched[i] or due < touched[i] then touched[i] = due end
   end
@@ -126,5 +136,6 @@ for i, due in pairs(touched) do
 end
 seen_done()
 if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end
+job_counts_done(KEYS[8 + 3 * h])
 reply[1] = enqueued
 return reply

@@ -12,6 +12,9 @@
 -- KEYS[2]  lease info: hash lease id -> "<queue score> <#host> <host><request>"
 -- KEYS[3]  requests:rejected: list of entries set aside
 -- KEYS[4]  released: set of lease ids whose cap slot was given back (ack.lua)
+-- KEYS[5]  job counts: hash "<job>|<count>" (job_counts.lua): a lease ended
+--          here leaves its job's leased count (when its info names the job:
+--          without info, its job is unknown and the count stays)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  the most leases to list
@@ -20,6 +23,7 @@
 -- Leases written by the previous release (member = the request, info =
 -- "<score> <host>") are listed the same way; requeue.lua reads both forms.
 --!include redis_calls/lua/clock.lua
+--!include job_counts.lua
 local now = now_ms(ARGV[1])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local out = {}
@@ -42,8 +46,10 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
     redis.call('SREM', KEYS[4], id)
+    if info then job_count(info, 'leased', -1) end
     redis.call('LPUSH', KEYS[3], 'lease ' .. id .. ' without lease info: ' .. (info or '(none)'))
     rejected[#rejected + 1] = id
   end
 end
+job_counts_done(KEYS[5])
 return {out, rejected}

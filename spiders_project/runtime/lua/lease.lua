@@ -21,6 +21,8 @@
 -- KEYS[10+3C] released: set of lease ids that hold no slot (ack.lua), spares among them
 -- KEYS[11+3C] host limits: hash host -> "<delay ms> <cap>", an operator's overrides
 --            (scrapy frontier host; -1 and 0: none), read only while not empty
+-- KEYS[12+3C] job counts: hash "<job>|<count>" (job_counts.lua): each request
+--            leased moves from queued to leased, each due retry from later to queued
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -99,6 +101,7 @@
 -- candidate only while some host is overridden.
 local CAP_POLL = 20
 --!include redis_calls/lua/clock.lua
+--!include job_counts.lua
 local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
@@ -181,6 +184,8 @@ local function lease_all(host, popped, spare)
     leased[#leased + 1] = id
     leased[#leased + 1] = popped[j]
     leased[#leased + 1] = host
+    job_count(popped[j], 'queued', -1)
+    job_count(popped[j], 'leased', 1)
     if spare then
       redis.call('SADD', KEYS[10 + 3 * ncand], id)
       spares[#spares + 1] = id
@@ -207,7 +212,11 @@ for i = 1, ncand do
       for _, entry in ipairs(due) do
         local score, start = string.match(entry, '^(%S+) ()')
         if score then
-          redis.pcall('ZADD', queue, 'NX', tonumber(score), string.sub(entry, start))
+          local request = string.sub(entry, start)
+          if redis.pcall('ZADD', queue, 'NX', tonumber(score), request) == 1 then
+            job_count(request, 'queued', 1)
+          end
+          job_count(request, 'later', -1)
         end
       end
       redis.call('ZREM', later, unpack(due))
@@ -304,4 +313,5 @@ if #next_hosts == 0 then
   -- to do looks again within CAP_POLL ms.
   if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
+job_counts_done(KEYS[12 + 3 * ncand])
 return {leased, next_hosts, wait, full, spares, contest}

@@ -19,6 +19,8 @@
 -- KEYS[7+i]  queue of the host of the i-th lease (L leases)
 -- KEYS[7+L+i] list of that host: a request taken from it (score "L") goes
 --            back at its head, the next to be leased
+-- KEYS[8+2L] job counts: hash "<job>|<count>" (job_counts.lua): each lease
+--            removed leaves leased, each request put back counts as queued
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    "mine" or "expired"
@@ -26,6 +28,7 @@
 -- Returns    the number of requests put back in a queue. A request already
 --            queued (the same payload queued twice) is not counted twice.
 --!include redis_calls/lua/clock.lua
+--!include job_counts.lua
 local now = now_ms(ARGV[1])
 local expired_only = ARGV[2] == 'expired'
 local leases = #ARGV - 2
@@ -56,15 +59,19 @@ for i = 3, #ARGV do
       redis.call('HDEL', KEYS[6], host)
     end
     if request and request ~= '' then
+      local back = 1
       if score == 'L' then
         redis.call('LPUSH', KEYS[5 + leases + i], request)
-        moved = moved + 1
       else
-        moved = moved + redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
+        back = redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
       end
+      moved = moved + back
+      job_count(request, 'leased', -1)
+      if back == 1 then job_count(request, 'queued', 1) end
       if host and host ~= '' then redis.call('ZADD', KEYS[3], 'NX', now, host) end
     end
   end
 end
 if moved > 0 then redis.call('INCRBY', KEYS[4], moved) end
+job_counts_done(KEYS[8 + 2 * leases])
 return moved

@@ -1,0 +1,49 @@
+-- Counts of requests per crawl job, kept by the scripts that move requests
+-- between a shard's queues and leases: one hash per frontier shard (Redis
+-- Cluster: a script touches one slot), fields "<job>|queued" (in a host's
+-- queue or list), "<job>|later" (a retry backing off), "<job>|leased" (in
+-- flight), "<job>|acked" (leases ended for good), "<job>|pages" (those of
+-- them whose response reached the spider: ack.lua), "<job>|items" (scraped
+-- from those pages), "<job>|dead_letters" (leases whose request failed for
+-- good), "<job>|refused" (refused after the lease: robots.txt) and
+-- "<job>|purged" (dropped
+-- from a host's queue by an operator: politeness/lua/steer_host.lua; or,
+-- leased, dropped by a step, a blocked host's: ack.lua). Readers
+-- sum the shards (spiders_project/job_keys.py). Bounded: ten fields a job,
+-- no per-URL key.
+--
+-- A request's job is its meta's "crawl_job" (meta.JOB), found with one plain
+-- find, no JSON decode: serialize.dumps writes the meta right after the URL
+-- and the job first in it, and any "crawl_job" inside a string is escaped
+-- (\"), so the first match is the job's. Absent: the job "default".
+-- Changes add up in a table and go out as one HINCRBY per field per call,
+-- never one per request (Redis CPU per page: issue 29).
+local job_delta = {}
+local job_fields = {}
+
+local function job_of(request)
+  local at = string.find(request, '"crawl_job":"', 1, true)
+  if not at then return 'default' end
+  return string.match(request, '^([%w%.%-_]+)"', at + 13) or 'default'
+end
+
+-- Add `by` to the job of `request`'s count `what` (queued, later, leased, acked).
+local function job_count(request, what, by)
+  local field = job_of(request) .. '|' .. what
+  local was = job_delta[field]
+  if not was then
+    job_fields[#job_fields + 1] = field
+    was = 0
+  end
+  job_delta[field] = was + by
+end
+
+-- Write the changes to the hash `key`: one HINCRBY per field that changed.
+local function job_counts_done(key)
+  for _, field in ipairs(job_fields) do
+    local by = job_delta[field]
+    if by ~= 0 then redis.call('HINCRBY', key, field, by) end
+  end
+  job_delta = {}
+  job_fields = {}
+end

@@ -1,0 +1,37 @@
+"""job_progress: the counts of every shard summed, the rate from ack.lua's marks, the ETA."""
+
+import json
+
+from spiders_project.job_progress import FIELDS, details, job_progress, summary
+
+NOW = 1_700_000_060_000
+
+
+def test_counts_of_every_shard_add_up_and_the_record_gives_state_and_seeds():
+    records = {b"a": json.dumps({"state": "running", "started_at": NOW, "seeds": ["http://x/"]})}
+    shards = [
+        {b"a|queued": b"10", b"a|leased": b"2", b"a|pages": b"30", b"b|later": b"1"},
+        {b"a|queued": b"5", b"a|pages": b"20", b"a|purged": b"3", b"a|items": b"7"},
+    ]
+    tally = {b"a|dead_letters": b"1", b"a|refused": b"2"}
+    a, b = job_progress(records, shards, tally, NOW)
+    assert tuple(a.as_dict()) == FIELDS
+    assert (a.queued, a.in_flight, a.pages, a.purged, a.items) == (15, 2, 50, 3, 7)
+    assert (a.dead_letters, a.refused, a.seeds, a.state) == (1, 2, ["http://x/"], "running")
+    assert a.started_at == "2023-11-14T22:14:20+00:00" and a.finished_at is None
+    assert b.id == "b" and b.backing_off == 1 and b.state == "running"
+
+
+def test_rate_sums_the_shards_and_is_zero_a_minute_after_the_last_page():
+    t0 = NOW - 40_000
+    shards = [
+        {b"a|pages": b"100", b"a|queued": b"60", b"a|rate": f"{t0} 20 {t0} 20 {NOW - 1000}"},
+        {b"a|pages": b"40", b"a|rate": f"{t0} 0 {t0} 0 {NOW - 1000}".encode()},
+    ]
+    (a,) = job_progress({}, shards, {}, NOW)
+    assert a.pages_per_s == 3.0  # (80 + 40) pages in 40 s
+    assert a.eta_s == 20.0
+    assert "ETA ~20 s (estimate" in summary(a)
+    (idle,) = job_progress({}, shards, {}, NOW + 60_000)
+    assert idle.pages_per_s == 0 and idle.eta_s is None
+    assert "ETA unknown" in details(idle)
