@@ -335,8 +335,13 @@ JOB_STATES = ("running", "paused", "cancelled", "finished")
 
 
 def job_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
-    """Every crawl job's progress (job_progress.py): exact counts, ETA and state."""
-    labels = ["spider", "job"]
+    """Every crawl job's progress (job_progress.py): exact counts, ETA and state.
+
+    The job's label is ``crawl_job``: Prometheus gives every scraped series its
+    target's ``job`` label (``job="crawler"``) and would rename ours
+    ``exported_job``.
+    """
+    labels = ["spider", "crawl_job"]
     pages = CounterMetricFamily(
         "crawler_job_pages",
         "Pages a job fetched (responses that reached the spider).",

@@ -304,7 +304,7 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     assert m.value("crawler_redis_maxmemory_bytes") == 512 * 1024 * 1024
     assert abs(m.value("crawler_redis_used_memory_bytes") - info["used_memory"]) < 1024 * 1024
 
-    job = {"spider": "distributed", "job": "shop"}
+    job = {"spider": "distributed", "crawl_job": "shop"}
     assert m.value("crawler_job_pages_total", **job) == 80
     assert m.value("crawler_job_items_total", **job) == 70
     assert m.value("crawler_job_queued", **job) == 60
@@ -609,7 +609,7 @@ def test_a_real_prometheus_scrapes_the_exporter(redis_url, r, tmp_path, exporter
         with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=10) as response:
             groups = json.load(response)["data"]["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        assert len(rules) == 10 and all(rule["health"] != "err" for rule in rules), rules
+        assert len(rules) == 11 and all(rule["health"] != "err" for rule in rules), rules
     finally:
         prometheus.stop(30)
         prometheus.close()
@@ -640,6 +640,8 @@ def test_grafana_dashboard_and_provisioning():
         "redis memory",
         "hosts blocked",
         "host overrides",
+        "job pages/s",
+        "job state and eta",
     ):
         assert topic in titles, topic
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
