@@ -44,10 +44,9 @@ from typing import Any
 
 import redis
 from scrapy.commands import ScrapyCommand
-from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
-from spiders_project.keys import SPIDERS, RedisKeys, seeds_key_of
+from spiders_project.keys import SPIDERS, RedisKeys
 from spiders_project.redis_connection import sync_client
 from spiders_project.shards import spider_keys
 
@@ -114,7 +113,7 @@ class Command(RedisCommand, ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        seeds = self._seeds_key(opts.spider)
+        seeds = self.seeds_key(opts.spider)
         with self.config_errors():
             target_keys = spider_keys(self.settings, opts.spider, seeds)
             target = sync_client(self.settings)
@@ -147,14 +146,6 @@ class Command(RedisCommand, ScrapyCommand):
                 else ""
             )
         )
-
-    def _seeds_key(self, spider: str) -> str:
-        """The spider's own seed list (``redis_key``), or "" when it has none or is unknown."""
-        assert self.settings is not None
-        try:
-            return seeds_key_of(get_spider_loader(self.settings).load(spider)) or ""
-        except KeyError:
-            return ""
 
 
 class CrawlMove:

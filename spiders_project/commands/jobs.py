@@ -30,14 +30,13 @@ from typing import Any
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.job_progress import details, read_jobs, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.schedules import InvalidSchedule, Schedule, check_cron, next_tick
 from spiders_project.jobs.submit import InvalidJob, JobSpec, new_run_id, submit_call, submit_script
-from spiders_project.keys import RedisKeys, seeds_key_of
+from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
 from spiders_project.redis_connection import unreachable_message
 from spiders_project.seeds import InvalidSeed, check_job_id
@@ -131,7 +130,7 @@ class Command(RedisCommand, ScrapyCommand):
         """One action, sent once: any failure is one line and exit status 1."""
         assert self.settings is not None
         with self.config_errors():
-            keys = spider_keys(self.settings, opts.spider, self._seeds_key(opts.spider))
+            keys = spider_keys(self.settings, opts.spider, self.seeds_key(opts.spider))
             config = JobsConfig.from_settings(self.settings)
             calls = self.redis_calls()
         try:
@@ -170,14 +169,6 @@ class Command(RedisCommand, ScrapyCommand):
         if classify(cause) is ErrorKind.CONNECTION:
             return unreachable_message(self.settings, cause)
         return f"Redis refused it ({type(cause).__name__}: {cause}); nothing was written"
-
-    def _seeds_key(self, spider: str) -> str:
-        """The spider's own seed list (``redis_key``), or "" when it has none or is unknown."""
-        assert self.settings is not None
-        try:
-            return seeds_key_of(get_spider_loader(self.settings).load(spider)) or ""
-        except KeyError:
-            return ""
 
     def _submit(self, calls: SyncRedisCalls, keys: RedisKeys, config: JobsConfig) -> dict[str, Any]:
         spec, run = self._spec, new_run_id()

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.acl import MONITOR, OPERATOR
 from spiders_project.acl_check import permission_problem
 from spiders_project.config import SettingsReader, exit_on_config_error
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_calls import SyncRedisCalls, one_shot_calls
 from spiders_project.redis_connection import RedisConfig, mask_url
 
@@ -106,6 +107,14 @@ class RedisCommand(_Command):
         if problem is not None:
             print(f"ERROR: {problem}", file=sys.stderr)
             raise SystemExit(1)
+
+    def seeds_key(self, spider: str) -> str:
+        """The spider's own seed list (``redis_key``), or "" when it has none or is unknown."""
+        assert self.settings is not None
+        try:
+            return seeds_key_of(get_spider_loader(self.settings).load(spider)) or ""
+        except KeyError:
+            return ""
 
     def redis_url(self) -> str:
         """``REDIS_URL`` with its password masked, for the command's lines."""
