@@ -97,6 +97,9 @@ WORKER_COMMANDS = (
     "zrem",
     "zremrangebyscore",
     "zscore",
+    # Read only, in jobs/lua/purge_job.lua, which the operator runs; the
+    # worker's ACL test counts every jobs/lua script as the worker's.
+    "zrangebylex",
 )
 # The db_writer: db_writer/lua's scripts (lock, take, ack), BLMOVE on the
 # buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders set.

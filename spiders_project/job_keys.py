@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 
 from spiders_project.keys import RedisKeys
 
+# The job of a seed that names none, and of everything crawled from it.
+DEFAULT_JOB = "default"
 # The fields of a job in the shards' hashes, and in the spider's tally.
 FRONTIER_FIELDS = (
     "queued",
@@ -43,6 +45,32 @@ RATE = "rate"
 def job_counts(keys: RedisKeys) -> str:
     """Hash "<job>|<field>" -> count, of this frontier shard (both lanes: same slot)."""
     return keys.frontier_prefix + "jobs:counts"
+
+
+def job_control(keys: RedisKeys) -> str:
+    """Hash job -> "paused" or "cancelled" of this frontier shard (both lanes), read by
+    its lease and enqueue scripts; a job that runs has no field. On an unsharded
+    frontier it is the spider's own (:func:`spider_job_control`); a sharded one
+    has a copy per shard, written by the operator's command after the spider's."""
+    return keys.frontier_prefix + "jobs:control"
+
+
+def spider_job_control(keys: RedisKeys) -> str:
+    """Hash job -> "paused" or "cancelled" of the spider, written with the job's
+    record (``jobs/lua/job_state.lua``) and read by every worker each second."""
+    return keys.prefix + "jobs:control"
+
+
+def job_held(keys: RedisKeys) -> str:
+    """Sorted set of this shard's and lane's requests of paused jobs, set aside by
+    the lease script: "<job> <queue score> <#host> <host><request>", all scored 0."""
+    return keys.lane_prefix + "jobs:held"
+
+
+def job_quiet(keys: RedisKeys) -> str:
+    """Hash job -> "<ms> <ended>": since when a running job had nothing queued,
+    backing off or in flight, and its ended count then (finish detection)."""
+    return keys.prefix + "jobs:quiet"
 
 
 def job_tally(keys: RedisKeys) -> str:

@@ -15,12 +15,13 @@ divided by that rate, an estimate, None (shown "unknown") while the rate is 0.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from spiders_project.job_keys import job_counts, job_tally
+from spiders_project.job_keys import DEFAULT_JOB, job_counts, job_tally
 from spiders_project.keys import RedisKeys
 
 # A job whose last page was acked this long ago (ms) fetches 0 pages/s.
@@ -64,9 +65,18 @@ class JobProgress:
     purged: int = 0
     pages_per_s: float = 0.0
     eta_s: float | None = None
+    # Not printed: leases of the job ended (finish detection, jobs/states.py),
+    # and its hosts by queued requests (``show``), when read.
+    acked: int = 0
+    top_hosts: list[tuple[str, int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields of ``--json`` (``FIELDS``), and ``top_hosts`` once read."""
+        out = asdict(self)
+        shown = {name: out[name] for name in FIELDS}
+        if self.top_hosts:
+            shown["top_hosts"] = [{"host": h, "queued": n} for h, n in self.top_hosts]
+        return shown
 
     @property
     def active(self) -> bool:
@@ -147,6 +157,8 @@ def job_progress(
                 progress.backing_off += n
             elif what == "leased":
                 progress.in_flight += n
+            elif what == "acked":
+                progress.acked += n
             elif what == "pages":
                 progress.pages += n
                 pages[name] = n
@@ -181,6 +193,56 @@ def read_jobs(calls: Any, keys: RedisKeys) -> list[JobProgress]:
     records = calls.command("HGETALL", keys.jobs, writes=False) or {}
     *shards, tally = (calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys))
     return job_progress(records, shards, tally, now_ms)
+
+
+# The job of a queue member: the first "crawl_job" in it (serialize.dumps puts
+# the meta right after the URL and the job first in it), as job_counts.lua finds it.
+_JOB_IN = re.compile(rb'"crawl_job":"([A-Za-z0-9._-]+)"')
+# Hosts whose queues ``show`` reads (the largest), and members read per host.
+HOSTS_READ = 100
+MEMBERS_READ = 10_000
+
+
+def _job_in(member: bytes) -> str:
+    found = _JOB_IN.search(member)
+    return found.group(1).decode() if found else DEFAULT_JOB
+
+
+def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str, n: int) -> None:
+    """Set ``top_hosts`` of ``job`` in ``jobs``: its hosts by requests queued.
+
+    Reads the queues of the largest hosts of every shard and lane (at most
+    ``HOSTS_READ`` each, ``MEMBERS_READ`` members a queue): what ``scrapy
+    jobs show`` pays once, never the crawl.
+    """
+    found = [p for p in jobs if p.id == job]
+    if not found:
+        return
+    queued: dict[str, int] = {}
+    for shard in keys.all_shards:
+        for lane in shard.all_lanes:
+            hosts = calls.command("ZRANGE", lane.hosts, 0, -1, writes=False)
+            hosts += calls.command("HKEYS", lane.cap_waiters, writes=False)
+            names = sorted({h.decode("utf-8", "surrogateescape") for h in hosts})
+            sizes = [
+                (
+                    int(calls.command("ZCARD", lane.host_queue(h), writes=False))
+                    + int(calls.command("LLEN", lane.host_list(h), writes=False)),
+                    h,
+                )
+                for h in names
+            ]
+            for _, host in sorted(sizes, reverse=True)[:HOSTS_READ]:
+                members = calls.command(
+                    "ZRANGE", lane.host_queue(host), 0, MEMBERS_READ - 1, writes=False
+                )
+                members += calls.command(
+                    "LRANGE", lane.host_list(host), 0, MEMBERS_READ - 1, writes=False
+                )
+                mine = sum(1 for m in members if _job_in(m) == job)
+                if mine:
+                    queued[host] = queued.get(host, 0) + mine
+    found[0].top_hosts = sorted(queued.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 def eta_text(progress: JobProgress) -> str:
@@ -220,4 +282,10 @@ def details(progress: JobProgress) -> str:
             f"  rate         {progress.pages_per_s:g} pages/s (last minute)",
             f"  {eta_text(progress)}",
         ]
+        + (
+            ["  top hosts by queued requests:"]
+            + [f"    {host:<40} {n}" for host, n in progress.top_hosts]
+            if progress.top_hosts
+            else []
+        )
     )

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.meta import JOB
 
-# The job of a seed that names none (and of everything crawled from it).
-DEFAULT_JOB = "default"
 # A job id: 1-64 letters, digits, "-", "_" or "."; it goes into Redis key
 # names and log lines as it is, so nothing else is allowed.
 JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")

@@ -192,6 +192,8 @@ FRONTIER_STEPS_BASE = {
     "spiders_project.politeness.steps.PolitenessKeyStep": 700,
     # Hosts an operator blocked at runtime are neither queued nor fetched.
     "spiders_project.politeness.steps.BlockedHostStep": 800,
+    # Requests of a paused job go back to their queue, a cancelled job's are dropped.
+    "spiders_project.jobs.watch.JobStep": 900,
 }
 FRONTIER_STEPS: dict[str, int | None] = {}
 
@@ -620,6 +622,8 @@ EXTENSIONS = {
     "spiders_project.extensions.heartbeat.StatsPublisher": 130,
     # Runs the jobs' schedules (see Jobs below).
     "spiders_project.jobs.schedules.JobSchedules": 140,
+    # Paused and cancelled jobs, and jobs that finished (see Jobs below).
+    "spiders_project.jobs.watch.JobWatch": 150,
 }
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
@@ -639,6 +643,14 @@ JOBS_EVENTS_MAX = 10_000
 # Tests only: a file holding the time (ms since the epoch) the schedules run
 # at, read at every look, so a test steps the workers' clock. "": Redis' clock.
 JOBS_SCHEDULE_TEST_CLOCK = ""
+# Seconds between two reads of the paused and cancelled jobs (one HGETALL of
+# a small hash): a worker holds back a paused job's requests within this plus
+# one round trip, so the 2 s the operator is promised need 1.5 at most.
+JOBS_STATE_INTERVAL = 1.0
+# A running job is finished once nothing of it has been queued, backing off,
+# leased or in flight for this many seconds (and no seed of it waits in
+# start_urls). Every worker looks every third of it (at most 5 s).
+JOB_FINISH_GRACE = _env("JOB_FINISH_GRACE", 30.0)
 
 # --- Monitoring ------------------------------------------------------------------
 # Each worker publishes its Scrapy stats, a heartbeat and its share of the

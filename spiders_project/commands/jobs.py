@@ -1,4 +1,4 @@
-"""``scrapy jobs submit|schedule|unschedule|list|show``: start crawl jobs, and watch them.
+"""``scrapy jobs submit|schedule|unschedule|list|show|pause|resume|cancel|wait``: crawl jobs.
 
 Examples::
 
@@ -8,6 +8,10 @@ Examples::
     scrapy jobs unschedule nightly
     scrapy jobs list [--json]
     scrapy jobs show shop-x [--json]
+    scrapy jobs pause shop-x
+    scrapy jobs resume shop-x
+    scrapy jobs cancel shop-x --json
+    scrapy jobs wait shop-x --timeout 3600
 
 ``submit`` writes one JSON seed per URL into ``<spider>:start_urls``, all
 with ``"job": ID``, and records the job as running (``jobs/submit.py``);
@@ -17,6 +21,9 @@ for the workers to submit at every tick of the cron expression (UTC;
 or cron expression is one ``ERROR:`` line and exit status 2, before Redis is
 touched. ``list`` and ``show`` print each job's progress
 (``job_progress.py``: exact counts, pages/s over the last minute, an ETA).
+``pause``, ``resume`` and ``cancel`` change a job's state (``jobs/control.py``);
+``wait`` blocks until the job ends: exit status 0 finished, 3 cancelled, 4 on
+timeout (``WAIT_EXIT``), so a script can chain crawls.
 """
 
 from __future__ import annotations
@@ -32,9 +39,17 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
-from spiders_project.job_progress import details, read_jobs, summary
+from spiders_project.job_progress import add_top_hosts, details, read_jobs, summary
 from spiders_project.jobs.config import JobsConfig
+from spiders_project.jobs.control import (
+    change_state,
+    clear_control,
+    purge_job,
+    restore_held,
+    wait_for_end,
+)
 from spiders_project.jobs.schedules import InvalidSchedule, Schedule, check_cron, next_tick
+from spiders_project.jobs.states import CANCELLED, FINISHED, PAUSED, RUNNING, JobStateError
 from spiders_project.jobs.submit import InvalidJob, JobSpec, new_run_id, submit_call, submit_script
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
@@ -42,7 +57,13 @@ from spiders_project.redis_connection import unreachable_message
 from spiders_project.seeds import InvalidSeed, check_job_id
 from spiders_project.shards import spider_keys
 
-ACTIONS = ("submit", "schedule", "unschedule", "list", "show")
+ACTIONS = ("submit", "schedule", "unschedule", "list", "show", "pause", "resume", "cancel", "wait")
+# Actions that take only a job id (and --json, --timeout for wait).
+ON_ONE_JOB = ("show", "pause", "resume", "cancel", "wait")
+# Exit status of ``wait``: the job finished, was cancelled, or the timeout came first.
+WAIT_EXIT = {FINISHED: 0, CANCELLED: 3, None: 4}
+# How many hosts ``show`` lists by queued requests.
+TOP_HOSTS = 10
 # URLs a schedule may hold: its entry is read by every worker every
 # JOBS_SCHEDULE_INTERVAL, so it stays small.
 MAX_SCHEDULED_URLS = 1000
@@ -55,12 +76,13 @@ class Command(RedisCommand, ScrapyCommand):
 
     def syntax(self) -> str:
         return (
-            "submit|schedule|unschedule|list|show ID [URL...] [--cron EXPR] [--max-pages N] "
-            "[--max-depth N] [--allow RE]... [--deny RE]... [--priority P] [--spider NAME] [--json]"
+            "submit|schedule|unschedule|list|show|pause|resume|cancel|wait ID [URL...] "
+            "[--cron EXPR] [--max-pages N] [--max-depth N] [--allow RE]... [--deny RE]... "
+            "[--priority P] [--timeout S] [--spider NAME] [--json]"
         )
 
     def short_desc(self) -> str:
-        return "Submit, schedule, list or show crawl jobs"
+        return "Submit, schedule, watch, pause, resume, cancel or wait for crawl jobs"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -76,6 +98,9 @@ class Command(RedisCommand, ScrapyCommand):
         )
         parser.add_argument("--priority", type=int, default=0, metavar="P", help="seed priority")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--timeout", type=float, metavar="S", help="wait: give up after S seconds (exit 4)"
+        )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
@@ -89,9 +114,11 @@ class Command(RedisCommand, ScrapyCommand):
         if len(args) < 2:
             raise UsageError(f"{args[0]} needs a job ID", print_help=False)
         action, job, urls = args[0], args[1], args[2:]
-        if action == "show":
+        if opts.timeout is not None and (action != "wait" or opts.timeout < 0):
+            raise UsageError("--timeout is for wait, in seconds >= 0", print_help=False)
+        if action in ON_ONE_JOB:
             if urls:
-                raise UsageError("show takes only the job ID", print_help=False)
+                raise UsageError(f"{action} takes only the job ID", print_help=False)
             try:
                 self._job = check_job_id(job)
             except InvalidSeed as exc:
@@ -134,8 +161,13 @@ class Command(RedisCommand, ScrapyCommand):
             config = JobsConfig.from_settings(self.settings)
             calls = self.redis_calls()
         try:
+            if args[0] in ("pause", "resume", "cancel", "wait"):
+                self._control(calls, keys, config, args[0], opts)
+                return
             if args[0] in ("list", "show"):
                 jobs = read_jobs(calls, keys)
+                if args[0] == "show":
+                    add_top_hosts(calls, keys, jobs, self._job, TOP_HOSTS)
             elif args[0] == "submit":
                 out = self._submit(calls, keys, config)
             elif args[0] == "schedule":
@@ -170,8 +202,64 @@ class Command(RedisCommand, ScrapyCommand):
             return unreachable_message(self.settings, cause)
         return f"Redis refused it ({type(cause).__name__}: {cause}); nothing was written"
 
+    def _control(
+        self,
+        calls: SyncRedisCalls,
+        keys: RedisKeys,
+        config: JobsConfig,
+        action: str,
+        opts: argparse.Namespace,
+    ) -> None:
+        """pause, resume, cancel or wait: one line (or JSON object) and an exit status."""
+        job = self._job
+        if action == "wait":
+
+            def seen(state: str) -> None:
+                if not opts.json:
+                    print(f"Job {job} is {state}", flush=True)
+
+            try:
+                ended = wait_for_end(calls, keys, job, opts.timeout, seen=seen)
+            except JobStateError as exc:
+                self.fail(str(exc))
+                return
+            out: dict[str, Any] = {"id": job, "state": ended, "timed_out": ended is None}
+            line = f"Job {job} {ended}" if ended else f"Job {job}: no end within {opts.timeout:g} s"
+            print(json.dumps(out) if opts.json else line)
+            self.exitcode = WAIT_EXIT[ended]
+            return
+        to = {"pause": PAUSED, "resume": RUNNING, "cancel": CANCELLED}[action]
+        try:
+            progress = change_state(calls, keys, job, to, why=action, events_max=config.events_max)
+        except JobStateError as exc:
+            self.fail(str(exc))
+            return
+        out = {"id": job, "state": to}
+        if action == "pause":
+            line = (
+                f"Job {job} paused: no new download of it starts from 2 s on; "
+                f"{progress.queued} queued stay queued, {progress.in_flight} in flight finish"
+            )
+        elif action == "resume":
+            out["restored"] = restored = restore_held(calls, keys, job)
+            line = f"Job {job} resumed: {restored} requests set aside went back to their queues"
+        else:
+            purged = purge_job(calls, keys, job)
+            out["purged"] = sum(purged.values())
+            out.update(purged)
+            out["in_flight"] = progress.in_flight
+            line = (
+                f"Job {job} cancelled: {out['purged']} requests purged ({purged['queued']} queued, "
+                f"{purged['backing_off']} backing off, {purged['held']} set aside by a pause); "
+                f"{progress.in_flight} in flight finish, their items kept, their links dropped"
+            )
+        print(json.dumps(out) if opts.json else line)
+
     def _submit(self, calls: SyncRedisCalls, keys: RedisKeys, config: JobsConfig) -> dict[str, Any]:
         spec, run = self._spec, new_run_id()
+        # A job submitted again runs, even if it was paused or cancelled:
+        # first no shard keeps it so, then its record says running.
+        clear_control(calls, keys, spec.job)
         script_keys, args = submit_call(keys, spec, run, events_max=config.events_max)
         started = int(calls.script(submit_script(), script_keys, args, retry=False))
         line = (

@@ -8,7 +8,7 @@ others).
 from __future__ import annotations
 
 from spiders_project.frontier.dupefilter import SentFingerprints
-from spiders_project.job_keys import job_counts
+from spiders_project.job_keys import job_counts, job_held
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import RedisCalls
 from spiders_project.runtime.context import WorkerRedis
@@ -47,6 +47,7 @@ async def _clear_shard(keys: RedisKeys, calls: RedisCalls) -> None:
             lane.requests_size,
             lane.leases,
             lane.lease_info,
+            job_held(lane),  # paused jobs' requests, set aside
         ]
     await calls.call("DEL frontier", lambda: client.delete(*doomed))
     # The seen-set's buckets (or Bloom blocks) and its recorded mode.

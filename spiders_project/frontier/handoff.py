@@ -188,6 +188,15 @@ class SlotHandoff:
         self.batcher.ack(lease[0], items=DROPPED)
         self._slot_ended(lease)
 
+    def hold(self, request: Request, lease: Lease) -> None:
+        """A step holds the request back (``steps.HOLD``): it goes back to its
+        queue, with its slot, as a pause's unstarted requests do (``unstarted``)."""
+        self.at_cap.discard(lease[0])
+        back: deque[Leased] = deque([(request, lease)])
+        if self.slotted(lease):
+            back.extend(self.spares.slot_ended(lease[2]))
+        self.leases.give_back(back)
+
     def leased(self, taken: Taken, parked: list[Lease]) -> None:
         """After a lease call: keep its spares, then settle the slots ``parked``
         before the call was sent."""

@@ -57,7 +57,7 @@ from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.outcomes import request_dead_lettered, request_refused
 from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.steps import Enqueue, FrontierSteps
+from spiders_project.runtime.steps import Enqueue, FrontierSteps, Hold
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.runtime.values import ValueCodec
 from spiders_project.scrapy_redis_compat import not_here, setting_problems
@@ -278,10 +278,11 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         while self._prefetched:
             request, lease = self._prefetched.popleft()
             kept = self.steps.leased(request)
-            if kept is None:
-                # A step dropped it after the lease (and counted why): the lease
-                # ends now, giving its host's slot back, and nobody fetches it.
+            if kept is None:  # a step dropped it (and counted why): no fetch, lease ended
                 self.handoff.dropped(lease)
+                continue
+            if isinstance(kept, Hold):  # a paused job's: back to its queue, unfetched
+                self.handoff.hold(request, lease)
                 continue
             self._active[kept] = lease
             self.stats.inc_value("scheduler/dequeued/redis")

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from spiders_project.job_keys import job_counts
+from spiders_project.job_keys import job_control, job_counts, job_held
 from spiders_project.keys import RedisKeys
 
 Call = tuple[list[str], list[Any]]
@@ -85,6 +85,7 @@ def enqueue_call(
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),
             job_counts(keys),
+            job_control(keys),
         ],
         [now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts, *sextuples],
     )
@@ -136,6 +137,8 @@ def lease_call(
             keys.released,
             keys.host_limits,
             job_counts(keys),
+            job_control(keys),
+            job_held(keys),
         ],
         args,
     )

@@ -16,10 +16,12 @@ defines one or more of these hooks:
   URL) or None to drop it; a step that drops says why with a stat or a line.
 - ``route(request, entry) -> None``: after the pre-filter, before the request
   is encoded, in order; for choices about requests that will be queued.
-- ``leased(request) -> Request | None``: after a worker leased the request,
-  before the engine gets it, in order. None drops it: its lease ends at
-  once (acked, its host's slot given back), so no worker fetches it; the
-  step says why with a stat.
+- ``leased(request) -> Request | Hold | None``: after a worker leased the
+  request, before the engine gets it, in order. None drops it: its lease
+  ends at once (acked, its host's slot given back), so no worker fetches it;
+  the step says why with a stat. :data:`HOLD` keeps it queued, not fetched
+  now: it goes back to its queue with its slot (a paused job's, which the
+  lease script then keeps aside).
 - ``group_of(url) -> str``: the politeness group (queue) of a URL, used for
   every request queued and, on a sharded frontier, for the shard of its
   fingerprint. The last step that defines it wins; without any, the host.
@@ -49,6 +51,16 @@ from spiders_project.keys import HTTP
 from spiders_project.wiring import shared
 
 HOOKS = ("admit", "route", "leased", "group_of", "delay_ms")
+
+
+class Hold:
+    """What a ``leased`` hook returns to hand a request back to its queue unfetched."""
+
+    def __repr__(self) -> str:
+        return "HOLD"
+
+
+HOLD = Hold()
 
 
 @dataclass(slots=True)
@@ -152,11 +164,12 @@ class FrontierSteps:
         for route in self._route:
             route(request, entry)
 
-    def leased(self, request: Request) -> Request | None:
-        """Run every ``leased`` hook in order; None once one drops the request."""
+    def leased(self, request: Request) -> Request | Hold | None:
+        """Run every ``leased`` hook in order; None once one drops the request,
+        HOLD once one holds it back."""
         for leased in self._leased:
             kept = leased(request)
-            if kept is None:
-                return None
+            if kept is None or kept is HOLD:
+                return kept
             request = kept
         return request

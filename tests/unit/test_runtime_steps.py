@@ -21,6 +21,7 @@ DEFAULT_ORDER = [
     "RenderRouteStep",
     "PolitenessKeyStep",
     "BlockedHostStep",
+    "JobStep",
 ]
 
 

@@ -19,6 +19,9 @@
 -- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- KEYS[7+2H+i] list of the i-th host: its new priority-0 requests, first in first out
 -- KEYS[8+3H] job counts: hash "<job>|queued" / "<job>|later" -> requests (job_counts.lua)
+-- KEYS[9+3H] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel):
+--            a new request of a cancelled job is recorded as seen and dropped,
+--            counted purged for its job, not queued; read only while not empty
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
@@ -70,6 +73,9 @@
 --!include redis_calls/lua/clock.lua
 --!include seen.lua
 --!include job_counts.lua
+local control = KEYS[9 + 3 * tonumber(ARGV[4])]
+local controlled = nil  -- whether any job is paused or cancelled: asked at the first new request
+local cancelled = {}
 local window = tonumber(ARGV[3])
 local h = tonumber(ARGV[4])
 local first = h + 5
@@ -107,6 +113,16 @@ for j = 0, n - 1 do
       seen_add(string.sub(fp, 2))
     else
       add = seen_add(fp)
+    end
+  end
+  if add and controlled == nil then controlled = redis.call('HLEN', control) > 0 end
+  if add and controlled then
+    -- After the seen-set: a link found twice is dropped (and counted) once.
+    local job = job_of(ARGV[base + 2])
+    if cancelled[job] == nil then cancelled[job] = redis.call('HGET', control, job) == 'cancelled' end
+    if cancelled[job] then
+      job_count(ARGV[base + 2], 'purged', 1)
+      add = false
     end
   end
   if add then

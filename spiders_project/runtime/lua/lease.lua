@@ -23,6 +23,11 @@
 --            (scrapy frontier host; -1 and 0: none), read only while not empty
 -- KEYS[12+3C] job counts: hash "<job>|<count>" (job_counts.lua): each request
 --            leased moves from queued to leased, each due retry from later to queued
+-- KEYS[13+3C] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel),
+--            read only while not empty (below)
+-- KEYS[14+3C] held: sorted set of the requests of paused jobs set aside, members
+--            "<job> <queue score> <#host> <host><request>", all scored 0 (so a job's
+--            are one ZRANGEBYLEX), put back by jobs/lua/restore_held.lua on resume
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -99,6 +104,14 @@
 -- with delay 0) or a worker that has not yet seen the override obeys it too.
 -- The hash is empty in most crawls: one HLEN a call, and one HGET a
 -- candidate only while some host is overridden.
+--
+-- Jobs paused or cancelled (issue 27): while the job control hash is not
+-- empty, each request taken is checked against it (one HGET per job a call).
+-- A paused job's request is set aside in the held set, still queued for its
+-- job but out of the host's queue and out of size, so the host's turns and
+-- slots go to the other jobs at full speed; a cancelled job's is dropped,
+-- counted purged. Either way the host gives the next request in its place
+-- (at most 8 rounds a call). Empty in most crawls: one HLEN a call.
 local CAP_POLL = 20
 --!include redis_calls/lua/clock.lua
 --!include job_counts.lua
@@ -147,6 +160,54 @@ local function take_from(queue, list, n)
   return out, err
 end
 
+local ncand = tonumber(ARGV[8])
+local control = KEYS[13 + 3 * ncand]
+local held = KEYS[14 + 3 * ncand]
+local controlled = redis.call('HLEN', control) > 0
+local job_states = {}
+local diverted = 0  -- taken from a queue and set aside or dropped: out of size
+
+-- A request's job and its control state ('paused', 'cancelled' or false).
+local function state_of(request)
+  local job = job_of(request)
+  local state = job_states[job]
+  if state == nil then
+    state = redis.call('HGET', control, job) or false
+    job_states[job] = state
+  end
+  return job, state
+end
+
+-- take_from, with the requests of paused jobs set aside and those of
+-- cancelled jobs dropped (the header), each replaced by the next one.
+local function take_jobs(host, queue, list, n)
+  if not controlled then return take_from(queue, list, n) end
+  local out, err = {}, nil
+  for _ = 1, 8 do
+    local got
+    got, err = take_from(queue, list, n)
+    local kept = 0
+    for j = 1, #got, 2 do
+      local job, state = state_of(got[j])
+      if state == 'paused' then
+        redis.call('ZADD', held, 0, job .. ' ' .. got[j + 1] .. ' ' .. #host .. ' ' .. host .. got[j])
+        diverted = diverted + 1
+      elseif state == 'cancelled' then
+        job_count(got[j], 'queued', -1)
+        job_count(got[j], 'purged', 1)
+        diverted = diverted + 1
+      else
+        out[#out + 1] = got[j]
+        out[#out + 1] = got[j + 1]
+        kept = kept + 1
+      end
+    end
+    n = n - kept
+    if err or n <= 0 or kept * 2 == #got then break end
+  end
+  return out, err
+end
+
 local spares = {}
 local contest = {}
 
@@ -159,7 +220,6 @@ local function others_waiting(host)
   return count
 end
 
-local ncand = tonumber(ARGV[8])
 local limits = KEYS[11 + 3 * ncand]
 local steered = redis.call('HLEN', limits) > 0
 
@@ -238,7 +298,9 @@ for i = 1, ncand do
       end
     elseif turn and take > 0 then
       local popped
-      popped, err = take_from(queue, list, take)
+      local set_aside = diverted
+      popped, err = take_jobs(host, queue, list, take)
+      set_aside = diverted - set_aside
       if err then
         -- Not a sorted set or not a list (planted or corrupted): set the host
         -- aside, so it harms only itself, and serve the others.
@@ -256,6 +318,9 @@ for i = 1, ncand do
         -- Set aside above: out of the ready-set for good.
       elseif got > 0 and (delay > 0 or redis.call('EXISTS', queue, list) > 0) then
         redis.call('ZADD', KEYS[1], now + delay, host)
+      elseif set_aside > 0 and redis.call('EXISTS', queue, list) > 0 then
+        -- Only a paused or cancelled job's requests came out: no fetch, the turn stays.
+        redis.call('ZADD', KEYS[1], now, host)
       else
         local waiting = redis.call('ZRANGE', later, 0, 0, 'WITHSCORES')
         if #waiting > 0 then
@@ -274,7 +339,7 @@ for i = 1, ncand do
       -- download without coming back, so the host goes back in the ready-set
       -- in CAP_POLL ms, where a worker with none finds it at its cap and waits
       -- for it (the holders then keep only their share).
-      local popped, spare_err = take_from(queue, list, spare)
+      local popped, spare_err = take_jobs(host, queue, list, spare)
       lease_all(host, popped, true)
       if spare_err then
         redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err)
@@ -313,5 +378,6 @@ if #next_hosts == 0 then
   -- to do looks again within CAP_POLL ms.
   if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
+if diverted > 0 then redis.call('DECRBY', KEYS[4], diverted) end
 job_counts_done(KEYS[12 + 3 * ncand])
 return {leased, next_hosts, wait, full, spares, contest}

@@ -1,0 +1,249 @@
+"""A crawl job's states, and the one script that changes them (``lua/job_state.lua``).
+
+A job is ``running``, ``paused``, ``cancelled`` or ``finished`` (issue 27,
+item 2). Its state lives in its record in ``<spider>:jobs``; paused and
+cancelled jobs also have a field in the job control hash
+(``job_keys.spider_job_control``), which the workers read each second for
+the requests they already hold, and which the frontier's lease and enqueue
+scripts read for the requests they move (a sharded frontier has a copy per
+shard: :func:`control_writes`).
+
+Who changes what:
+
+- the operator (``scrapy jobs pause|resume|cancel``): running <-> paused,
+  running or paused -> cancelled; ``scrapy jobs submit`` (or a schedule's
+  tick) makes any job running again;
+- the workers (``watch.py``): running -> finished once nothing of the job has
+  been queued, backing off or in flight for ``JOB_FINISH_GRACE`` seconds;
+  finished -> running when the job is seeded again (a raw seed naming it),
+  and a job seen only in the counts (seeded raw) gets its record.
+
+Every change is a compare-and-set of the record the caller read, with the
+control field, the quiet mark's removal and one event carrying the job's
+counts, in one script: the stream and the record never disagree, and two
+workers finding the same job finished write one event. The decisions are
+pure functions here, so the unit tests cover them without Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from spiders_project.job_keys import job_control, job_quiet, spider_job_control
+from spiders_project.job_progress import JobProgress
+from spiders_project.jobs.submit import LUA_DIR
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_calls import LuaScript, load_lua
+from spiders_project.seeds import DEFAULT_JOB
+
+RUNNING = "running"
+PAUSED = "paused"
+CANCELLED = "cancelled"
+FINISHED = "finished"
+STATES = (RUNNING, PAUSED, CANCELLED, FINISHED)
+# The states a job ends in, with ``scrapy jobs wait``'s exit status for each.
+ENDED = {FINISHED: 0, CANCELLED: 3}
+# The counts an event carries (a job's progress fields).
+EVENT_COUNTS = (
+    "pages",
+    "items",
+    "queued",
+    "in_flight",
+    "backing_off",
+    "dead_letters",
+    "refused",
+    "purged",
+)
+
+
+class JobStateError(ValueError):
+    """A change the job's state does not allow (pause a finished job, resume a running one)."""
+
+
+def state_script() -> LuaScript:
+    """``lua/job_state.lua``."""
+    return load_lua(LUA_DIR, "job_state")
+
+
+def restore_script() -> LuaScript:
+    """``lua/restore_held.lua``."""
+    return load_lua(LUA_DIR, "restore_held")
+
+
+def purge_script() -> LuaScript:
+    """``lua/purge_job.lua``."""
+    return load_lua(LUA_DIR, "purge_job")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def state_of(raw: bytes | str | None) -> str | None:
+    """The state in a job's record, None if it has no record (or one we cannot read)."""
+    if not raw:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    state = record.get("state") if isinstance(record, dict) else None
+    return state if state in STATES else None
+
+
+def new_record(raw: bytes | str | None, job: str, state: str, now_ms: int, why: str) -> str:
+    """The record after the change: the read one with its new state and times.
+
+    A job without a record (seeded raw) gets one, started now. A job that runs
+    again after it ended starts again now, and its end time goes.
+    """
+    record: dict[str, Any] = {}
+    if raw:
+        try:
+            loaded = json.loads(raw)
+        except ValueError:
+            loaded = None
+        if isinstance(loaded, dict):
+            record = loaded
+    if not record:
+        record = {"id": job, "via": why, "seeds": [], "started_at": now_ms}
+    was = record.get("state")
+    record["state"] = state
+    if state in ENDED:
+        record["finished_at"] = now_ms
+    elif state == RUNNING and was in ENDED:
+        record["started_at"] = now_ms
+        record.pop("finished_at", None)
+    return json.dumps(record, separators=(",", ":"))
+
+
+def control_of(state: str) -> str:
+    """The job control field of a state: "paused", "cancelled", or "" (none)."""
+    return state if state in (PAUSED, CANCELLED) else ""
+
+
+def event_fields(progress: JobProgress | None, why: str, now_ms: int) -> list[Any]:
+    """The event's fields after job and state: why, when, and the job's counts."""
+    fields: list[Any] = ["via", why, "at", now_ms]
+    for name in EVENT_COUNTS:
+        fields += [name, getattr(progress, name) if progress is not None else 0]
+    return fields
+
+
+def state_call(
+    keys: RedisKeys,
+    job: str,
+    read: bytes | str | None,
+    state: str,
+    *,
+    why: str,
+    now_ms: int,
+    progress: JobProgress | None,
+    events_max: int,
+) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of ``lua/job_state.lua``: ``job`` from its record ``read``
+    (None: none) to ``state``."""
+    return [keys.jobs, keys.jobs_events, spider_job_control(keys), job_quiet(keys)], [
+        job,
+        read or "",
+        new_record(read, job, state, now_ms, why),
+        state,
+        control_of(state),
+        events_max,
+        *event_fields(progress, why, now_ms),
+    ]
+
+
+def control_writes(keys: RedisKeys, job: str, state: str) -> list[tuple[Any, ...]]:
+    """The commands that copy a job's control field to each shard of a sharded
+    frontier (none on one that is not: the shard's hash is the spider's)."""
+    control = control_of(state)
+    spider = spider_job_control(keys)
+    out: list[tuple[Any, ...]] = []
+    for shard in keys.all_shards:
+        key = job_control(shard)
+        if key != spider:
+            out.append(("HSET", key, job, control) if control else ("HDEL", key, job))
+    return out
+
+
+def check_change(job: str, state: str | None, to: str) -> None:
+    """Raise JobStateError unless an operator may take ``job`` from ``state`` to ``to``."""
+    allowed = {
+        PAUSED: (RUNNING,),
+        RUNNING: (PAUSED,),
+        CANCELLED: (RUNNING, PAUSED),
+    }[to]
+    if state not in allowed:
+        now = f"is {state}" if state else "has no record"
+        verb = {PAUSED: "pause", RUNNING: "resume", CANCELLED: "cancel"}[to]
+        raise JobStateError(f"job {job} {now}: cannot {verb} it")
+
+
+# --- finish detection (the workers, ``watch.py``) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a worker does about one job after a look at its counts."""
+
+    state: str | None = None  # change the job's state to this (job_state.lua)
+    why: str = ""
+    quiet: str | None = None  # set the job's quiet mark to this
+    clear_quiet: bool = False  # remove the job's quiet mark
+
+
+NOTHING = Verdict()
+
+
+def ended_count(progress: JobProgress) -> int:
+    """A count that grows with everything the job's requests go through: leases
+    ended, and requests purged (dropped without a lease)."""
+    return progress.acked + progress.purged
+
+
+def judge(
+    progress: JobProgress,
+    record: bytes | str | None,
+    quiet: bytes | str | None,
+    now_ms: int,
+    grace_ms: int,
+) -> Verdict:
+    """The verdict on one job (see the module docstring).
+
+    ``quiet`` is the job's mark "<since ms> <ended count then>", set the first
+    time a look finds nothing of it queued, backing off or in flight; the job
+    is finished once a look finds the same, with the same ended count, at least
+    ``grace_ms`` later. Any activity in between (a lease ended, a request
+    purged) changes the count, so activity between two looks is not missed.
+    """
+    state = state_of(record)
+    if progress.active:
+        if state is None:
+            return Verdict(state=RUNNING, why="seeded")
+        if state == FINISHED:
+            return Verdict(state=RUNNING, why="seeded again")
+        return Verdict(clear_quiet=quiet is not None)
+    if state != RUNNING:
+        return NOTHING
+    ended = ended_count(progress)
+    mark = _text(quiet).split() if quiet else []
+    if len(mark) == 2 and all(part.lstrip("-").isdigit() for part in mark):
+        since, then = int(mark[0]), int(mark[1])
+        if then == ended:
+            if now_ms - since >= grace_ms:
+                return Verdict(state=FINISHED, why="nothing left")
+            return NOTHING
+    return Verdict(quiet=f"{now_ms} {ended}")
+
+
+def seeds_pending(entries: list[bytes], job: str) -> bool:
+    """Whether any start_urls entry names ``job`` (a seed no worker took yet);
+    for ``default``, any entry that names no job."""
+    if job == DEFAULT_JOB:
+        return any(b'"job"' not in entry for entry in entries)
+    named = re.compile(rb'"job"\s*:\s*"' + re.escape(job.encode()) + rb'"')
+    return any(named.search(entry) for entry in entries)

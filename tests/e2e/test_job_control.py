@@ -1,0 +1,175 @@
+"""Pause, resume, cancel and finish on real workers (issue 27, items 2 to 6).
+
+Two jobs on overlapping hosts: A crawls site 0 and site 1, B crawls site 2
+and sends 40 requests of its own to site 1 (``/page/<n>?b=<n>``, which the
+site answers 404: pages without links, so site 1's graph stays A's and the
+site's request log says whose each request was). Two ``scrapy crawl``
+workers, the db_writer into SQLite, and ``scrapy jobs`` as an operator runs
+it. Every host is spaced 0.2 s by the cluster, so the crawl takes long enough
+to pause and cancel in the middle of it (site 2 0.4 s).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+
+from tests.support.processes import (
+    K,
+    db_writer,
+    items_drained,
+    scrapy_command,
+    wait_until,
+    worker,
+)
+from tests.support.site import TestSite
+
+pytestmark = pytest.mark.slow
+
+PAGES = 100
+B_ON_SHARED = 40
+
+
+def job_of(host: str, target: str, netlocs: list[str]) -> str | None:
+    """Whose request the site saw: A's (site 0, site 1's pages), B's (site 2, site 1's ?b=)."""
+    if target == "/robots.txt":
+        return None
+    site = netlocs.index(host)
+    if site == 1:
+        return "B" if "?b=" in target else "A"
+    return "A" if site == 0 else "B"
+
+
+def discovered(site: TestSite, index: int, fetched: set[str]) -> set[str]:
+    """Every page URL of site ``index`` its root or a fetched page links to."""
+    root = site.urls[index]
+    found = {root}
+    for path in fetched:
+        n = 0 if path == "/" else int(path.rsplit("/", 1)[1])
+        page_url = urljoin(root, path)
+        for href, _ in site._sites[index][n].hrefs:
+            url = urljoin(page_url, href.format(netloc=urlsplit(root).netloc, trap=""))
+            found.add(url.split("#", 1)[0])
+    return found
+
+
+def stored(db_path) -> list[str]:
+    with sqlite3.connect(db_path) as db:
+        return [row[0] for row in db.execute("SELECT url FROM items")]
+
+
+def events(r, job: str) -> list[dict[str, str]]:
+    out = []
+    for _, fields in r.xrange(K.jobs_events):
+        event = {k.decode(): v.decode() for k, v in fields.items()}
+        if event["job"] == job:
+            out.append(event)
+    return out
+
+
+def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path, procs):
+    db_path = tmp_path / "items.db"
+    with TestSite(
+        pages=PAGES,
+        seed=27,
+        hosts=3,
+        latency=0.02,
+        offsite_links=False,
+        dead_links=False,
+    ) as site:
+        netlocs = [urlsplit(u).netloc for u in site.urls]
+        # B's own site at half A's pace, so it is half crawled when B is cancelled.
+        slower = json.dumps({netlocs[2]: 0.4})
+        workers = [
+            worker(
+                f"w{i}",
+                redis_url,
+                tmp_path,
+                "DOWNLOAD_DELAY=0.2",
+                f"HOST_DOWNLOAD_DELAYS={slower}",
+                "CONCURRENT_REQUESTS=4",
+                "JOB_FINISH_GRACE=3",
+                "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+            )
+            for i in range(2)
+        ]
+        writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
+        procs += [*workers, writer]
+        wait_until(lambda: r.zcard(K.workers) == 2, 90, what="both workers to start")
+        shared_b = [f"{site.urls[1]}page/{n}?b={n}" for n in range(1, B_ON_SHARED + 1)]
+        for job, urls in (("A", site.urls[:2]), ("B", [site.urls[2], *shared_b])):
+            done = scrapy_command(redis_url, "jobs", "submit", job, *urls)
+            assert done.returncode == 0, done.stderr
+
+        def served(job: str, after: float = 0.0) -> list[tuple[float, str, str]]:
+            return [
+                (t, host, target)
+                for t, host, target, _ in site.request_log()
+                if t > after and job_of(host, target, netlocs) == job
+            ]
+
+        wait_until(lambda: len(served("A")) >= 15, 60, what="A to fetch 15 pages")
+        paused = scrapy_command(redis_url, "jobs", "pause", "A")
+        assert paused.returncode == 0, paused.stderr
+        t_pause = time.monotonic()
+        time.sleep(6)
+        # No request of A started 2 s after the pause; B went on, on the shared host too.
+        assert served("A", t_pause + 2) == []
+        b_meanwhile = served("B", t_pause + 2)
+        assert len(b_meanwhile) >= 10
+        assert any(host == netlocs[1] for _, host, _ in b_meanwhile)
+        shown = json.loads(scrapy_command(redis_url, "jobs", "show", "A", "--json").stdout)
+        assert shown["state"] == "paused" and shown["queued"] > 0
+        # Cancel B while its site is half crawled.
+        before = json.loads(scrapy_command(redis_url, "jobs", "show", "B", "--json").stdout)
+        assert before["queued"] >= 10, before
+        cancelled = scrapy_command(redis_url, "jobs", "cancel", "B", "--json")
+        assert cancelled.returncode == 0, cancelled.stderr
+        report = json.loads(cancelled.stdout)
+        assert report["purged"] > 0, (report, before)
+        t_cancel = time.monotonic()
+        resumed = scrapy_command(redis_url, "jobs", "resume", "A")
+        assert resumed.returncode == 0, resumed.stderr
+        waited = scrapy_command(redis_url, "jobs", "wait", "A", "--timeout", "150", timeout=170)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        wait_until(lambda: items_drained(r), 60, what="the item buffer to drain")
+        log = site.request_log()
+    assert writer.stop(30) == 0, writer.log()[-3000:]
+    for w in workers:
+        assert w.stop(60) == 0, w.log()[-3000:]
+    assert scrapy_command(redis_url, "jobs", "wait", "B").returncode == 3
+
+    # A: every page of both its sites fetched once and stored once, after the resume.
+    a_paths = [(host, target) for _, host, target, _ in log if job_of(host, target, netlocs) == "A"]
+    assert len(a_paths) == len(set(a_paths)) == 2 * PAGES
+    a_urls = {u for u in site.page_urls() if urlsplit(u).netloc in netlocs[:2]}
+    rows = stored(db_path)
+    assert len(rows) == len(set(rows))
+    a_rows = [u for u in rows if urlsplit(u).netloc in netlocs[:2]]
+    assert set(a_rows) == a_urls
+    # The finished event carries A's counts, equal to what the site and the database saw.
+    finished = [e for e in events(r, "A") if e["state"] == "finished"]
+    assert len(finished) == 1
+    assert int(finished[0]["pages"]) == 2 * PAGES
+    assert int(finished[0]["items"]) == len(a_rows)
+    assert int(finished[0]["queued"]) == int(finished[0]["in_flight"]) == 0
+    assert [e["state"] for e in events(r, "A")] == ["running", "paused", "running", "finished"]
+
+    # B: nothing started after the cancel took effect; every URL it discovered is
+    # fetched, purged or refused, once.
+    b_log = [
+        (t, host, target) for t, host, target, _ in log if job_of(host, target, netlocs) == "B"
+    ]
+    assert not [x for x in b_log if x[0] > t_cancel + 2]
+    b = json.loads(scrapy_command(redis_url, "jobs", "show", "B", "--json").stdout)
+    assert b["state"] == "cancelled" and b["finished_at"]
+    assert b["queued"] == b["in_flight"] == b["backing_off"] == 0
+    assert b["pages"] == len(b_log)
+    fetched_b = {target for _, host, target in b_log if host == netlocs[2]}
+    found = discovered(site, 2, fetched_b) | set(shared_b)
+    assert b["pages"] + b["purged"] + b["refused"] + b["dead_letters"] == len(found)
+    assert [e["state"] for e in events(r, "B")] == ["running", "cancelled"]

@@ -1,0 +1,142 @@
+"""Pause, resume and cancel in the frontier's scripts (issue 27, items 2 to 4), against a
+real redis-server: a paused job's requests are set aside as they come up and come back
+on resume, in place; a cancelled job's are purged, its new links dropped, counted; no
+other job's request is touched, and every count stays exact.
+"""
+
+import json
+
+import pytest
+
+from spiders_project.job_keys import job_held, spider_job_control
+from spiders_project.job_progress import read_jobs
+from spiders_project.jobs.control import change_state, purge_job, restore_held, wait_for_end
+from spiders_project.jobs.states import JobStateError
+from spiders_project.jobs.submit import JobSpec, submit_call, submit_script
+from tests.integration.test_frontier_scripts import K, lease, tok
+from tests.integration.test_job_counts import Scripts, counts, enqueue, request
+
+
+@pytest.fixture
+def s(r):
+    return Scripts(r)
+
+
+def submit(s, job: str) -> None:
+    spec = JobSpec(job, (f"http://{job}.test/",)).check()
+    keys, args = submit_call(K, spec, "run1", events_max=100)
+    s.calls.script(submit_script(), keys, args)
+
+
+def queue_two_jobs(s) -> None:
+    """Host "shared" with 3 requests of A and 3 of B interleaved, "a" with 2 of A, "b"
+    with 2 of B; some in the sorted set (priority 5), most in the list."""
+    entries = []
+    for i in range(3):
+        entries.append(("shared", tok(f"sa{i}"), 0, request(f"http://shared/a{i}", "A")))
+        entries.append(
+            ("shared", tok(f"sb{i}"), 5 if i == 0 else 0, request(f"http://shared/b{i}", "B"))
+        )
+    entries += [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "A")) for i in range(2)]
+    entries += [("b", tok(f"b{i}"), 0, request(f"http://b/{i}", "B")) for i in range(2)]
+    assert enqueue(s, entries) == 10
+
+
+def urls(members) -> list[str]:
+    return [json.loads(m)["u"] for m in members]
+
+
+def test_a_paused_job_is_set_aside_as_it_comes_up_and_the_other_job_goes_on(r, s):
+    submit(s, "A")
+    submit(s, "B")
+    queue_two_jobs(s)
+    change_state(s.calls, K, "A", "paused", why="pause", events_max=100)
+    assert r.hget(spider_job_control(K), "A") == b"paused"
+    lease(s, 0, [])
+    got, *_ = lease(s, 100, [("shared", 0), ("a", 0), ("b", 0)])
+    # Only B's requests are leased; A's went to the held set, still queued for A.
+    assert sorted(urls(got)) == ["http://b/0", "http://b/1"] + [
+        f"http://shared/b{i}" for i in range(3)
+    ]
+    assert r.zcard(job_held(K)) == 5
+    assert counts(r) == {"A": {"queued": 5}, "B": {"leased": 5}}
+    assert int(r.get(K.requests_size)) == 0
+    # Nothing of A comes up while it is paused.
+    assert lease(s, 100, [("shared", 0), ("a", 0)])[0] == []
+    # Resume: A's requests go back, in their queues, and are leased.
+    change_state(s.calls, K, "A", "running", why="resume", events_max=100)
+    assert restore_held(s.calls, K, "A", now=s.now) == 5
+    assert restore_held(s.calls, K, "A", now=s.now) == 0  # a second resume finds nothing
+    assert r.zcard(job_held(K)) == 0
+    assert int(r.get(K.requests_size)) == 5
+    got, *_ = lease(s, 100, [("shared", 0), ("a", 0)])
+    assert sorted(urls(got)) == ["http://a/0", "http://a/1"] + [
+        f"http://shared/a{i}" for i in range(3)
+    ]
+    assert counts(r) == {"A": {"leased": 5}, "B": {"leased": 5}}
+
+
+def test_a_paused_jobs_requests_leave_a_delayed_hosts_turn_to_the_other_job(r, s):
+    # A host with a delay gives one request a turn: a paused job's request
+    # must not take B's turn.
+    entries = [("h", tok(f"a{i}"), 0, request(f"http://h/a{i}", "A")) for i in range(5)]
+    entries += [("h", tok("b0"), 0, request("http://h/b0", "B"))]
+    enqueue(s, entries)
+    submit(s, "A")
+    change_state(s.calls, K, "A", "paused", why="pause", events_max=100)
+    lease(s, 0, [])
+    got, *_ = lease(s, 10, [("h", 1000)])
+    assert urls(got) == ["http://h/b0"]
+    assert r.zcard(job_held(K)) == 5
+
+
+def test_cancel_purges_the_job_everywhere_and_drops_its_new_links(r, s):
+    submit(s, "A")
+    submit(s, "B")
+    queue_two_jobs(s)
+    # A retry of B backing off, and one of A's requests held by a pause first.
+    enqueue(s, [("b", "", 0, request("http://b/retry", "B"), b"", 5000)])
+    change_state(s.calls, K, "B", "paused", why="pause", events_max=100)
+    lease(s, 0, [])
+    got, *_ = lease(s, 1, [("b", 0)])  # B's first list member goes to the held set
+    assert got == []
+    assert r.zcard(job_held(K)) == 2
+    change_state(s.calls, K, "B", "cancelled", why="cancel", events_max=100)
+    purged = purge_job(s.calls, K, "B")
+    assert purged == {"queued": 3, "backing_off": 1, "held": 2}
+    # Nothing of A was touched, in place.
+    got, *_ = lease(s, 100, [("shared", 0), ("a", 0), ("b", 0)])
+    assert sorted(urls(got)) == ["http://a/0", "http://a/1"] + [
+        f"http://shared/a{i}" for i in range(3)
+    ]
+    # A link of B found later (a page in flight) is dropped and counted; one
+    # found twice counts once; A's links are queued.
+    entries = [("b", tok("new"), 0, request("http://b/new", "B"))] * 2
+    entries += [("a", tok("a-new"), 0, request("http://a/new", "A"))]
+    assert enqueue(s, entries) == 1
+    assert counts(r) == {"A": {"leased": 5, "queued": 1}, "B": {"purged": 7}}
+    assert int(r.get(K.requests_size)) == 1
+    progress = {p.id: p for p in read_jobs(s.calls, K)}
+    assert progress["B"].state == "cancelled"
+    assert progress["B"].purged == 7
+    assert progress["B"].queued == progress["B"].backing_off == 0
+    # The stream: one event per change, with the counts at the change.
+    events = [dict(e) for _, e in r.xrange(K.jobs_events)]
+    assert [(e[b"job"], e[b"state"]) for e in events][-2:] == [
+        (b"B", b"paused"),
+        (b"B", b"cancelled"),
+    ]
+    assert wait_for_end(s.calls, K, "B", 1) == "cancelled"
+
+
+def test_state_changes_the_operator_may_not_make(r, s):
+    submit(s, "A")
+    with pytest.raises(JobStateError, match="cannot resume"):
+        change_state(s.calls, K, "A", "running", why="resume", events_max=100)
+    with pytest.raises(JobStateError, match="has no record"):
+        change_state(s.calls, K, "nope", "paused", why="pause", events_max=100)
+    change_state(s.calls, K, "A", "cancelled", why="cancel", events_max=100)
+    with pytest.raises(JobStateError, match="cannot pause"):
+        change_state(s.calls, K, "A", "paused", why="pause", events_max=100)
+    # Submitted again, it runs again (the command clears the control first).
+    assert wait_for_end(s.calls, K, "A", 0) == "cancelled"

@@ -1,0 +1,77 @@
+"""The jobs' state decisions (issue 27, items 2 and 6), pure: the records a change
+writes, and the workers' verdict on each job after a look at its counts."""
+
+import json
+
+from spiders_project.job_progress import JobProgress
+from spiders_project.jobs.states import (
+    FINISHED,
+    RUNNING,
+    Verdict,
+    control_of,
+    judge,
+    new_record,
+    seeds_pending,
+    state_of,
+)
+
+GRACE = 30_000
+
+
+def running(**counts) -> str:
+    return json.dumps({"id": "j", "state": "running", "started_at": 1, **counts})
+
+
+def test_a_change_keeps_the_record_and_sets_its_times():
+    paused = json.loads(new_record(running(seeds=["http://a/"]), "j", "paused", 50, "pause"))
+    assert paused == {"id": "j", "state": "paused", "started_at": 1, "seeds": ["http://a/"]}
+    done = json.loads(new_record(running(), "j", FINISHED, 90, "nothing left"))
+    assert done["finished_at"] == 90 and done["started_at"] == 1
+    again = json.loads(new_record(json.dumps(done), "j", RUNNING, 120, "seeded again"))
+    assert again["started_at"] == 120 and "finished_at" not in again
+    fresh = json.loads(new_record(None, "j", RUNNING, 7, "seeded"))
+    assert fresh == {"id": "j", "via": "seeded", "seeds": [], "started_at": 7, "state": "running"}
+    assert state_of(b"not json") is None and state_of(None) is None
+    assert control_of("paused") == "paused" and control_of(FINISHED) == ""
+
+
+def test_a_job_finishes_after_the_grace_with_nothing_done_in_between():
+    quiet = JobProgress("j", acked=10, purged=2)
+    first = judge(quiet, running(), None, 1_000, GRACE)
+    assert first == Verdict(quiet="1000 12")
+    assert judge(quiet, running(), first.quiet, 30_999, GRACE) == Verdict()
+    assert judge(quiet, running(), first.quiet, 31_000, GRACE).state == FINISHED
+
+
+def test_activity_between_two_looks_starts_the_grace_again():
+    # A request queued and fetched between two looks: never seen active, but
+    # its lease ended, so the ended count moved.
+    later = JobProgress("j", acked=11, purged=2)
+    assert judge(later, running(), "1000 12", 40_000, GRACE) == Verdict(quiet="40000 13")
+    active = JobProgress("j", queued=1)
+    assert judge(active, running(), "1000 12", 40_000, GRACE) == Verdict(clear_quiet=True)
+    assert judge(active, running(), None, 40_000, GRACE) == Verdict()
+
+
+def test_a_finished_job_seeded_again_runs_and_a_raw_job_gets_its_record():
+    active = JobProgress("j", queued=2)
+    finished = json.dumps({"id": "j", "state": "finished"})
+    assert judge(active, finished, None, 5, GRACE) == Verdict(state=RUNNING, why="seeded again")
+    assert judge(active, None, None, 5, GRACE) == Verdict(state=RUNNING, why="seeded")
+    # Paused or cancelled jobs are the operator's: no verdict.
+    idle = JobProgress("j")
+    assert judge(idle, json.dumps({"state": "paused"}), "1 0", 10**9, GRACE) == Verdict()
+    assert judge(idle, finished, None, 10**9, GRACE) == Verdict()
+
+
+def test_seeds_waiting_in_start_urls_are_found_by_job():
+    entries = [
+        b"http://plain/",
+        b'{"url": "http://x/", "job": "j"}',
+        b'{"url":"http://y/","job":"j2"}',
+    ]
+    assert seeds_pending(entries, "j")
+    assert seeds_pending(entries, "j2")
+    assert not seeds_pending(entries, "j3")
+    assert seeds_pending(entries, "default")
+    assert not seeds_pending(entries[1:], "default")
