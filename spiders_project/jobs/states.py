@@ -32,12 +32,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spiders_project.job_keys import job_control, job_quiet, spider_job_control
+from spiders_project.job_keys import DEFAULT_JOB, job_control, job_quiet, spider_job_control
 from spiders_project.job_progress import JobProgress
 from spiders_project.jobs.submit import LUA_DIR
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, load_lua
-from spiders_project.seeds import DEFAULT_JOB
 
 RUNNING = "running"
 PAUSED = "paused"

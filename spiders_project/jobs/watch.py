@@ -27,7 +27,7 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.job_keys import job_quiet, spider_job_control
+from spiders_project.job_keys import DEFAULT_JOB, job_quiet, spider_job_control
 from spiders_project.job_progress import count_keys, job_progress, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import (
@@ -44,7 +44,6 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.steps import HOLD, Hold
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
-from spiders_project.seeds import DEFAULT_JOB
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)

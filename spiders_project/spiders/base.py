@@ -33,13 +33,14 @@ from scrapy_redis import spiders as scrapy_redis_spiders
 
 from spiders_project import internals
 from spiders_project.contract import work_of, work_reads
+from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.meta import JOB, SCOPE_META, SEED, SEED_ENTRY
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.scrapy_redis_compat import not_here
-from spiders_project.seeds import DEFAULT_JOB, Seed, parse_seed, seed_reached
+from spiders_project.seeds import Seed, parse_seed, seed_reached
 from spiders_project.spiders.sitemaps import sitemap_requests
 
 logger = logging.getLogger(__name__)
