@@ -12,11 +12,13 @@ to pause and cancel in the middle of it (site 2 0.4 s).
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import time
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+import redis
 
 from tests.support.processes import (
     K,
@@ -30,7 +32,7 @@ from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
 
-PAGES = 100
+PAGES = 80
 B_ON_SHARED = 40
 
 
@@ -173,3 +175,46 @@ def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path,
     found = discovered(site, 2, fetched_b) | set(shared_b)
     assert b["pages"] + b["purged"] + b["refused"] + b["dead_letters"] == len(found)
     assert [e["state"] for e in events(r, "B")] == ["running", "cancelled"]
+
+
+def test_a_pause_holds_across_a_killed_worker_and_a_redis_restart(start_redis, tmp_path, procs):
+    executor, url = start_redis("--appendonly", "yes", "--appendfsync", "always")
+    r = redis.Redis.from_url(url)
+    settings = (
+        "DOWNLOAD_DELAY=0.2",
+        "FRONTIER_LEASE_TIMEOUT=5",
+        "JOB_FINISH_GRACE=3",
+        "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+    )
+    with TestSite(pages=60, seed=28, latency=0.02, offsite_links=False, dead_links=False) as site:
+        first = worker("w1", url, tmp_path, *settings)
+        procs.append(first)
+        assert scrapy_command(url, "jobs", "submit", "P", site.url).returncode == 0
+
+        def pages(after: float = 0.0) -> list[str]:
+            return [p for t, _, p, _ in site.request_log() if t > after and p != "/robots.txt"]
+
+        wait_until(lambda: len(pages()) >= 10, 90, what="10 pages of P")
+        assert scrapy_command(url, "jobs", "pause", "P").returncode == 0
+        t_pause = time.monotonic()
+        # The worker dies holding leases; Redis restarts from its AOF; a new worker comes.
+        first.signal(signal.SIGKILL)
+        first.wait(10)
+        executor.stop()
+        time.sleep(1)
+        executor.start()
+        second = worker("w2", url, tmp_path, *settings)
+        procs.append(second)
+        wait_until(lambda: r.zcard(K.workers) >= 1, 90, what="the second worker")
+        # Past the killed worker's lease timeout: its leases came back, set aside.
+        time.sleep(8)
+        assert pages(t_pause + 2) == []
+        shown = json.loads(scrapy_command(url, "jobs", "show", "P", "--json").stdout)
+        assert shown["state"] == "paused" and shown["queued"] > 0
+        assert scrapy_command(url, "jobs", "resume", "P").returncode == 0
+        waited = scrapy_command(url, "jobs", "wait", "P", "--timeout", "120", timeout=140)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        fetched = set(pages())
+    assert second.stop(60) == 0, second.log()[-3000:]
+    assert {urlsplit(u).path for u in site.page_urls()} == fetched
+    r.close()
