@@ -47,6 +47,7 @@ from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFinge
 from spiders_project.frontier.handoff import SlotHandoff
 from spiders_project.frontier.leases import LeaseKeeper
 from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.frontier.refused import RefusedLinks
 from spiders_project.frontier.seen_guard import SeenGuard
 from spiders_project.frontier.spares import Spares
 from spiders_project.frontier.taking import LeaseTaker
@@ -54,7 +55,7 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import request_dead_lettered, request_refused
+from spiders_project.runtime.outcomes import link_refused, request_dead_lettered, request_refused
 from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.steps import Enqueue, FrontierSteps, Hold
@@ -117,6 +118,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         crawler.signals.connect(self.handoff.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.handoff.dead_lettered, signal=request_dead_lettered)
         crawler.signals.connect(self.handoff.refused, signal=request_refused)
+        crawler.signals.connect(RefusedLinks(self).refused, signal=link_refused)
         # A pause that may last (node health): what was leased and not started goes back.
         pauses = EnginePauses.of(crawler)
         pauses.given_back.subscribe(self._give_back_unstarted)
@@ -384,9 +386,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         measure this node's clock against Redis'."""
         while True:
             await asyncio.sleep(self.config.renew_interval)
-            ids = self.handoff.held()
             try:
-                await self.leases.renew(ids)
+                await self.leases.renew(self.handoff.held())
                 moved = await self.leases.reclaim_expired()
                 await self.seen_guard.check_run_id()
                 await self.redis.sync_time()

@@ -340,7 +340,8 @@ class RedisBatcher:
     def _report_enqueued(self, sent: list[Any], reply: Any) -> None:
         """Tell subscribers what one enqueue script's ``{enqueued, rejected seed...}``
         says of the requests it was ``sent``."""
-        requests = sum(1 for host, *_ in sent if host)
+        # Refusals ("~": frontier/refused.py) are never queued: not requests sent.
+        requests = sum(1 for host, fp, *_ in sent if host and not fp.startswith("~"))
         self.enqueued(requests, int(reply[0]))
         moved = set(reply[1:])
         for host, _, _, _, seed, *_ in sent:

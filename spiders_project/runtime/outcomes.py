@@ -22,6 +22,11 @@ request_dead_lettered = object()
 # Scrapy signal, sent with ``request`` when it is refused after its lease (robots.txt).
 request_refused = object()
 
+# Scrapy signal, sent with ``request`` and ``salt`` (bytes: its job) when a
+# feature refuses a link before it is queued (a seed's scope): the frontier
+# counts it refused for its job, once per URL and salt (frontier/refused.py).
+link_refused = object()
+
 DEAD_LETTER = -1
 REFUSED = -2
 DROPPED = -3

@@ -28,9 +28,11 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.meta import COUNTED, GUARDED, JOB, SCOPE_META
 from spiders_project.redis_calls import load_lua
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.outcomes import link_refused, request_refused
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -96,6 +98,9 @@ class SeedScope(BaseSpiderMiddleware):
             return request
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"seeds/{why}")
+        # Its job counts it refused, once per URL (frontier/refused.py).
+        salt = str(request.meta.get(JOB, DEFAULT_JOB)).encode()
+        self.crawler.signals.send_catch_log(link_refused, request=request, salt=salt)
         logger.debug("Not following %s: %s of its seed", request.url, why)
         return None
 
@@ -154,4 +159,6 @@ class SeedBudget:
                 scope["max_pages"],
             )
         stats.inc_value("seeds/over_budget")
+        # Leased and not fetched: its job counts it refused (runtime/outcomes.py).
+        self.crawler.signals.send_catch_log(request_refused, request=request)
         raise IgnoreRequest(f"seed {seed_id} reached max_pages={scope['max_pages']}")

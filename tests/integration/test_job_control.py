@@ -140,3 +140,14 @@ def test_state_changes_the_operator_may_not_make(r, s):
         change_state(s.calls, K, "A", "paused", why="pause", events_max=100)
     # Submitted again, it runs again (the command clears the control first).
     assert wait_for_end(s.calls, K, "A", 0) == "cancelled"
+
+
+def test_a_link_refused_before_its_queue_counts_once_per_url_and_job(r, s):
+    # "~<token>": record the (job-salted) fingerprint, count refused if new, never queue.
+    refused = [("a", "~" + tok("x-A"), 0, request("http://a/x", "A"))] * 3
+    refused += [("a", "~" + tok("x-B"), 0, request("http://a/x", "B"))]
+    assert enqueue(s, refused) == 0
+    assert counts(r) == {"A": {"refused": 1}, "B": {"refused": 1}}
+    assert int(r.get(K.requests_size) or 0) == 0
+    # The URL itself is still free to be queued (the refusal's token is salted).
+    assert enqueue(s, [("a", tok("x"), 0, request("http://a/x", "C"))]) == 1

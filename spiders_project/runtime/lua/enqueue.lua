@@ -33,6 +33,9 @@
 --              fingerprint ""       never filtered, not recorded
 --              fingerprint "!<fp>"  recorded, but enqueued even if seen (seeds)
 --              fingerprint "<fp>"   enqueued only if not seen before
+--              fingerprint "~<fp>"  never enqueued: a link refused before its queue;
+--                                   recorded, and counted refused for the payload's
+--                                   job if not seen before (<fp> salted with the job)
 --              (<fp> a token of seen.lua)
 --              priority is an integer in [-4000, 4000]; higher pops first
 --              seed "" for a request; else the raw start_urls entry it came
@@ -109,8 +112,13 @@ for j = 0, n - 1 do
     end
   end
   if add and fp ~= '' then
-    if string.sub(fp, 1, 1) == '!' then
+    local mark = string.sub(fp, 1, 1)
+    if mark == '!' then
       seen_add(string.sub(fp, 2))
+    elseif mark == '~' then
+      -- A link refused before its queue (frontier/refused.py): counted once per URL.
+      if seen_add(string.sub(fp, 2)) then job_count(ARGV[base + 2], 'refused', 1) end
+      add = false
     else
       add = seen_add(fp)
     end
