@@ -12,6 +12,7 @@ page, then steps the schedule's clock to the second tick.
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import time
 from collections import Counter
@@ -90,10 +91,6 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
     site = ChangingSite(pages=20, seed=31, latency=0.25, offsite_links=False, dead_links=False)
     with site:
         pages = site.page_urls()
-        done = scrapy_command(
-            redis_url, "jobs", "schedule", "again", "--cron", EVERY_10_S, site.url
-        )
-        assert done.returncode == 0, done.stderr
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         workers = [
             worker(
@@ -108,6 +105,11 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
             for i in range(2)
         ]
         procs += [writer, *workers]
+        # As an operator schedules it, while the workers start.
+        done = scrapy_command(
+            redis_url, "jobs", "schedule", "again", "--cron", EVERY_10_S, site.url
+        )
+        assert done.returncode == 0, done.stderr
         set_clock(tick + 500)
         wait_until(lambda: set(site.hits()) >= pages, 90, what="the first run")
         first_done = redis_ms(r)
@@ -139,10 +141,12 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
         )
         log = [(at, path) for at, _, path, status in site.request_log() if status == 200]
         runs = [fields[b"run"].decode() for _, fields in r.xrange(K.jobs_events)]
+        assert all(w.alive() for w in workers)
+        for proc in (*workers, writer):
+            proc.signal(signal.SIGTERM)  # all at once: each takes a moment to finish
         for w in workers:
-            assert w.alive(), w.log()[-3000:]
-            assert w.stop() == 0, w.log()[-3000:]
-        writer.stop()
+            assert w.wait(30) == 0, w.log()[-3000:]
+        assert writer.wait(30) == 0, writer.log()[-3000:]
 
     assert runs == [f"t{tick // 1000}", f"t{tick // 1000 + 10}"]
     root = site.url.rstrip("/")
