@@ -155,18 +155,17 @@ def rerun_recrawl_after(interval_ms: int) -> float | None:
     Half the interval: a page the previous run fetched in its first half
     interval is due again when this run finds it, and a page this run
     fetched is not due again for half an interval, so a run that ends within
-    that is fetched once (each page once per run, never twice in one).
-    Half is the most both sides can have: a run that finds a page later
-    than the previous run did needs it shorter, one that takes longer needs
-    it longer.
+    that fetches each page once (once per run, never twice in one). Half is
+    the most both sides can have: a run that finds a page later than the
+    previous run did needs it shorter, one that takes longer needs it longer.
 
     The seen-set keeps times in units of the first worker's RECRAWL_AFTER / 16
-    (recorded in ``seen:mode``), so a page is due again between this and one
-    unit later: both margins lose up to a unit, and a unit longer than the
-    half interval makes it approximate (``JobSchedules`` says so once). A
-    seed's recrawl_after needs RECRAWL_AFTER set; the caller gives None
-    without it (workers would refuse the seeds). None for an interval of 1
-    ms or less: 0 would mean "never again".
+    (recorded in ``seen:mode``): a page is due again between this and one
+    unit later, and may be taken for due up to a unit early, so both margins
+    lose up to a unit (``JobSchedules`` says once when a unit is over half of
+    this). A seed's recrawl_after needs RECRAWL_AFTER set; the caller gives
+    None without it (workers would refuse the seeds). None for an interval
+    of 1 ms or less: 0 would mean "never again".
     """
     half = interval_ms // 2
     return half / 1000 if half > 0 else None
