@@ -15,6 +15,14 @@ the schedules every ``JOBS_SCHEDULE_INTERVAL`` seconds:
   the worker read and submits the run in the same step, so however many
   workers look, and however often they restart, one of them runs it.
 
+Each run fetches the job's pages again, once: with RECRAWL_AFTER set (the
+seen-set keeps times), its seeds carry ``"recrawl_after"`` of half the
+interval between the tick before this one and this one (:func:`run_recrawl_after`,
+``submit.rerun_recrawl_after``), which every page below them inherits. A page
+the previous run fetched is due again; one this run fetched is not, until
+half an interval later. Without RECRAWL_AFTER only the seeds are fetched
+again (the worker says so once).
+
 A stored schedule that cannot be read (bad JSON, a cron expression croniter
 refuses) is skipped with one log line, until it changes; the worker carries on.
 """
@@ -36,10 +44,18 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.jobs.config import JobsConfig
-from spiders_project.jobs.submit import LUA_DIR, SCHEDULE, InvalidJob, JobSpec, run_args
+from spiders_project.jobs.submit import (
+    LUA_DIR,
+    SCHEDULE,
+    InvalidJob,
+    JobSpec,
+    rerun_recrawl_after,
+    run_args,
+)
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.seen import TIME_STEPS
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
@@ -74,6 +90,20 @@ def next_tick(cron: str, now_ms: int) -> int:
     """The first time (ms) ``cron`` names after ``now_ms``, in UTC."""
     start = datetime.fromtimestamp(now_ms / 1000, UTC)
     return round(float(croniter(cron, start).get_next(float)) * 1000)
+
+
+def run_recrawl_after(cron: str, tick: int) -> float | None:
+    """The ``recrawl_after`` (seconds) of the run at ``tick``: half the time since
+    the tick ``cron`` names before it (``submit.rerun_recrawl_after``).
+
+    The timetable's own interval, not the time since the last run: a first
+    run (scheduled a second before its tick) still gets a whole interval, and
+    a run after ticks missed while the cluster was down gets what its
+    timetable promises.
+    """
+    start = datetime.fromtimestamp(tick / 1000, UTC)
+    before = round(float(croniter(cron, start).get_prev(float)) * 1000)
+    return rerun_recrawl_after(tick - before)
 
 
 @dataclass(frozen=True)
@@ -125,11 +155,20 @@ def tick_call(
     *,
     events_max: int,
     now: int | str = "",
+    recrawl_after: float | None = None,
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of ``lua/schedule_tick.lua``: run ``tick`` of ``schedule``, read as ``raw``."""
+    """KEYS and ARGV of ``lua/schedule_tick.lua``: run ``tick`` of ``schedule``, read as ``raw``
+    (its seeds with ``recrawl_after``: :func:`run_recrawl_after`)."""
     claimed = replace(schedule, tick=tick).to_json()
     run = f"t{tick // 1000}"
-    args = run_args(schedule.spec, run, via=SCHEDULE, events_max=events_max, tick=tick)
+    args = run_args(
+        schedule.spec,
+        run,
+        via=SCHEDULE,
+        events_max=events_max,
+        tick=tick,
+        recrawl_after=recrawl_after,
+    )
     script_keys = [keys.job_schedules, keys.jobs, keys.jobs_events, keys.start_urls]
     return script_keys, [now, tick, raw, claimed, *args]
 
@@ -150,6 +189,10 @@ class JobSchedules:
         # logged once until it changes): an entry is parsed, its URLs and
         # regexes checked, only when it changes, not at every look.
         self._known: dict[str, tuple[bytes | str, Schedule | None]] = {}
+        # Said once: the runs fetch only their seeds again (no RECRAWL_AFTER),
+        # and the jobs whose interval is short for the seen-set's unit.
+        self._said_untimed = False
+        self._said_coarse: set[str] = set()
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -219,6 +262,7 @@ class JobSchedules:
             tick = schedule.due(now_ms) if schedule is not None else None
             if schedule is None or tick is None:
                 continue
+            recrawl_after = self._recrawl_after(job, schedule, tick)
             script_keys, args = tick_call(
                 keys,
                 schedule,
@@ -226,6 +270,7 @@ class JobSchedules:
                 tick,
                 events_max=self.config.events_max,
                 now="" if test_now is None else test_now,
+                recrawl_after=recrawl_after,
             )
             answer = await self.redis.calls.script(self.script, script_keys, args, retry=False)
             if int(answer) != 1:
@@ -233,14 +278,46 @@ class JobSchedules:
             ran += 1
             self.stats.inc_value("jobs/scheduled_runs")
             logger.info(
-                "Job %s started by its schedule (%s, tick %s), seeds: %d",
+                "Job %s started by its schedule (%s, tick %s), seeds: %d, recrawl_after: %s",
                 job,
                 schedule.cron,
                 datetime.fromtimestamp(tick / 1000, UTC).isoformat(),
                 len(schedule.spec.urls),
+                "none" if recrawl_after is None else f"{recrawl_after:g} s",
             )
         self._known = {job: known for job, known in self._known.items() if job in found}
         return ran
+
+    def _recrawl_after(self, job: str, schedule: Schedule, tick: int) -> float | None:
+        """The run's ``recrawl_after`` (module docstring), or None without RECRAWL_AFTER."""
+        seen = self.redis.seen
+        if not seen.timed:
+            if not self._said_untimed:
+                self._said_untimed = True
+                logger.warning(
+                    "RECRAWL_AFTER is 0: the seen-set keeps no times, so a scheduled run "
+                    "fetches only its seeds again, not the pages below them (job %s)",
+                    job,
+                )
+            return None
+        after = run_recrawl_after(schedule.cron, tick)
+        unit = seen.recrawl_after / TIME_STEPS
+        if after is not None and unit > after / 2 and job not in self._said_coarse:
+            # The seen-set tells times apart only to a unit: a page may come
+            # due a unit early or late, a large share of this half interval.
+            self._said_coarse.add(job)
+            logger.warning(
+                "Job %s: its runs fetch pages last fetched over %g s ago again, but the "
+                "seen-set counts time in units of %g s (RECRAWL_AFTER / %d): a run may "
+                "fetch a page twice or miss one of the last run's; a RECRAWL_AFTER of "
+                "at most %g s fits this schedule",
+                job,
+                after,
+                unit,
+                TIME_STEPS,
+                after * TIME_STEPS / 2,
+            )
+        return after
 
     def _read(self, job: str, raw: bytes | str) -> Schedule | None:
         """The schedule stored for ``job``, or None (logged once per entry) if unreadable."""

@@ -11,6 +11,14 @@ workers: every seed of a run carries the same limits and ``"scope_id":
 "job.<id>.<run>"``, so they share one page counter in Redis
 (``scope/seed_limits.py``, exact across workers). Each run has its own id, so
 a job submitted again, or run again by its schedule, gets a fresh budget.
+
+A run fetches its pages again (:func:`rerun_recrawl_after`): its seeds may
+carry ``"recrawl_after"``, which every link below them inherits
+(``scope/seed_limits.py`` copies the seed's scope to its links,
+``scope/steps.py`` puts it on the enqueue, and the seen-set enqueues a URL
+again only if it was last enqueued longer ago than that). Without it, only a
+run's seeds are fetched again (seeds are enqueued even if seen): every link
+below them is a duplicate of the previous run's.
 """
 
 from __future__ import annotations
@@ -78,9 +86,12 @@ class JobSpec:
             found["priority"] = self.priority
         return found
 
-    def seed_entries(self, run: str) -> list[str]:
-        """The JSON seeds of run ``run``, one per URL, in order."""
+    def seed_entries(self, run: str, recrawl_after: float | None = None) -> list[str]:
+        """The JSON seeds of run ``run``, one per URL, in order; with ``recrawl_after``
+        (seconds) its pages last fetched longer ago than that are fetched again."""
         shared: dict[str, Any] = {"job": self.job, **self.options()}
+        if recrawl_after is not None:
+            shared["recrawl_after"] = recrawl_after
         if self.max_pages is not None or self.max_depth is not None or self.allow or self.deny:
             shared["scope_id"] = f"job.{self.job}.{run}"
         return [json.dumps({"url": url, **shared}, separators=(",", ":")) for url in self.urls]
@@ -138,8 +149,59 @@ class JobSpec:
         ).check()
 
 
+def rerun_recrawl_after(interval_ms: int) -> float | None:
+    """The ``recrawl_after`` (seconds) of a run started ``interval_ms`` after the one before.
+
+    Half the interval: a page the previous run fetched in its first half
+    interval is due again when this run finds it, and a page this run
+    fetched is not due again for half an interval, so a run that ends within
+    that fetches each page once (once per run, never twice in one). Half is
+    the most both sides can have: a run that finds a page later than the
+    previous run did needs it shorter, one that takes longer needs it longer.
+
+    The seen-set keeps times in units of the first worker's RECRAWL_AFTER / 16
+    (recorded in ``seen:mode``): a page is due again between this and one
+    unit later, and may be taken for due up to a unit early, so both margins
+    lose up to a unit (``JobSchedules`` says once when a unit is over half of
+    this). A seed's recrawl_after needs RECRAWL_AFTER set; the caller gives
+    None without it (workers would refuse the seeds). None for an interval
+    of 1 ms or less: 0 would mean "never again".
+    """
+    half = interval_ms // 2
+    return half / 1000 if half > 0 else None
+
+
+def resubmit_recrawl_after(
+    record: bytes | str | None, seen_mode: bytes | str | None, now_ms: int
+) -> float | None:
+    """The ``recrawl_after`` of a job submitted again at ``now_ms`` (Redis' clock).
+
+    ``record``: the job's record (HGET ``jobs``), whose ``started_at`` is the
+    previous run's start; ``seen_mode``: GET ``seen:mode``, which says
+    whether the seen-set keeps times. None (only the seeds are fetched again)
+    for a job that never ran, a record without a start, or a seen-set
+    without times, whose workers would refuse a seed with recrawl_after.
+    """
+    mode = seen_mode.decode("ascii", "replace") if isinstance(seen_mode, bytes) else seen_mode
+    if record is None or not mode or not mode.startswith("timed "):
+        return None
+    try:
+        started = json.loads(record).get("started_at")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    if not isinstance(started, int) or isinstance(started, bool):
+        return None
+    return rerun_recrawl_after(now_ms - started)
+
+
 def run_args(
-    spec: JobSpec, run: str, *, via: str, events_max: int, tick: int | None = None
+    spec: JobSpec,
+    run: str,
+    *,
+    via: str,
+    events_max: int,
+    tick: int | None = None,
+    recrawl_after: float | None = None,
 ) -> list[Any]:
     """The run's arguments to ``lua/submit_job.lua`` (its header gives the order)."""
     record: dict[str, Any] = {
@@ -153,6 +215,8 @@ def run_args(
     }
     if tick is not None:
         record["tick"] = tick
+    if recrawl_after is not None:
+        record["recrawl_after"] = recrawl_after
     return [
         spec.job,
         run,
@@ -160,13 +224,23 @@ def run_args(
         json.dumps(record, separators=(",", ":")),
         len(spec.urls),
         events_max,
-        *spec.seed_entries(run),
+        *spec.seed_entries(run, recrawl_after),
     ]
 
 
 def submit_call(
-    keys: RedisKeys, spec: JobSpec, run: str, *, events_max: int, now: int | str = ""
+    keys: RedisKeys,
+    spec: JobSpec,
+    run: str,
+    *,
+    events_max: int,
+    now: int | str = "",
+    recrawl_after: float | None = None,
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``runtime/clock.py``)."""
-    args = run_args(spec, run, via=SUBMIT, events_max=events_max)
+    """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``runtime/clock.py``).
+
+    ``recrawl_after``: see :func:`rerun_recrawl_after` (a job submitted again,
+    from the time since its previous run started, its record's ``started_at``).
+    """
+    args = run_args(spec, run, via=SUBMIT, events_max=events_max, recrawl_after=recrawl_after)
     return [keys.jobs, keys.jobs_events, keys.start_urls], [now, *args]

@@ -12,6 +12,7 @@ import json
 import logging
 from datetime import UTC, datetime
 
+import pytest
 from scrapy.statscollectors import MemoryStatsCollector
 
 from spiders_project.jobs.schedules import JobSchedules, Schedule, tick_call, tick_script
@@ -224,3 +225,47 @@ def test_on_redis_clock_a_due_tick_runs_at_the_first_look_and_once(redis_url, r)
     [event] = events(r)
     tick = json.loads(r.hget(K.jobs, "minutely"))["tick"]
     assert tick % 60_000 == 0 and now - 60_000 < tick <= int(event["at"])
+
+
+@pytest.mark.parametrize(
+    ("recrawl", "cron", "after", "warned"),
+    [
+        ("3600", "0 3 * * *", 43200, None),
+        # No times in the seen-set: the seeds must not ask for them (refused).
+        ("0", "0 3 * * *", None, "fetches only its seeds again"),
+        # A unit of 45 h for runs an hour apart: said once, still run.
+        ("2592000", "0 * * * *", 1800, "a run may fetch a page twice"),
+    ],
+)
+def test_a_scheduled_runs_seeds_recrawl_half_an_interval_with_a_timed_seen_set(
+    redis_url, r, tmp_path, caplog, recrawl, cron, after, warned
+):
+    clock = tmp_path / "clock"
+    crawler = project_crawler(
+        DistributedSpider,
+        {"REDIS_URL": redis_url, "JOBS_SCHEDULE_TEST_CLOCK": str(clock), "RECRAWL_AFTER": recrawl},
+    )
+    crawler.stats = crawler.stats or MemoryStatsCollector(crawler)
+    spec = JobSpec("again", ("http://a/", "http://b/"))
+    r.hset(K.job_schedules, "again", Schedule(cron, spec, THREE - 60_000).to_json())
+    schedules = JobSchedules.from_crawler(crawler)
+
+    async def looks() -> list[int]:
+        try:
+            ran = []
+            for now in (THREE + 1000, THREE + DAY + 1000):
+                clock.write_text(str(now))
+                ran.append(await schedules.check())
+            return ran
+        finally:
+            await schedules.redis.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="spiders_project.jobs.schedules"):
+        assert asyncio.run(looks()) == [1, 1]
+    seeds = [parse_seed(raw) for raw in r.lrange(K.start_urls, 0, -1)]
+    assert len(seeds) == 4
+    assert {s.scope.get("recrawl_after") for s in seeds} == {after}
+    assert json.loads(r.hget(K.jobs, "again")).get("recrawl_after") == after
+    # Said once, not once a run.
+    lines = [rec.getMessage() for rec in caplog.records]
+    assert [warned in line for line in lines] == ([True] if warned else []), lines

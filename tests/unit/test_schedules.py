@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -12,8 +13,12 @@ from spiders_project.jobs.schedules import (
     check_cron,
     latest_tick,
     next_tick,
+    run_recrawl_after,
+    tick_call,
 )
 from spiders_project.jobs.submit import JobSpec
+from spiders_project.keys import RedisKeys
+from spiders_project.seeds import parse_seed
 
 DAY = 86_400_000
 
@@ -61,3 +66,33 @@ def test_a_stored_schedule_round_trips_and_a_bad_one_is_refused():
     ]:
         with pytest.raises(InvalidSchedule, match=reason):
             Schedule.from_json("n", raw)
+
+
+@pytest.mark.parametrize(
+    ("cron", "tick", "seconds"),
+    [
+        ("0 3 * * *", ms(2026, 11, 27, 3, 0), 12 * 3600),
+        # An uneven timetable: half of the time since the tick before each one.
+        ("0 3,4 * * *", ms(2026, 11, 27, 4, 0), 1800),
+        ("0 3,4 * * *", ms(2026, 11, 27, 3, 0), 23 * 1800),
+        ("* * * * * */10", ms(2026, 11, 27, 3, 0, 10), 5),
+    ],
+)
+def test_a_runs_recrawl_after_is_half_its_timetables_interval(cron, tick, seconds):
+    assert run_recrawl_after(cron, tick) == seconds
+
+
+def test_a_tick_puts_the_runs_recrawl_after_on_its_seeds_and_record():
+    three = ms(2026, 11, 27, 3, 0)
+    spec = JobSpec("n", ("http://a/", "http://b/"), max_pages=9)
+    schedule = Schedule("0 3 * * *", spec, tick=three - 60_000)
+    raw = schedule.to_json()
+    _, args = tick_call(RedisKeys("s"), schedule, raw, three, events_max=5, recrawl_after=43200.0)
+    record, entries = json.loads(args[7]), args[-2:]
+    assert record["recrawl_after"] == 43200.0 and record["tick"] == three
+    seeds = [parse_seed(entry) for entry in entries]
+    assert [s.scope["recrawl_after"] for s in seeds] == [43200.0, 43200.0]
+    assert seeds[0].scope["id"] == seeds[1].scope["id"]  # still one budget for the run
+    # Without it (no RECRAWL_AFTER), the seeds are as before.
+    _, plain = tick_call(RedisKeys("s"), schedule, raw, three, events_max=5)
+    assert all("recrawl_after" not in json.loads(entry) for entry in plain[-2:])

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from spiders_project.jobs.submit import MAX_SEEDS, SUBMIT, InvalidJob, JobSpec, run_args
+from spiders_project.jobs.submit import (
+    MAX_SEEDS,
+    SUBMIT,
+    InvalidJob,
+    JobSpec,
+    rerun_recrawl_after,
+    resubmit_recrawl_after,
+    run_args,
+)
 from spiders_project.seeds import parse_seed
 
 
@@ -66,3 +74,31 @@ def test_the_record_keeps_the_first_seeds_only():
     record = json.loads(record)
     assert len(record["seeds"]) == 100 and record["seeds_total"] == 150
     assert record["state"] == "running" and "started_at" not in record  # the script adds it
+
+
+def test_a_runs_recrawl_after_goes_on_every_seed_and_its_pages_inherit_it():
+    spec = JobSpec("j", ("http://a/", "http://b/"))
+    entries = spec.seed_entries("r", recrawl_after=1800.0)
+    assert json.loads(entries[0]) == {"url": "http://a/", "job": "j", "recrawl_after": 1800.0}
+    # The seed's scope (copied to every link below it) carries it.
+    assert {parse_seed(e).scope["recrawl_after"] for e in entries} == {1800.0}
+    record = json.loads(run_args(spec, "r", via=SUBMIT, events_max=1, recrawl_after=1800.0)[3])
+    assert record["recrawl_after"] == 1800.0
+
+
+def test_a_rerun_recrawls_what_was_fetched_over_half_the_interval_ago():
+    assert rerun_recrawl_after(86_400_000) == 43_200
+    assert rerun_recrawl_after(3) == 0.001
+    assert rerun_recrawl_after(1) is None  # 0 would mean "never again"
+    assert rerun_recrawl_after(-5) is None
+
+
+def test_a_job_submitted_again_recrawls_only_with_a_timed_seen_set():
+    record = json.dumps({"id": "j", "state": "finished", "started_at": 1_000_000})
+    timed = b"timed 225000 999"
+    assert resubmit_recrawl_after(record.encode(), timed, 1_000_000 + 7_200_000) == 3600
+    assert resubmit_recrawl_after(None, timed, 2_000_000) is None  # it never ran
+    assert resubmit_recrawl_after(record, b"exact", 2_000_000) is None
+    assert resubmit_recrawl_after(record, None, 2_000_000) is None
+    for bad in (b"\x80", b"[1]", b'{"started_at": "yesterday"}', b'{"started_at": true}'):
+        assert resubmit_recrawl_after(bad, timed, 2_000_000) is None
