@@ -15,14 +15,21 @@ or a shorter path, finds it.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from scrapy import Request
 
 from spiders_project.runtime.serialize import InvalidEntry
 
-if TYPE_CHECKING:
-    from spiders_project.frontier.scheduler import FrontierScheduler
+
+class Frontier(Protocol):
+    """What of the scheduler a refusal uses (the scheduler imports this module)."""
+
+    queue: Any  # its encoder (frontier/queue.py)
+    df: Any  # its fingerprinter
+    redis: Any  # its WorkerRedis: the seen-set's tokens and the write batcher
+    steps: Any  # its steps: the group (queue) of a URL
+    stats: Any
 
 # The fingerprint mark of a refusal in an enqueue entry (runtime/lua/enqueue.lua).
 REFUSAL = "~"
@@ -31,7 +38,7 @@ REFUSAL = "~"
 class RefusedLinks:
     """Turns ``outcomes.link_refused`` signals into refusal entries of the write batcher."""
 
-    def __init__(self, scheduler: FrontierScheduler) -> None:
+    def __init__(self, scheduler: Frontier) -> None:
         self.scheduler = scheduler
 
     def refused(self, request: Request, salt: bytes) -> None:
