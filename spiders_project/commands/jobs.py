@@ -50,7 +50,14 @@ from spiders_project.jobs.control import (
 )
 from spiders_project.jobs.schedules import InvalidSchedule, Schedule, check_cron, next_tick
 from spiders_project.jobs.states import CANCELLED, FINISHED, PAUSED, RUNNING, JobStateError
-from spiders_project.jobs.submit import InvalidJob, JobSpec, new_run_id, submit_call, submit_script
+from spiders_project.jobs.submit import (
+    InvalidJob,
+    JobSpec,
+    new_run_id,
+    resubmit_recrawl_after,
+    submit_call,
+    submit_script,
+)
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
 from spiders_project.redis_connection import unreachable_message
@@ -260,7 +267,15 @@ class Command(RedisCommand, ScrapyCommand):
         # A job submitted again runs, even if it was paused or cancelled:
         # first no shard keeps it so, then its record says running.
         clear_control(calls, keys, spec.job)
-        script_keys, args = submit_call(keys, spec, run, events_max=config.events_max)
+        # A job that ran before recrawls its pages (jobs/submit.py), where the seen-set keeps times.
+        recrawl_after = resubmit_recrawl_after(
+            calls.command("HGET", keys.jobs, spec.job, writes=False),
+            calls.command("GET", keys.all_shards[0].seen_mode, writes=False),
+            _now_ms(calls),
+        )
+        script_keys, args = submit_call(
+            keys, spec, run, events_max=config.events_max, recrawl_after=recrawl_after
+        )
         started = int(calls.script(submit_script(), script_keys, args, retry=False))
         line = (
             f"Job {spec.job} submitted (run {run}): {_seeds(len(spec.urls))} in {keys.start_urls}"
@@ -299,6 +314,11 @@ class Command(RedisCommand, ScrapyCommand):
         removed = int(calls.command("HDEL", keys.job_schedules, job, retry=False)) == 1
         line = f"Job {job} unscheduled" if removed else f"Job {job} had no schedule"
         return {"line": line, "id": job, "removed": removed}
+
+
+def _now_ms(calls: SyncRedisCalls) -> int:
+    seconds, micros = calls.command("TIME", writes=False)
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def _iso(ms: int) -> str:

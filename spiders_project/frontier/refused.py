@@ -31,6 +31,7 @@ class Frontier(Protocol):
     steps: Any  # its steps: the group (queue) of a URL
     stats: Any
 
+
 # The fingerprint mark of a refusal in an enqueue entry (runtime/lua/enqueue.lua).
 REFUSAL = "~"
 

@@ -34,7 +34,10 @@ def test_a_jobs_max_pages_is_one_budget_across_its_seeds_and_workers(redis_url, 
                 f"w{i}",
                 redis_url,
                 tmp_path,
-                "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+                # They stay up until stopped: under load a command can take
+                # longer to start than a short idle time (both closed, 0 pages).
+                "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+                "JOB_FINISH_GRACE=2",
                 "CONCURRENT_REQUESTS=4",
                 "STATS_PUBLISH_INTERVAL=0.5",
                 "STATS_HEARTBEAT_TTL=3",
@@ -47,8 +50,12 @@ def test_a_jobs_max_pages_is_one_budget_across_its_seeds_and_workers(redis_url, 
             redis_url, "jobs", "submit", "budget", *site.urls, "--max-pages", "50"
         )
         assert done.returncode == 0, done.stderr
+        waited = scrapy_command(
+            redis_url, "jobs", "wait", "budget", "--timeout", "150", timeout=170
+        )
+        assert waited.returncode == 0, waited.stdout + waited.stderr
         for w in workers:
-            assert w.wait(180) == 0, w.log()[-3000:]
+            assert w.stop(60) == 0, w.log()[-3000:]
         pages = [path for _, _, path, _ in site.request_log() if path != "/robots.txt"]
     assert len(pages) == 50
     # Both workers fetched (20-32 pages each in our runs): the budget held across them.
