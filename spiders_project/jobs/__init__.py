@@ -5,4 +5,9 @@ on everything crawled from it). ``scrapy jobs submit`` writes a job's seeds
 and records it in ``<spider>:jobs`` (``submit.py``); ``scrapy jobs schedule``
 stores a cron timetable that every worker's :class:`~spiders_project.jobs.schedules.JobSchedules`
 checks, each tick running once for the whole cluster (``schedules.py``).
+A job is running, paused, cancelled or finished (``states.py``): the operator
+pauses, resumes and cancels it (``control.py``), every worker holds back a
+paused job's requests, drops a cancelled job's and finds jobs finished
+(``watch.py``), and the frontier's lease and enqueue scripts set aside or drop
+the requests they move.
 """

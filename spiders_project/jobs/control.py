@@ -22,16 +22,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.job_keys import job_counts, job_held, job_quiet, spider_job_control
+from spiders_project.job_keys import job_counts, job_held
 from spiders_project.job_progress import JobProgress, read_jobs
 from spiders_project.jobs.states import (
     ENDED,
-    RUNNING,
     JobStateError,
     check_change,
     control_writes,
     purge_script,
+    restore_call,
     restore_script,
+    run_clears,
     state_call,
     state_of,
     state_script,
@@ -81,19 +82,12 @@ def change_state(
     raise JobStateError(f"job {job} kept changing; try again")
 
 
-def clear_control(calls: SyncRedisCalls, keys: RedisKeys, job: str) -> None:
+def clear_control(calls: SyncRedisCalls, keys: RedisKeys, job: str) -> int:
     """Before a job is submitted again: neither the spider nor a shard keeps it
-    paused or cancelled, and it has no quiet mark."""
-    calls.command("HDEL", spider_job_control(keys), job, retry=True)
-    calls.command("HDEL", job_quiet(keys), job, retry=True)
-    for command in control_writes(keys, job, RUNNING):
+    paused or cancelled, and what a pause set aside is queued again (how many)."""
+    for command in run_clears(keys, job):
         calls.command(*command, retry=True)
-
-
-def _host_of(member: bytes) -> str:
-    """The host in a held member: "<job> <score> <#host> <host><request>"."""
-    _, _, length, rest = member.split(b" ", 3)
-    return rest[: int(length)].decode("utf-8", "surrogateescape")
+    return restore_held(calls, keys, job)
 
 
 def restore_held(calls: SyncRedisCalls, keys: RedisKeys, job: str, *, now: int | str = "") -> int:
@@ -111,11 +105,8 @@ def restore_held(calls: SyncRedisCalls, keys: RedisKeys, job: str, *, now: int |
                 )
                 if not members:
                     break
-                hosts = [_host_of(m) for m in members]
-                script_keys = [held, lane.hosts, lane.requests_size, job_counts(shard)]
-                script_keys += [lane.host_queue(h) for h in hosts]
-                script_keys += [lane.host_list(h) for h in hosts]
-                restored += int(calls.script(script, script_keys, [now, *members], retry=False))
+                script_keys, args = restore_call(lane, members, now=now)
+                restored += int(calls.script(script, script_keys, args, retry=False))
     return restored
 
 

@@ -44,6 +44,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.jobs.config import JobsConfig
+from spiders_project.jobs.states import run_clears
 from spiders_project.jobs.submit import (
     LUA_DIR,
     SCHEDULE,
@@ -272,6 +273,10 @@ class JobSchedules:
                 now="" if test_now is None else test_now,
                 recrawl_after=recrawl_after,
             )
+            # A run makes its job run, as a submit does: first no shard keeps
+            # it paused or cancelled (its seeds would be set aside or dropped).
+            for command in run_clears(keys, job):
+                await self.redis.calls.command(*command, retry=False)
             answer = await self.redis.calls.script(self.script, script_keys, args, retry=False)
             if int(answer) != 1:
                 continue  # another worker ran it, or the schedule changed

@@ -32,7 +32,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spiders_project.job_keys import DEFAULT_JOB, job_control, job_quiet, spider_job_control
+from spiders_project.job_keys import (
+    DEFAULT_JOB,
+    job_control,
+    job_counts,
+    job_held,
+    job_quiet,
+    spider_job_control,
+)
 from spiders_project.job_progress import JobProgress
 from spiders_project.jobs.submit import LUA_DIR
 from spiders_project.keys import RedisKeys
@@ -156,6 +163,25 @@ def state_call(
     ]
 
 
+def held_job(member: bytes) -> str:
+    """The job of a member of the held set: "<job> <score> <#host> <host><request>"."""
+    return member.split(b" ", 1)[0].decode("utf-8", "replace")
+
+
+def restore_call(
+    lane: RedisKeys, members: list[bytes], *, now: int | str = ""
+) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of ``lua/restore_held.lua`` for ``members`` of ``lane``'s held set."""
+    hosts = []
+    for member in members:
+        _, _, length, rest = member.split(b" ", 3)
+        hosts.append(rest[: int(length)].decode("utf-8", "surrogateescape"))
+    script_keys = [job_held(lane), lane.hosts, lane.requests_size, job_counts(lane)]
+    script_keys += [lane.host_queue(h) for h in hosts]
+    script_keys += [lane.host_list(h) for h in hosts]
+    return script_keys, [now, *members]
+
+
 def control_writes(keys: RedisKeys, job: str, state: str) -> list[tuple[Any, ...]]:
     """The commands that copy a job's control field to each shard of a sharded
     frontier (none on one that is not: the shard's hash is the spider's)."""
@@ -167,6 +193,18 @@ def control_writes(keys: RedisKeys, job: str, state: str) -> list[tuple[Any, ...
         if key != spider:
             out.append(("HSET", key, job, control) if control else ("HDEL", key, job))
     return out
+
+
+def run_clears(keys: RedisKeys, job: str) -> list[tuple[Any, ...]]:
+    """The commands a new run of ``job`` (a submit, a schedule's tick) sends first:
+    neither the spider nor a shard keeps it paused or cancelled, and its quiet
+    mark goes. Requests a pause set aside go back with the workers' next look
+    (``watch.py``), or with ``scrapy jobs resume``."""
+    return [
+        ("HDEL", spider_job_control(keys), job),
+        ("HDEL", job_quiet(keys), job),
+        *control_writes(keys, job, RUNNING),
+    ]
 
 
 def check_change(job: str, state: str | None, to: str) -> None:

@@ -27,14 +27,17 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.job_keys import DEFAULT_JOB, job_quiet, spider_job_control
+from spiders_project.job_keys import DEFAULT_JOB, job_held, job_quiet, spider_job_control
 from spiders_project.job_progress import count_keys, job_progress, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import (
     CANCELLED,
     FINISHED,
     PAUSED,
+    held_job,
     judge,
+    restore_call,
+    restore_script,
     seeds_pending,
     state_call,
     state_script,
@@ -51,6 +54,10 @@ logger = logging.getLogger(__name__)
 # Seeds read from start_urls before a job is called finished: enough for any
 # backlog a running cluster has; a longer list is read in part (logged).
 SEEDS_READ = 10_000
+# Members of a held set read at once, and reads a look makes of one (a long
+# paused part is skipped with one range).
+STRAY_BATCH = 500
+STRAY_READS = 20
 
 
 def _text(value: Any) -> str:
@@ -69,6 +76,7 @@ class JobWatch:
         # job -> "paused" / "cancelled", as last read; empty in most crawls.
         self.states: dict[str, str] = {}
         self.script = state_script()
+        self.restore = restore_script()
         self._task: asyncio.Task[None] | None = None
         self._next_look = 0.0
 
@@ -189,7 +197,44 @@ class JobWatch:
             logger.info(
                 "Job %s %s (%s): %s", progress.id, verdict.state, verdict.why, summary(progress)
             )
+        await self.restore_stray()
         return changed
+
+    async def restore_stray(self) -> int:
+        """Requests set aside for a job that is no longer paused go back to their
+        queues: a resume cut short, or a new run (submit, a schedule's tick) of a
+        paused job. The held set is ordered by job: a paused job's part is skipped
+        with one range, so a look costs one read per shard and lane when empty."""
+        assert self.redis is not None
+        restored = 0
+        for lane, calls in self.redis.queue_calls():
+            start = "-"
+            for _ in range(STRAY_READS):
+                members = await calls.command(
+                    "ZRANGEBYLEX",
+                    job_held(lane),
+                    start,
+                    "+",
+                    "LIMIT",
+                    0,
+                    STRAY_BATCH,
+                    retry=False,
+                    writes=False,
+                )
+                if not members:
+                    break
+                stray = [m for m in members if self.states.get(held_job(m)) != PAUSED]
+                if stray:
+                    script_keys, args = restore_call(lane, stray)
+                    restored += int(
+                        await calls.script(self.restore, script_keys, args, retry=False)
+                    )
+                else:
+                    start = f"({held_job(members[-1])}!"  # past that paused job's part
+        if restored:
+            logger.info("Put back %d requests of jobs no longer paused", restored)
+            self.stats.inc_value("jobs/held_restored", restored)
+        return restored
 
     async def _seeds_pending(self, job: str) -> bool:
         assert self.redis is not None

@@ -10,7 +10,13 @@ import pytest
 
 from spiders_project.job_keys import job_held, spider_job_control
 from spiders_project.job_progress import read_jobs
-from spiders_project.jobs.control import change_state, purge_job, restore_held, wait_for_end
+from spiders_project.jobs.control import (
+    change_state,
+    clear_control,
+    purge_job,
+    restore_held,
+    wait_for_end,
+)
 from spiders_project.jobs.states import JobStateError
 from spiders_project.jobs.submit import JobSpec, submit_call, submit_script
 from tests.integration.test_frontier_scripts import K, lease, tok
@@ -151,3 +157,19 @@ def test_a_link_refused_before_its_queue_counts_once_per_url_and_job(r, s):
     assert int(r.get(K.requests_size) or 0) == 0
     # The URL itself is still free to be queued (the refusal's token is salted).
     assert enqueue(s, [("a", tok("x"), 0, request("http://a/x", "C"))]) == 1
+
+
+def test_a_paused_job_submitted_again_runs_with_what_its_pause_set_aside(r, s):
+    submit(s, "A")
+    queue_two_jobs(s)
+    change_state(s.calls, K, "A", "paused", why="pause", events_max=100)
+    lease(s, 0, [])
+    lease(s, 100, [("shared", 0), ("a", 0)])
+    assert r.zcard(job_held(K)) == 5
+    # What `scrapy jobs submit` does first: the job is no longer paused anywhere,
+    # and its requests set aside are queued again.
+    assert clear_control(s.calls, K, "A") == 5
+    assert r.hget(spider_job_control(K), "A") is None
+    submit(s, "A")
+    assert wait_for_end(s.calls, K, "A", 0) is None  # running again: no end yet
+    assert counts(r)["A"] == {"queued": 5}
