@@ -24,6 +24,9 @@ from typing import Any
 from spiders_project.job_keys import DEFAULT_JOB, job_counts, job_tally
 from spiders_project.keys import RedisKeys
 
+# The counts that only grow: a run's are the totals less the totals when it
+# started, kept in its record as "base" (jobs/submit.py, jobs/states.py).
+RUN_COUNTS = ("pages", "items", "dead_letters", "refused", "purged", "acked")
 # A job whose last page was acked this long ago (ms) fetches 0 pages/s.
 RATE_IDLE_MS = 60_000
 # The fields of ``scrapy jobs list|show --json``, in order (issue 27, item 5).
@@ -66,9 +69,11 @@ class JobProgress:
     pages_per_s: float = 0.0
     eta_s: float | None = None
     # Not printed: leases of the job ended (finish detection, jobs/states.py),
-    # and its hosts by queued requests (``show``), when read.
+    # its hosts by queued requests (``show``), when read, and its counts since
+    # the counts began (``totals``; the fields above are this run's: RUN_COUNTS).
     acked: int = 0
     top_hosts: list[tuple[str, int]] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields of ``--json`` (``FIELDS``), and ``top_hosts`` once read."""
@@ -126,6 +131,7 @@ def job_progress(
     def job(name: str) -> JobProgress:
         return jobs.setdefault(name, JobProgress(name))
 
+    bases: dict[str, dict[str, Any]] = {}
     for raw_id, raw in records.items():
         progress = job(_text(raw_id))
         try:
@@ -133,6 +139,8 @@ def job_progress(
         except ValueError:
             continue
         if isinstance(record, dict):
+            if isinstance(record.get("base"), dict):
+                bases[progress.id] = record["base"]
             progress.state = str(record.get("state", progress.state))
             progress.started_at = _iso(record.get("started_at"))
             progress.finished_at = _iso(record.get("finished_at"))
@@ -178,10 +186,24 @@ def job_progress(
             progress = job(name)
             setattr(progress, what, getattr(progress, what) + int(_text(raw_value)))
     for name, progress in jobs.items():
+        base = bases.get(name, {})
+        for what in RUN_COUNTS:
+            total = getattr(progress, what)
+            progress.totals[what] = total
+            since = base.get(what)
+            if isinstance(since, int) and not isinstance(since, bool):
+                setattr(progress, what, max(total - since, 0))
         progress.pages_per_s = round(rates.get(name, 0.0), 3)
         if progress.pages_per_s > 0:
             progress.eta_s = round(progress.queued / progress.pages_per_s, 1)
     return [jobs[name] for name in sorted(jobs)]
+
+
+def job_totals(calls: Any, keys: RedisKeys, job: str) -> dict[str, int]:
+    """The job's counts since they began (``RUN_COUNTS``), the "base" of a new run."""
+    *shards, tally = (calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys))
+    found = [p for p in job_progress({}, shards, tally, 0) if p.id == job]
+    return dict(found[0].totals) if found else {}
 
 
 def read_jobs(calls: Any, keys: RedisKeys) -> list[JobProgress]:

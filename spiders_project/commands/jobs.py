@@ -39,7 +39,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
-from spiders_project.job_progress import add_top_hosts, details, read_jobs, summary
+from spiders_project.job_progress import add_top_hosts, details, job_totals, read_jobs, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.control import (
     change_state,
@@ -274,7 +274,12 @@ class Command(RedisCommand, ScrapyCommand):
             _now_ms(calls),
         )
         script_keys, args = submit_call(
-            keys, spec, run, events_max=config.events_max, recrawl_after=recrawl_after
+            keys,
+            spec,
+            run,
+            events_max=config.events_max,
+            recrawl_after=recrawl_after,
+            base=job_totals(calls, keys, spec.job),
         )
         started = int(calls.script(submit_script(), script_keys, args, retry=False))
         line = (

@@ -43,6 +43,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.job_progress import count_keys, job_progress
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import run_clears
 from spiders_project.jobs.submit import (
@@ -157,9 +158,11 @@ def tick_call(
     events_max: int,
     now: int | str = "",
     recrawl_after: float | None = None,
+    base: dict[str, int] | None = None,
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``lua/schedule_tick.lua``: run ``tick`` of ``schedule``, read as ``raw``
-    (its seeds with ``recrawl_after``: :func:`run_recrawl_after`)."""
+    (its seeds with ``recrawl_after``: :func:`run_recrawl_after`; ``base``: the
+    job's counts now, ``submit.run_args``)."""
     claimed = replace(schedule, tick=tick).to_json()
     run = f"t{tick // 1000}"
     args = run_args(
@@ -169,6 +172,7 @@ def tick_call(
         events_max=events_max,
         tick=tick,
         recrawl_after=recrawl_after,
+        base=base,
     )
     script_keys = [keys.job_schedules, keys.jobs, keys.jobs_events, keys.start_urls]
     return script_keys, [now, tick, raw, claimed, *args]
@@ -264,6 +268,7 @@ class JobSchedules:
             if schedule is None or tick is None:
                 continue
             recrawl_after = self._recrawl_after(job, schedule, tick)
+            base = await self._totals(job)
             script_keys, args = tick_call(
                 keys,
                 schedule,
@@ -272,6 +277,7 @@ class JobSchedules:
                 events_max=self.config.events_max,
                 now="" if test_now is None else test_now,
                 recrawl_after=recrawl_after,
+                base=base,
             )
             # A run makes its job run, as a submit does: first no shard keeps
             # it paused or cancelled (its seeds would be set aside or dropped).
@@ -323,6 +329,14 @@ class JobSchedules:
                 after * TIME_STEPS / 2,
             )
         return after
+
+    async def _totals(self, job: str) -> dict[str, int]:
+        """The job's counts since they began: the base of the run a tick starts."""
+        *shards, tally = await self.redis.pipelined(
+            "job counts", [("HGETALL", key) for key in count_keys(self.redis.keys)], retry=False
+        )
+        found = [p for p in job_progress({}, shards, tally, 0) if p.id == job]
+        return dict(found[0].totals) if found else {}
 
     def _read(self, job: str, raw: bytes | str) -> Schedule | None:
         """The schedule stored for ``job``, or None (logged once per entry) if unreadable."""

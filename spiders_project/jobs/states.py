@@ -100,11 +100,20 @@ def state_of(raw: bytes | str | None) -> str | None:
     return state if state in STATES else None
 
 
-def new_record(raw: bytes | str | None, job: str, state: str, now_ms: int, why: str) -> str:
+def new_record(
+    raw: bytes | str | None,
+    job: str,
+    state: str,
+    now_ms: int,
+    why: str,
+    totals: dict[str, int] | None = None,
+) -> str:
     """The record after the change: the read one with its new state and times.
 
-    A job without a record (seeded raw) gets one, started now. A job that runs
-    again after it ended starts again now, and its end time goes.
+    A job without a record (seeded raw) gets one, started now. A job that ends
+    keeps its ``totals`` (``JobProgress.totals``) as "final"; one that runs
+    again after it ended starts again now, its end time goes, and its counts
+    start from those final ones ("base": a new run counts its own pages).
     """
     record: dict[str, Any] = {}
     if raw:
@@ -120,9 +129,13 @@ def new_record(raw: bytes | str | None, job: str, state: str, now_ms: int, why: 
     record["state"] = state
     if state in ENDED:
         record["finished_at"] = now_ms
+        if totals:
+            record["final"] = totals
     elif state == RUNNING and was in ENDED:
         record["started_at"] = now_ms
         record.pop("finished_at", None)
+        if isinstance(record.get("final"), dict):
+            record["base"] = record.pop("final")
     return json.dumps(record, separators=(",", ":"))
 
 
@@ -155,7 +168,7 @@ def state_call(
     return [keys.jobs, keys.jobs_events, spider_job_control(keys), job_quiet(keys)], [
         job,
         read or "",
-        new_record(read, job, state, now_ms, why),
+        new_record(read, job, state, now_ms, why, progress.totals if progress else None),
         state,
         control_of(state),
         events_max,
@@ -239,7 +252,8 @@ NOTHING = Verdict()
 def ended_count(progress: JobProgress) -> int:
     """A count that grows with everything the job's requests go through: leases
     ended, and requests purged (dropped without a lease)."""
-    return progress.acked + progress.purged
+    totals = progress.totals
+    return totals.get("acked", progress.acked) + totals.get("purged", progress.purged)
 
 
 def judge(

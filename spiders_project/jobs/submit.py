@@ -202,8 +202,13 @@ def run_args(
     events_max: int,
     tick: int | None = None,
     recrawl_after: float | None = None,
+    base: dict[str, int] | None = None,
 ) -> list[Any]:
-    """The run's arguments to ``lua/submit_job.lua`` (its header gives the order)."""
+    """The run's arguments to ``lua/submit_job.lua`` (its header gives the order).
+
+    ``base``: the job's counts when the run starts (``job_progress.job_totals``),
+    so ``scrapy jobs show`` and the events count this run's pages, not every run's.
+    """
     record: dict[str, Any] = {
         "id": spec.job,
         "state": "running",
@@ -217,6 +222,8 @@ def run_args(
         record["tick"] = tick
     if recrawl_after is not None:
         record["recrawl_after"] = recrawl_after
+    if base:
+        record["base"] = base
     return [
         spec.job,
         run,
@@ -236,11 +243,14 @@ def submit_call(
     events_max: int,
     now: int | str = "",
     recrawl_after: float | None = None,
+    base: dict[str, int] | None = None,
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``runtime/clock.py``).
 
     ``recrawl_after``: see :func:`rerun_recrawl_after` (a job submitted again,
     from the time since its previous run started, its record's ``started_at``).
     """
-    args = run_args(spec, run, via=SUBMIT, events_max=events_max, recrawl_after=recrawl_after)
+    args = run_args(
+        spec, run, via=SUBMIT, events_max=events_max, recrawl_after=recrawl_after, base=base
+    )
     return [keys.jobs, keys.jobs_events, keys.start_urls], [now, *args]

@@ -140,7 +140,10 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
             what="the frontier to drain",
         )
         log = [(at, path) for at, _, path, status in site.request_log() if status == 200]
-        runs = [fields[b"run"].decode() for _, fields in r.xrange(K.jobs_events)]
+        runs = [f[b"run"].decode() for _, f in r.xrange(K.jobs_events) if b"run" in f]
+        # The job's counts are this run's: its pages, not both runs'.
+        shown = scrapy_command(redis_url, "jobs", "show", "again", "--json")
+        assert json.loads(shown.stdout)["pages"] == len(pages), shown.stdout
         assert all(w.alive() for w in workers)
         for proc in (*workers, writer):
             proc.signal(signal.SIGTERM)  # all at once: each takes a moment to finish

@@ -75,3 +75,18 @@ def test_seeds_waiting_in_start_urls_are_found_by_job():
     assert not seeds_pending(entries, "j3")
     assert seeds_pending(entries, "default")
     assert not seeds_pending(entries[1:], "default")
+
+
+def test_a_run_counts_its_own_pages_from_the_base_in_its_record():
+    from spiders_project.job_progress import job_progress
+
+    counts = {b"j|pages": b"30", b"j|items": b"25", b"j|acked": b"31", b"j|queued": b"4"}
+    record = json.dumps({"id": "j", "state": "running", "base": {"pages": 20, "items": 18}})
+    (run,) = job_progress({b"j": record}, [counts], {}, 0)
+    assert (run.pages, run.items, run.queued, run.acked) == (10, 7, 4, 31)
+    assert run.totals["pages"] == 30
+    # It ends with its totals kept; seeded again, the next run counts from them.
+    ended = new_record(record, "j", FINISHED, 5, "nothing left", run.totals)
+    assert json.loads(ended)["final"]["pages"] == 30
+    again = json.loads(new_record(ended, "j", RUNNING, 9, "seeded again"))
+    assert again["base"]["pages"] == 30 and "final" not in again
