@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from spiders_project.job_keys import job_held, spider_job_control
+from spiders_project.job_keys import job_control, job_held, spider_job_control
 from spiders_project.job_progress import read_jobs
 from spiders_project.jobs.control import (
     change_state,
@@ -19,8 +19,12 @@ from spiders_project.jobs.control import (
 )
 from spiders_project.jobs.states import JobStateError
 from spiders_project.jobs.submit import JobSpec, submit_call, submit_script
-from tests.integration.test_frontier_scripts import K, lease, tok
-from tests.integration.test_job_counts import Scripts, counts, enqueue, request
+from spiders_project.keys import RedisKeys
+from spiders_project.runtime.calls import enqueue_call, lease_call
+from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
+from tests.integration.test_job_counts import counts, enqueue, request
+from tests.support.processes import scrapy_command
+from tests.support.services import RedisClusterGroup
 
 
 @pytest.fixture
@@ -173,3 +177,48 @@ def test_a_paused_job_submitted_again_runs_with_what_its_pause_set_aside(r, s):
     submit(s, "A")
     assert wait_for_end(s.calls, K, "A", 0) is None  # running again: no end yet
     assert counts(r)["A"] == {"queued": 5}
+
+
+def test_on_a_sharded_redis_cluster_pause_and_cancel_reach_every_shard():
+    """Three masters, one frontier shard each: the commands copy the job's control to
+    every shard, whose lease script sets its requests aside; cancel purges them all."""
+    group = RedisClusterGroup(masters=3)
+    try:
+        ck = RedisKeys("distributed", cluster=True, shards=3)
+        client = group.client
+        client.set(ck.frontier_shards, 3)
+        by_shard: dict[int, str] = {}
+        for i in range(100):
+            by_shard.setdefault(ck.shard_of(f"h{i}.example"), f"h{i}.example")
+        hosts = [by_shard[n] for n in range(3)]
+        s = Scripts(client)
+        for h in hosts:
+            entries = [(h, tok(f"{h}A{i}"), 0, request(f"http://{h}/a{i}", "A")) for i in range(2)]
+            entries += [(h, tok(f"{h}B"), 0, request(f"http://{h}/b", "B"))]
+            keys, args = enqueue_call(ck.for_host(h), entries, now=s.now)
+            assert s.enqueue(keys, args)[0] == 3
+        env = {"REDIS_CLUSTER": "true"}
+
+        def jobs(*argv: str) -> dict:
+            done = scrapy_command(group.url, "jobs", *argv, "--json", env=env)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout.splitlines()[-1])
+
+        for job in ("A", "B"):
+            jobs("submit", job, f"http://{job.lower()}.example/")
+        assert jobs("pause", "A")["state"] == "paused"
+        leased = []
+        for h in hosts:
+            shard = ck.for_host(h)
+            assert client.hget(job_control(shard), "A") == b"paused"
+            keys, args = lease_call(shard, 8, 60_000, [(h, 0)], 8, 8, "w1", 0, now=s.now)
+            leased += [json.loads(m)["u"] for m in s.lease(keys, args)[0][1::3]]
+        assert sorted(leased) == sorted(f"http://{h}/b" for h in hosts)
+        cancelled = jobs("cancel", "A")
+        assert (cancelled["purged"], cancelled["held"]) == (6, 6)
+        shown = jobs("show", "A")
+        assert shown["state"] == "cancelled" and shown["purged"] == 6 and shown["queued"] == 0
+        shown = jobs("show", "B")
+        assert shown["state"] == "running" and shown["in_flight"] == 3
+    finally:
+        group.stop()
