@@ -73,6 +73,11 @@ def job_quiet(keys: RedisKeys) -> str:
     return keys.prefix + "jobs:quiet"
 
 
+def job_look(keys: RedisKeys) -> str:
+    """String: the worker making this period's look at the jobs (SET NX PX)."""
+    return keys.prefix + "jobs:look"
+
+
 def job_tally(keys: RedisKeys) -> str:
     """Hash "<job>|<field>" -> count, of the spider, written with the items and acks."""
     return keys.prefix + "jobs:tally"

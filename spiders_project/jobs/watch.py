@@ -10,10 +10,11 @@ aside and drops a cancelled job's, ``runtime/lua/lease.lua``). So from two
 seconds after ``scrapy jobs pause``, no worker starts a download of the job.
 
 Every few seconds it also looks at every job's counts and turns the verdicts
-of ``states.judge`` into state changes (finished, running again): each worker
-looks, and the compare-and-set in ``lua/job_state.lua`` lets one of them make
-each change. A look that finds a job finished reads start_urls first, so a
-seed of the job that no worker has taken yet keeps it running.
+of ``states.judge`` into state changes (finished, running again): one worker
+a period looks (the first to take ``jobs:look``), and the compare-and-set in
+``lua/job_state.lua`` keeps a change single even if two looks overlap. A
+look that finds a job finished reads start_urls first, so a seed of the job
+that no worker has taken yet keeps it running.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.job_keys import DEFAULT_JOB, job_held, job_quiet, spider_job_control
+from spiders_project.job_keys import (
+    DEFAULT_JOB,
+    job_held,
+    job_look,
+    job_quiet,
+    spider_job_control,
+)
 from spiders_project.job_progress import count_keys, job_progress, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import (
@@ -133,7 +140,8 @@ class JobWatch:
                 self.update(entries)
                 if time.monotonic() >= self._next_look:
                     self._next_look = time.monotonic() + self.config.finish_look
-                    await self.look()
+                    if await self._my_turn():
+                        await self.look()
             except RedisUnavailable:
                 pass  # the call path logs Redis' state changes; the last copy stays
             except Exception as exc:  # noqa: BLE001 - read again at the next look
@@ -143,6 +151,23 @@ class JobWatch:
             else:
                 failing = ""
             await asyncio.sleep(self.config.state_interval)
+
+    async def _my_turn(self) -> bool:
+        """Whether this worker makes this period's look: the first to ask does, so
+        the cluster reads every job once a period, however many workers run."""
+        assert self.redis is not None
+        look_ms = max(int(self.config.finish_look * 1000) - 100, 50)
+        return bool(
+            await self.redis.calls.command(
+                "SET",
+                job_look(self.redis.keys),
+                self.redis.worker,
+                "NX",
+                "PX",
+                look_ms,
+                retry=False,
+            )
+        )
 
     async def look(self) -> int:
         """One look at every job's counts; the number of state changes this worker made."""

@@ -174,6 +174,8 @@ def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path,
     assert b["state"] == "cancelled" and b["finished_at"]
     assert b["queued"] == b["in_flight"] == b["backing_off"] == 0
     assert b["pages"] == len(b_log)
+    # Its pages in flight at the cancel finished: every item of B is stored.
+    assert b["items"] == len([u for u in rows if urlsplit(u).netloc == netlocs[2]])
     fetched_b = {target for _, host, target in b_log if host == netlocs[2]}
     found = discovered(site, 2, fetched_b) | set(shared_b)
     assert b["pages"] + b["purged"] + b["refused"] + b["dead_letters"] == len(found)

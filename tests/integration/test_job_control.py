@@ -222,3 +222,22 @@ def test_on_a_sharded_redis_cluster_pause_and_cancel_reach_every_shard():
         assert shown["state"] == "running" and shown["in_flight"] == 3
     finally:
         group.stop()
+
+
+def test_jobs_wait_exit_statuses(redis_url, r):
+    from tests.support.processes import K as DK
+
+    s = Scripts(r)
+    spec = JobSpec("slow", ("http://slow.test/",)).check()
+    keys, args = submit_call(DK, spec, "run1", events_max=100)
+    s.calls.script(submit_script(), keys, args)
+    timed_out = scrapy_command(redis_url, "jobs", "wait", "slow", "--timeout", "1", "--json")
+    assert timed_out.returncode == 4, timed_out.stderr
+    assert json.loads(timed_out.stdout) == {"id": "slow", "state": None, "timed_out": True}
+    change_state(s.calls, DK, "slow", "cancelled", why="cancel", events_max=100)
+    cancelled = scrapy_command(redis_url, "jobs", "wait", "slow")
+    assert cancelled.returncode == 3 and "Job slow cancelled" in cancelled.stdout
+    missing = scrapy_command(redis_url, "jobs", "wait", "nope")
+    assert missing.returncode == 1 and "no job nope" in missing.stderr
+    refused = scrapy_command(redis_url, "jobs", "pause", "slow")
+    assert refused.returncode == 1 and "cannot pause" in refused.stderr
