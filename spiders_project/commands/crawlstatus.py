@@ -194,7 +194,7 @@ def _spider_lines(view: SpiderView, now: float, window: float) -> list[str]:
         f"  workers     {view.workers_alive} alive, {len(view.workers) - view.workers_alive} lost",
     ]
     lines[-1:-1] = _steered_lines(view)
-    running = [job for job in view.jobs if job.state == "running"]
+    running = [job for job in view.jobs if job.state in ("running", "paused")]
     lines[-1:-1] = [f"  job         {summary(job)}" for job in running[:JOBS_SHOWN]]
     for w in sorted(view.workers, key=lambda w: w.worker):
         state = "alive" if w.alive else "LOST "
