@@ -122,18 +122,19 @@ local function finish(id, items)
   redis.call('HDEL', KEYS[2], id)
   if redis.call('SREM', KEYS[7], id) == 0 then give_slot_back(id, info) end
   if not info then return end
-  job_count(info, 'leased', -1)
-  job_count(info, 'acked', 1)
+  local job = job_of(info)
+  local changes = job_changes(job)
+  changes.leased = (changes.leased or 0) - 1
+  changes.acked = (changes.acked or 0) + 1
   if items == -1 then
-    job_count(info, 'dead_letters', 1)
+    changes.dead_letters = (changes.dead_letters or 0) + 1
   elseif items == -2 then
-    job_count(info, 'refused', 1)
+    changes.refused = (changes.refused or 0) + 1
   elseif items == -3 then
-    job_count(info, 'purged', 1)
+    changes.purged = (changes.purged or 0) + 1
   elseif items then
-    local job = job_of(info)
     paged[job] = (paged[job] or 0) + 1
-    if items > 0 then job_count(info, 'items', items) end
+    if items > 0 then changes.items = (changes.items or 0) + items end
   end
 end
 

@@ -18,8 +18,8 @@
 -- (\"), so the first match is the job's. Absent: the job "default".
 -- Changes add up in a table and go out as one HINCRBY per field per call,
 -- never one per request (Redis CPU per page: issue 29).
-local job_delta = {}
-local job_fields = {}
+local job_delta = {}  -- job -> {count -> change}
+local job_order = {}  -- the jobs changed, in order
 
 local function job_of(request)
   local at = string.find(request, '"crawl_job":"', 1, true)
@@ -27,23 +27,31 @@ local function job_of(request)
   return string.match(request, '^([%w%.%-_]+)"', at + 13) or 'default'
 end
 
--- Add `by` to the job of `request`'s count `what` (queued, later, leased, acked).
-local function job_count(request, what, by)
-  local field = job_of(request) .. '|' .. what
-  local was = job_delta[field]
-  if not was then
-    job_fields[#job_fields + 1] = field
-    was = 0
+-- The changes of `job`'s counts in this call (a table count -> change):
+-- callers that change several counts of one request find its job once.
+local function job_changes(job)
+  local changes = job_delta[job]
+  if not changes then
+    changes = {}
+    job_delta[job] = changes
+    job_order[#job_order + 1] = job
   end
-  job_delta[field] = was + by
+  return changes
+end
+
+-- Add `by` to the job of `request`'s count `what` (queued, later, leased, acked, ...).
+local function job_count(request, what, by)
+  local changes = job_changes(job_of(request))
+  changes[what] = (changes[what] or 0) + by
 end
 
 -- Write the changes to the hash `key`: one HINCRBY per field that changed.
 local function job_counts_done(key)
-  for _, field in ipairs(job_fields) do
-    local by = job_delta[field]
-    if by ~= 0 then redis.call('HINCRBY', key, field, by) end
+  for _, job in ipairs(job_order) do
+    for what, by in pairs(job_delta[job]) do
+      if by ~= 0 then redis.call('HINCRBY', key, job .. '|' .. what, by) end
+    end
   end
   job_delta = {}
-  job_fields = {}
+  job_order = {}
 end

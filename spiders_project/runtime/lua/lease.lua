@@ -244,8 +244,9 @@ local function lease_all(host, popped, spare)
     leased[#leased + 1] = id
     leased[#leased + 1] = popped[j]
     leased[#leased + 1] = host
-    job_count(popped[j], 'queued', -1)
-    job_count(popped[j], 'leased', 1)
+    local changes = job_changes(job_of(popped[j]))
+    changes.queued = (changes.queued or 0) - 1
+    changes.leased = (changes.leased or 0) + 1
     if spare then
       redis.call('SADD', KEYS[10 + 3 * ncand], id)
       spares[#spares + 1] = id
