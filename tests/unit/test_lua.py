@@ -14,6 +14,7 @@ from spiders_project.redis_calls.lua import (
     LuaScript,
     load_lua,
     read_lua,
+    without_comments,
 )
 
 CLOCK = "redis_calls/lua/clock.lua"
@@ -87,7 +88,7 @@ def test_the_include_line_marks_only_a_line_start(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("folder", "name"), CLOCK_USERS)
 def test_every_clock_user_gets_the_shared_clock_once(folder: str, name: str) -> None:
     script = load_lua(PACKAGE_ROOT / folder / "lua", name)
-    clock = (PACKAGE_ROOT / CLOCK).read_text()
+    clock = without_comments((PACKAGE_ROOT / CLOCK).read_text())
     assert script.source.count(clock) == 1
     assert script.source.count("local function now_ms(") == 1
     assert "redis.call('TIME')" not in script.source.replace(clock, "")
@@ -100,7 +101,18 @@ def test_every_script_of_the_package_resolves_its_includes() -> None:
         source = load_lua(path.parent, path.stem).source
         assert not any(line.startswith(INCLUDE) for line in source.splitlines()), path
         # Redis reads the shebang (flags) on the first line only.
-        assert source.split("\n", 1)[0] == path.read_text().split("\n", 1)[0], path
+        first = path.read_text().split("\n", 1)[0]
+        if first.startswith("#!"):
+            assert source.split("\n", 1)[0] == first, path
+        # Comments go, lines stay: Redis' errors name the file's line numbers.
+        assert source.count("\n") == read_lua(path).count("\n"), path
+
+
+def test_comment_lines_are_emptied_and_code_shebang_and_strings_kept() -> None:
+    text = "#!lua flags=allow-oom\n-- KEYS[1] x\n  -- indented\nlocal a = '--not' -- tail\nreturn a"
+    assert (
+        without_comments(text) == "#!lua flags=allow-oom\n\n\nlocal a = '--not' -- tail\nreturn a"
+    )
 
 
 def test_allow_oom_comes_from_the_shebang_line() -> None:
