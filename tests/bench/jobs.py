@@ -212,9 +212,19 @@ def section(result: JobsResult) -> list[str]:
             if abs(w - wo) >= 0.01
         ]
         served = ", ".join(f"{p.job_pages:,} of {p.with_jobs.pages_total:,}" for p in pairs)
+        other = ", ".join(
+            f"{p.with_jobs.other_cores:.2f} / {p.without.other_cores:.2f}" for p in pairs
+        )
+        trips = ", ".join(
+            " / ".join(f"{r.round_trips_per_page or 0:.2f}" for r in (p.with_jobs, p.without))
+            for p in pairs
+        )
         out += [
             "",
             f"- Commands per page, with minus without (mean of the rounds): {', '.join(diff)}.",
+            f"- Round trips per page, with / without, each round: {trips}.",
+            f"- Other load (cores taken by processes outside the benchmark), with / without, "
+            f"each round: {other}.",
             f"- Pages the job counted (`{JOB}|pages`) of the pages the site served: {served}.",
         ]
     return out
