@@ -221,7 +221,8 @@ def section(result: JobsResult) -> list[str]:
         )
         out += [
             "",
-            f"- Commands per page, with minus without (mean of the rounds): {', '.join(diff)}.",
+            "- Commands per page, with minus without (mean of the rounds): "
+            f"{', '.join(diff) or 'none'}.",
             f"- Round trips per page, with / without, each round: {trips}.",
             f"- Other load (cores taken by processes outside the benchmark), with / without, "
             f"each round: {other}.",
