@@ -18,7 +18,9 @@ process of its own), then, one after the other on that site:
    RFPDupeFilter, pickle, RedisPipeline, RedisSpider) until ``--stock-window`` pages;
 4. two workers until ``--window`` pages; then distance (``distance.py``): one and two
    workers each 5 ms from Redis through a delay relay, against loopback, alternately,
-   ``--distance-pairs`` pairs of ``--distance-window`` pages;
+   ``--distance-pairs`` pairs of ``--distance-window`` pages; then jobs (``jobs.py``):
+   one worker with crawl jobs against a checkout of the commit before them
+   (``--jobs-baseline``), alternately, ``--jobs-pairs`` pairs of ``--jobs-window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
@@ -47,6 +49,7 @@ from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
 from tests.bench.distance import distance_phase
+from tests.bench.jobs import BASELINE, jobs_phase
 from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import rendering_phase
 from tests.bench.seen import seen_phase
@@ -61,6 +64,7 @@ PHASES = (
     "stock",
     "two",
     "distance",
+    "jobs",
     "seen",
     "queue",
     "writer",
@@ -84,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distance-window", type=int, default=5_000)
     parser.add_argument("--distance-pairs", type=int, default=3, help="pairs of each setup")
     parser.add_argument("--distance-workers", default="1,2", help="the distance setups run")
+    parser.add_argument("--jobs-window", type=int, default=5_000)
+    parser.add_argument("--jobs-pairs", type=int, default=3, help="pairs with and without jobs")
+    parser.add_argument(
+        "--jobs-baseline",
+        default=BASELINE,
+        help="the commit(s) without jobs, comma-separated (each checked out in a temporary "
+        "git worktree)",
+    )
     parser.add_argument("--writer-items", type=int, default=100_000)
     parser.add_argument(
         "--set",
@@ -107,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown phase(s) {sorted(skip - set(PHASES))}")
     if args.window > args.pages or ("stock" not in skip and args.stock_window > args.pages):
         parser.error("--window and --stock-window must not exceed --pages")
+    if "jobs" not in skip and args.jobs_window > args.pages:
+        parser.error("--jobs-window must not exceed --pages")
     args.log_dir.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python -m tests.bench", *(argv if argv is not None else sys.argv[1:])])
     report = rep.Report(command=command, started=rep.now(), window=args.window)
@@ -120,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls = ("plain", "worker", "wait", "cluster", "stock", "two", "distance")
+    crawls = ("plain", "worker", "wait", "cluster", "stock", "two", "distance", "jobs")
     crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
@@ -140,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
                             args.distance_window,
                             args.distance_pairs,
                             tuple(int(n) for n in args.distance_workers.split(",")),
+                        )
+                        continue
+                    if phase == "jobs":
+                        report.jobs = jobs_phase(
+                            bench,
+                            args.jobs_window,
+                            args.jobs_pairs,
+                            [c for c in args.jobs_baseline.split(",") if c],
                         )
                         continue
                     if phase == "plain":
@@ -209,6 +231,18 @@ def main(argv: list[str] | None = None) -> int:
                         for p in report.distance.pairs
                     ]
                     if report.distance
+                    else None
+                ),
+                "jobs": (
+                    {
+                        "baselines": report.jobs.baselines,
+                        "pairs": [
+                            {"baseline": p.baseline, "job_pages": p.job_pages}
+                            | {k: describe(getattr(p, k)) for k in ("with_jobs", "without")}
+                            for p in report.jobs.pairs
+                        ],
+                    }
+                    if report.jobs
                     else None
                 ),
                 "seconds": report.seconds,

@@ -29,7 +29,7 @@ import psutil
 
 from spiders_project.keys import RedisKeys
 from tests.bench.site_proc import Site
-from tests.support.processes import PYTHON, Proc
+from tests.support.processes import PYTHON, ROOT, Proc
 from tests.support.services import RedisServer, pin
 
 SAMPLE_INTERVAL = 0.2
@@ -125,14 +125,16 @@ class Bench:
         return argv
 
     # --- the crawlers ----------------------------------------------------------
-    def _proc(self, name: str, argv: list[str], cpus: set[int] | None) -> Proc:
+    def _proc(self, name: str, argv: list[str], cpus: set[int] | None, cwd: Path = ROOT) -> Proc:
         env = {"REDIS_URL": self.redis.url, **self.env}
-        return Proc(name, argv, env, self.log_dir / f"{name}.log", cpus=cpus)
+        return Proc(name, argv, env, self.log_dir / f"{name}.log", cpus=cpus, cwd=cwd)
 
-    def worker(self, name: str, *settings: str, cpus: set[int] | None) -> Proc:
-        """``scrapy crawl distributed``, exactly as deployed, plus ``-s`` settings."""
+    def worker(self, name: str, *settings: str, cpus: set[int] | None, cwd: Path = ROOT) -> Proc:
+        """``scrapy crawl distributed``, exactly as deployed, plus ``-s`` settings; ``cwd``
+        another checkout's root runs that checkout's project (``jobs.py``: an older commit)."""
         argv = [PYTHON, "-m", "scrapy", "crawl", "distributed"]
-        return self._proc(name, argv + self._settings_argv("LOG_LEVEL=INFO", *settings), cpus)
+        argv += self._settings_argv("LOG_LEVEL=INFO", *settings)
+        return self._proc(name, argv, cpus, cwd)
 
     def plain(self, name: str, cpus: set[int] | None) -> Proc:
         argv = [PYTHON, "-m", "tests.bench.run_spider", "plain", "--url", self.site.url]
@@ -175,6 +177,7 @@ class Bench:
         window: int,
         to_the_end: bool = False,
         seed_key: str | None = None,
+        seed: str | None = None,
         redis_keys: RedisKeys | None = None,
         timeout: float = 600,
     ) -> CrawlResult:
@@ -182,12 +185,12 @@ class Bench:
 
         With ``to_the_end`` the crawl runs until the crawlers exit by themselves;
         otherwise they get SIGTERM (a graceful stop) once the site has served
-        ``window`` pages.
+        ``window`` pages. ``seed`` is pushed to ``seed_key``: the site's root by default.
         """
         self.redis.reset()
         self.site.reset()
         if seed_key is not None:
-            self.redis.client.lpush(seed_key, self.site.url)
+            self.redis.client.lpush(seed_key, seed if seed is not None else self.site.url)
         memory_before = self.redis.sample()["memory"]
         started = time.monotonic()
         procs = start()

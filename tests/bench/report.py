@@ -24,6 +24,9 @@ from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
 from tests.bench.distance import DistanceResult
 from tests.bench.distance import section as distance_section
+from tests.bench.jobs import JobsResult
+from tests.bench.jobs import section as jobs_section
+from tests.bench.jobs import targets as jobs_targets
 from tests.bench.queue_entries import QueueResult
 from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
 from tests.bench.seen import SeenResult
@@ -57,6 +60,7 @@ class Report:
     rendering: RenderingResult | None = None
     cluster: ClusterResult | None = None
     distance: DistanceResult | None = None
+    jobs: JobsResult | None = None
 
 
 def machine() -> str:
@@ -127,6 +131,8 @@ def targets(report: Report) -> list[str]:
                         median >= TARGET_RATIO,
                     )
                 )
+    if report.jobs is not None:
+        rows += jobs_targets(report.jobs)
     for writer in report.writers:
         target = TARGET_WRITER[writer.database]
         rows.append(
@@ -505,6 +511,8 @@ def sections(report: Report) -> list[list[str]]:
         out.append(cluster(report))
     if report.distance is not None:
         out.append(distance_section(report.distance))
+    if report.jobs is not None:
+        out.append(jobs_section(report.jobs))
     if report.writers:
         out.append(writers(report))
     if report.rendering is not None:
