@@ -150,9 +150,15 @@ def _checkouts(commits: list[str]) -> Iterator[dict[str, Path]]:
     trees: dict[str, Path] = {}
     try:
         for commit in commits:
-            path = tmp / commit
-            _git(ROOT, "worktree", "add", "--detach", str(path), commit)
+            # "A+B": commit A with commit B applied on top (not committed), to
+            # compare against a baseline that shares a later change unrelated to
+            # jobs (3f75895: the scripts sent without their comments).
+            base, *extras = commit.split("+")
+            path = tmp / commit.replace("+", "_")
+            _git(ROOT, "worktree", "add", "--detach", str(path), base)
             trees[commit] = path
+            for extra in extras:
+                _git(path, "cherry-pick", "--no-commit", extra)
         yield trees
     finally:
         for path in trees.values():
