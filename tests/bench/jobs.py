@@ -105,7 +105,10 @@ def jobs_phase(bench: Bench, window: int, pairs: int, baselines: list[str]) -> J
     result = JobsResult(window=window)
     with _checkouts(baselines) as trees:
         for commit, tree in trees.items():
-            result.baselines[commit] = _git(tree, "log", "-1", "--format=%h %s")
+            described = _git(tree, "log", "-1", "--format=%h %s")
+            for extra in commit.split("+")[1:]:
+                described += f"; with {_git(ROOT, 'log', '-1', '--format=%h %s', extra)} applied"
+            result.baselines[commit] = described
         order: list[str | None] = [None, *baselines]
         for i in range(pairs):
             k = i % len(order)
