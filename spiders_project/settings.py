@@ -254,6 +254,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Last of all, right before the download: the cluster-wide turn of a
     # delayed host is granted here, so the site sees the delay.
     "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
+    # After the host's turn, right before the download: a job paused or cancelled
+    # while its request waited for that turn does not start it.
+    "spiders_project.jobs.watch.JobGate": 995,
 }
 
 # A JSON seed's "max_pages" is counted per page fetched, cluster-wide, just

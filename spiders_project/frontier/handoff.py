@@ -26,8 +26,10 @@ from collections import deque
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy import signals as scrapy_signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.signalmanager import SignalManager
 
 from spiders_project import internals
 from spiders_project.frontier.leases import Lease, LeaseKeeper
@@ -35,7 +37,16 @@ from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.keys import HTTP
 from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.outcomes import DEAD_LETTER, DROPPED, REFUSED
+from spiders_project.runtime.outcomes import (
+    DEAD_LETTER,
+    DROPPED,
+    HELD,
+    REFUSED,
+    request_dead_lettered,
+    request_dropped,
+    request_held,
+    request_refused,
+)
 from spiders_project.runtime.transaction import lease_part
 
 
@@ -74,6 +85,16 @@ class SlotHandoff:
         self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
         # Leases whose request became a dead letter or was refused (outcomes.py).
         self.outcomes: dict[bytes, int] = {}
+
+    def connect(self, signals: SignalManager) -> None:
+        """Hear Scrapy's signals and the features' outcomes (``runtime/outcomes.py``)."""
+        signals.connect(self.download_ended, signal=scrapy_signals.request_left_downloader)
+        signals.connect(self.response_received, signal=scrapy_signals.response_received)
+        signals.connect(self.item_scraped, signal=scrapy_signals.item_scraped)
+        signals.connect(self.dead_lettered, signal=request_dead_lettered)
+        signals.connect(self.refused, signal=request_refused)
+        signals.connect(self.held_back, signal=request_held)
+        signals.connect(self.dropped_late, signal=request_dropped)
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
@@ -129,6 +150,16 @@ class SlotHandoff:
         """``outcomes.request_refused``: its lease's job counts it refused."""
         self._ended_as(request, REFUSED)
 
+    def held_back(self, request: Request) -> None:
+        """``outcomes.request_held``: not downloaded after all (its job was paused):
+        its lease goes back to its queue when the engine is done with it."""
+        self._ended_as(request, HELD)
+
+    def dropped_late(self, request: Request) -> None:
+        """``outcomes.request_dropped``: not downloaded after all (its job was
+        cancelled): its job counts it purged."""
+        self._ended_as(request, DROPPED)
+
     def _ended_as(self, request: Request, outcome: int) -> None:
         lease = self.active.get(request)
         if lease is not None:
@@ -166,6 +197,12 @@ class SlotHandoff:
             if lease[0] not in self.released:
                 self._slot_ended(lease)  # no release sent: the ack gives the slot back
             self.released.discard(lease[0])
+            if self.outcomes.get(lease[0]) == HELD:
+                # Never downloaded (outcomes.request_held): back to its queue, not acked.
+                del self.outcomes[lease[0]]
+                self.at_cap.discard(lease[0])
+                self.leases.give_back(deque([(request, lease)]))
+                continue
             if self.spares.is_parked(lease):
                 self._done.add(lease[0])
                 continue

@@ -33,7 +33,7 @@ import contextlib
 import logging
 from collections import deque
 
-from scrapy import Request, Spider, signals
+from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
@@ -55,7 +55,7 @@ from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime import serialize
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import link_refused, request_dead_lettered, request_refused
+from spiders_project.runtime.outcomes import link_refused
 from spiders_project.runtime.pauses import EnginePauses
 from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.runtime.steps import Enqueue, FrontierSteps, Hold
@@ -113,11 +113,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.seen_guard = SeenGuard(redis, self.sent, self.stats)
         redis.batcher.enqueued.subscribe(self._count_enqueued)
         redis.batcher.slots_freed.subscribe(self._want.set)
-        crawler.signals.connect(self.handoff.download_ended, signal=signals.request_left_downloader)
-        crawler.signals.connect(self.handoff.response_received, signal=signals.response_received)
-        crawler.signals.connect(self.handoff.item_scraped, signal=signals.item_scraped)
-        crawler.signals.connect(self.handoff.dead_lettered, signal=request_dead_lettered)
-        crawler.signals.connect(self.handoff.refused, signal=request_refused)
+        self.handoff.connect(crawler.signals)  # downloads ended, pages, items, outcomes
         crawler.signals.connect(RefusedLinks(self).refused, signal=link_refused)
         # A pause that may last (node health): what was leased and not started goes back.
         pauses = EnginePauses.of(crawler)

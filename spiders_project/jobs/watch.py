@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.job_keys import (
@@ -52,6 +53,7 @@ from spiders_project.jobs.states import (
 from spiders_project.meta import JOB
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.context import WorkerRedis
+from spiders_project.runtime.outcomes import request_dropped, request_held
 from spiders_project.runtime.steps import HOLD, Hold
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 from spiders_project.wiring import shared
@@ -84,8 +86,7 @@ class JobWatch:
         self.states: dict[str, str] = {}
         self.script = state_script()
         self.restore = restore_script()
-        self._task: asyncio.Task[None] | None = None
-        self._next_look = 0.0
+        self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     def of(cls, crawler: Crawler) -> JobWatch:
@@ -121,27 +122,35 @@ class JobWatch:
         self.states = states
 
     def spider_opened(self) -> None:
-        if self.redis is not None and self._task is None:
-            self._task = spawn_loop("job states", self._loop())
+        if self.redis is not None and not self._tasks:
+            # Two loops: a slow look never delays the next read of the control.
+            self._tasks = [
+                spawn_loop("job states", self._every(self.config.state_interval, self.refresh)),
+                spawn_loop("job looks", self._every(self.config.finish_look, self._look)),
+            ]
 
     async def spider_closed(self) -> None:
-        if self._task is not None:
-            await stop_tasks([self._task])
-            self._task = None
+        if self._tasks:
+            await stop_tasks(self._tasks)
+            self._tasks = []
 
-    async def _loop(self) -> None:
+    async def refresh(self) -> None:
+        """One read of the job control hash."""
         assert self.redis is not None
+        entries = await self.redis.calls.command(
+            "HGETALL", spider_job_control(self.redis.keys), retry=False, writes=False
+        )
+        self.update(entries)
+
+    async def _look(self) -> None:
+        if await self._my_turn():
+            await self.look()
+
+    async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
         failing = ""
         while True:
             try:
-                entries = await self.redis.calls.command(
-                    "HGETALL", spider_job_control(self.redis.keys), retry=False, writes=False
-                )
-                self.update(entries)
-                if time.monotonic() >= self._next_look:
-                    self._next_look = time.monotonic() + self.config.finish_look
-                    if await self._my_turn():
-                        await self.look()
+                await step()
             except RedisUnavailable:
                 pass  # the call path logs Redis' state changes; the last copy stays
             except Exception as exc:  # noqa: BLE001 - read again at the next look
@@ -150,7 +159,7 @@ class JobWatch:
                 failing = repr(exc)
             else:
                 failing = ""
-            await asyncio.sleep(self.config.state_interval)
+            await asyncio.sleep(interval)
 
     async def _my_turn(self) -> bool:
         """Whether this worker makes this period's look: the first to ask does, so
@@ -313,3 +322,44 @@ class JobStep:
             self.stats.inc_value(DROPPED)
             return None
         return request
+
+
+# Stats of JobGate: requests stopped right before their download.
+GATE_HELD = "jobs/paused/held_at_download"
+GATE_DROPPED = "jobs/cancelled/dropped_at_download"
+
+
+class JobGate:
+    """The last check before a download: a request of a job paused or cancelled
+    meanwhile does not start.
+
+    A request passes ``JobStep`` when the engine takes it, then may wait for its
+    host's turn (``HostGateMiddleware``, just before this one): a pause that
+    comes during that wait is caught here. The request is not fetched; a paused
+    job's lease goes back to its queue (``outcomes.request_held``), a cancelled
+    job's counts purged (``outcomes.request_dropped``). The host's turn it took
+    is lost: one turn per request that was on its way when the pause came.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        assert crawler.stats is not None
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.watch = JobWatch.of(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> JobGate:
+        return cls(crawler)
+
+    def process_request(self, request: Request) -> None:
+        if not self.watch.states:
+            return
+        state = self.watch.state(request.meta.get(JOB, DEFAULT_JOB))
+        if state == PAUSED:
+            self.stats.inc_value(GATE_HELD)
+            self.crawler.signals.send_catch_log(request_held, request=request)
+            raise IgnoreRequest(f"job {request.meta.get(JOB, DEFAULT_JOB)} is paused")
+        if state == CANCELLED:
+            self.stats.inc_value(GATE_DROPPED)
+            self.crawler.signals.send_catch_log(request_dropped, request=request)
+            raise IgnoreRequest(f"job {request.meta.get(JOB, DEFAULT_JOB)} is cancelled")

@@ -27,6 +27,15 @@ request_refused = object()
 # counts it refused for its job, once per URL and salt (frontier/refused.py).
 link_refused = object()
 
+# Scrapy signals, sent with ``request`` by a downloader middleware that stops a
+# leased request just before its download: ``request_held`` (its job was paused:
+# the lease goes back to its queue, nothing is counted) and ``request_dropped``
+# (its job was cancelled: counted purged, like DROPPED).
+request_held = object()
+request_dropped = object()
+
 DEAD_LETTER = -1
 REFUSED = -2
 DROPPED = -3
+# Never sent to Redis: the handoff hands such a lease back instead of acking it.
+HELD = -4

@@ -35,7 +35,7 @@ from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
 
-PAGES = 80
+PAGES = 50
 B_ON_SHARED = 40
 
 
@@ -121,17 +121,17 @@ def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path,
         paused = scrapy_command(redis_url, "jobs", "pause", "A")
         assert paused.returncode == 0, paused.stderr
         t_pause = time.monotonic()
-        time.sleep(6)
+        time.sleep(5)
         # No request of A started 2 s after the pause; B went on, on the shared host too.
         assert served("A", t_pause + 2) == []
         b_meanwhile = served("B", t_pause + 2)
-        assert len(b_meanwhile) >= 10
+        assert len(b_meanwhile) >= 8
         # "At full speed": the shared host serves B as fast during A's pause as it
         # served A and B together before it (A's requests set aside take no turn).
         shared = [t for t, host, _, _ in site.request_log() if host == netlocs[1]]
         before = [t for t in shared if t <= t_pause]
         rate_before = (len(before) - 1) / (before[-1] - before[0])
-        rate_during = sum(1 for t in shared if t_pause + 2 < t <= t_pause + 6) / 4
+        rate_during = sum(1 for t in shared if t_pause + 2 < t <= t_pause + 5) / 3
         assert rate_during >= 0.7 * rate_before, (rate_during, rate_before)
         shown = json.loads(scrapy_command(redis_url, "jobs", "show", "A", "--json").stdout)
         assert shown["state"] == "paused" and shown["queued"] > 0
@@ -193,11 +193,11 @@ def test_a_pause_holds_across_a_killed_worker_and_a_redis_restart(start_redis, t
     r = redis.Redis.from_url(url)
     settings = (
         "DOWNLOAD_DELAY=0.2",
-        "FRONTIER_LEASE_TIMEOUT=5",
+        "FRONTIER_LEASE_TIMEOUT=3",
         "JOB_FINISH_GRACE=3",
         "MAX_IDLE_TIME_BEFORE_CLOSE=0",
     )
-    with TestSite(pages=60, seed=28, latency=0.02, offsite_links=False, dead_links=False) as site:
+    with TestSite(pages=40, seed=28, latency=0.02, offsite_links=False, dead_links=False) as site:
         first = worker("w1", url, tmp_path, *settings)
         procs.append(first)
         assert scrapy_command(url, "jobs", "submit", "P", site.url).returncode == 0
@@ -218,7 +218,7 @@ def test_a_pause_holds_across_a_killed_worker_and_a_redis_restart(start_redis, t
         procs.append(second)
         wait_until(lambda: r.zcard(K.workers) >= 1, 90, what="the second worker")
         # Past the killed worker's lease timeout: its leases came back, set aside.
-        time.sleep(8)
+        time.sleep(5)
         assert pages(t_pause + 2) == []
         shown = json.loads(scrapy_command(url, "jobs", "show", "P", "--json").stdout)
         assert shown["state"] == "paused" and shown["queued"] > 0
