@@ -29,13 +29,8 @@ from spiders_project.keys import RedisKeys
 RUN_COUNTS = ("pages", "items", "dead_letters", "refused", "purged", "acked")
 # A job whose last page was acked this long ago (ms) fetches 0 pages/s.
 RATE_IDLE_MS = 60_000
-# The fields of ``scrapy jobs list|show --json``, in order (issue 27, item 5).
-FIELDS = (
-    "id",
-    "state",
-    "started_at",
-    "finished_at",
-    "seeds",
+# A job's counts, in the order ``--json`` and the jobs' events give them.
+COUNTS = (
     "pages",
     "items",
     "queued",
@@ -44,9 +39,21 @@ FIELDS = (
     "dead_letters",
     "refused",
     "purged",
-    "pages_per_s",
-    "eta_s",
 )
+# The fields of ``scrapy jobs list|show --json``, in order (issue 27, item 5).
+FIELDS = ("id", "state", "started_at", "finished_at", "seeds", *COUNTS, "pages_per_s", "eta_s")
+# A shard's count "<job>|<field>" -> the JobProgress attribute it adds to.
+_ATTRIBUTE_OF = {
+    "queued": "queued",
+    "later": "backing_off",
+    "leased": "in_flight",
+    "acked": "acked",
+    "pages": "pages",
+    "items": "items",
+    "dead_letters": "dead_letters",
+    "refused": "refused",
+    "purged": "purged",
+}
 
 
 @dataclass
@@ -159,25 +166,12 @@ def job_progress(
                 continue
             n = int(raw_value)
             progress = job(name)
-            if what == "queued":
-                progress.queued += n
-            elif what == "later":
-                progress.backing_off += n
-            elif what == "leased":
-                progress.in_flight += n
-            elif what == "acked":
-                progress.acked += n
-            elif what == "pages":
-                progress.pages += n
+            attribute = _ATTRIBUTE_OF.get(what)
+            if attribute is None:
+                continue
+            setattr(progress, attribute, getattr(progress, attribute) + n)
+            if what == "pages":
                 pages[name] = n
-            elif what == "items":
-                progress.items += n
-            elif what == "dead_letters":
-                progress.dead_letters += n
-            elif what == "refused":
-                progress.refused += n
-            elif what == "purged":
-                progress.purged += n
         for name, mark in marks.items():
             rates[name] = rates.get(name, 0.0) + _rate(mark, pages.get(name, 0), now_ms)
     for raw_field, raw_value in tally.items():

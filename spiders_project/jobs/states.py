@@ -40,7 +40,7 @@ from spiders_project.job_keys import (
     job_quiet,
     spider_job_control,
 )
-from spiders_project.job_progress import JobProgress
+from spiders_project.job_progress import COUNTS, JobProgress
 from spiders_project.jobs.submit import LUA_DIR
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, load_lua
@@ -52,17 +52,8 @@ FINISHED = "finished"
 STATES = (RUNNING, PAUSED, CANCELLED, FINISHED)
 # The states a job ends in, with ``scrapy jobs wait``'s exit status for each.
 ENDED = {FINISHED: 0, CANCELLED: 3}
-# The counts an event carries (a job's progress fields).
-EVENT_COUNTS = (
-    "pages",
-    "items",
-    "queued",
-    "in_flight",
-    "backing_off",
-    "dead_letters",
-    "refused",
-    "purged",
-)
+# The counts an event carries: a job's progress counts.
+EVENT_COUNTS = COUNTS
 
 
 class JobStateError(ValueError):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from scrapy import Request, signals
@@ -51,11 +51,10 @@ from spiders_project.jobs.states import (
     state_script,
 )
 from spiders_project.meta import JOB
-from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.outcomes import request_dropped, request_held
 from spiders_project.runtime.steps import HOLD, Hold
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.runtime.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -125,8 +124,8 @@ class JobWatch:
         if self.redis is not None and not self._tasks:
             # Two loops: a slow look never delays the next read of the control.
             self._tasks = [
-                spawn_loop("job states", self._every(self.config.state_interval, self.refresh)),
-                spawn_loop("job looks", self._every(self.config.finish_look, self._look)),
+                spawn_loop("job states", self._repeat(self.config.state_interval, self.refresh)),
+                spawn_loop("job looks", self._repeat(self.config.finish_look, self._look)),
             ]
 
     async def spider_closed(self) -> None:
@@ -142,24 +141,14 @@ class JobWatch:
         )
         self.update(entries)
 
+    def _repeat(
+        self, interval: float, step: Callable[[], Awaitable[None]]
+    ) -> Coroutine[Any, Any, None]:
+        return repeat(step, interval, "Looking at the jobs' states", logger)
+
     async def _look(self) -> None:
         if await self._my_turn():
             await self.look()
-
-    async def _every(self, interval: float, step: Callable[[], Awaitable[None]]) -> None:
-        failing = ""
-        while True:
-            try:
-                await step()
-            except RedisUnavailable:
-                pass  # the call path logs Redis' state changes; the last copy stays
-            except Exception as exc:  # noqa: BLE001 - read again at the next look
-                if repr(exc) != failing:
-                    logger.error("Looking at the jobs' states failed: %r", exc)
-                failing = repr(exc)
-            else:
-                failing = ""
-            await asyncio.sleep(interval)
 
     async def _my_turn(self) -> bool:
         """Whether this worker makes this period's look: the first to ask does, so

@@ -30,9 +30,9 @@ from spiders_project.config import SettingsReader
 from spiders_project.host_steering import HostSteer, parse_steering
 from spiders_project.job_keys import job_counts
 from spiders_project.keys import LANES, RedisKeys
-from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
+from spiders_project.redis_calls import LuaScript, load_lua
 from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.runtime.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
@@ -159,16 +159,5 @@ class SteeredHosts:
             self._task = None
 
     async def _loop(self) -> None:
-        failing = ""
-        while True:
-            try:
-                await self.refresh()
-            except RedisUnavailable:
-                pass  # the call path logs Redis' state changes; the last copy stays
-            except Exception as exc:  # noqa: BLE001 - read again at the next look
-                if repr(exc) != failing:
-                    logger.error("Reading the host steering failed: %r", exc)
-                failing = repr(exc)
-            else:
-                failing = ""
-            await asyncio.sleep(self.interval)
+        # A failed read keeps the last copy; the next one tries again.
+        await repeat(self.refresh, self.interval, "Reading the host steering", logger)

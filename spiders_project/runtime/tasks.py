@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
+
+from spiders_project.redis_calls import RedisUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +23,31 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
         async with asyncio.timeout(timeout):
             await event.wait()
     return event.is_set()
+
+
+async def repeat(
+    step: Callable[[], Awaitable[None]], interval: float, what: str, log: logging.Logger
+) -> None:
+    """Run ``step`` every ``interval`` seconds, for as long as the task runs (``spawn_loop``).
+
+    For the loops that read a little of Redis each period (steered hosts, the
+    jobs' schedules and states): Redis being unreachable is the call path's to
+    log; any other failure is one line ("``what`` failed: ..."), once until it
+    changes, and the next period tries again.
+    """
+    failing = ""
+    while True:
+        try:
+            await step()
+        except RedisUnavailable:
+            pass  # the call path logs Redis' state changes
+        except Exception as exc:  # noqa: BLE001 - the next period tries again
+            if repr(exc) != failing:
+                log.error("%s failed: %r", what, exc)
+            failing = repr(exc)
+        else:
+            failing = ""
+        await asyncio.sleep(interval)
 
 
 def spawn_loop(name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
