@@ -92,3 +92,20 @@ RENDER_WAIT_SELECTOR = "render_wait_selector"
 # The host a page of the demo spider belongs to (its links elsewhere are not
 # followed). Written by spiders/distributed.py and read by it. Stored.
 SPIDER_SCOPE = "scope"
+
+# --- What the URL's last fetch left (issue 28) ----------------------------------------
+# The state of a revisited URL's last fetch, from its row of the `pages` table:
+# {"etag": str | None, "last_modified": str | None, "digest": str | None
+# (digests.content_digest of the body the spider saw), "fetched_at": ISO-8601,
+# "interval": seconds, "changes": int, "failures": int}. Written by the
+# db_writer's revisit scheduler into the revisit requests it pushes back; read
+# by the conditional-request middleware (If-None-Match, If-Modified-Since, and
+# "unchanged" detection) and by the WARC writer (revisit records). Stored.
+PAGE_STATE = "page_state"
+
+# True on a response judged unchanged against PAGE_STATE (a 304, or a 200
+# whose content digest equals the last one): its callback is not run and no
+# item is written. Written by the conditional-request middleware on the
+# response's meta; read by the WARC writer, the page-state records and stats.
+# Never stored.
+UNCHANGED = "_unchanged"
