@@ -2,6 +2,7 @@
 # make test:  setup, lint, then the whole test suite (what CI runs).
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test).
+# make bench-profile: where Redis spends its time per page (tests/bench/profile.py).
 # make docs:  regenerate docs/SETTINGS.md from spiders_project/settings.py.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-packages test demo bench lint docs clean
+.PHONY: setup system-packages test demo bench bench-profile lint docs clean
 
 setup: system-packages $(STAMP)
 
@@ -51,6 +52,11 @@ demo: setup
 
 bench: setup
 	$(PY) -m tests.bench $(BENCH_ARGS)
+
+# Redis' time per crawled page by script and command (SLOWLOG), e.g.
+# make bench-profile PROFILE_ARGS="--rounds 3 --against <commit>"
+bench-profile: setup
+	$(PY) -m tests.bench.profile $(PROFILE_ARGS)
 
 # ruff on all the code; mypy strict on the product (files and options in pyproject.toml).
 lint: setup

@@ -64,9 +64,16 @@ def test_a_jobs_max_pages_is_one_budget_across_its_seeds_and_workers(redis_url, 
 
 
 def next_three_am(now: datetime) -> int:
-    """The first 03:00 UTC at least a day after ``now``, in ms."""
-    day = (now + timedelta(days=1)).date()
-    return int(datetime(day.year, day.month, day.day, 3, tzinfo=UTC).timestamp() * 1000)
+    """The first 03:00 UTC more than a minute after ``now``, in ms.
+
+    The next one, never a later one: ``jobs schedule`` runs on the real clock,
+    so the schedule's last tick is the 03:00 before ``now``. A test clock past
+    a second 03:00 would find that one missed, and run it (the first version
+    took "a day after" and failed when run between 00:00 and 03:00 UTC).
+    """
+    today = datetime(now.year, now.month, now.day, 3, tzinfo=UTC)
+    three = today if today - now > timedelta(minutes=1) else today + timedelta(days=1)
+    return int(three.timestamp() * 1000)
 
 
 def scheduled_runs(r) -> list[str]:
