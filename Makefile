@@ -2,6 +2,7 @@
 # make test:  setup, lint, then the whole test suite (what CI runs).
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test).
+# make bench-quick: the hot path's figures against their targets, in about a minute and a half.
 # make bench-profile: where Redis spends its time per page (tests/bench/profile.py).
 # make docs:  regenerate docs/SETTINGS.md from spiders_project/settings.py.
 
@@ -11,7 +12,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-packages test demo bench bench-profile lint docs clean
+.PHONY: setup system-packages test demo bench bench-quick bench-profile lint docs clean
 
 setup: system-packages $(STAMP)
 
@@ -52,6 +53,11 @@ demo: setup
 
 bench: setup
 	$(PY) -m tests.bench $(BENCH_ARGS)
+
+# The hot path's figures in about a minute and a half; exits 1 when one is worse than
+# its target (tests/bench/quick.py).
+bench-quick: setup
+	$(PY) -m tests.bench.quick $(QUICK_ARGS)
 
 # Redis' time per crawled page by script and command (SLOWLOG), e.g.
 # make bench-profile PROFILE_ARGS="--rounds 3 --against <commit>"

@@ -12,6 +12,8 @@ same items and links and differ only in scheduling, deduplication and item outpu
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import scrapy
@@ -23,11 +25,22 @@ from spiders_project.hosts import host_of
 from spiders_project.spiders.distributed import DistributedSpider
 
 
+def _local_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# DistributedSpider.parse stamps fetched_at with the worker's Redis clock
+# (self.redis.time, runtime/clock.py). Neither baseline has a WorkerRedis, so
+# both stamp with the local clock: the same call, one datetime per item.
+LOCAL_CLOCK = SimpleNamespace(time=SimpleNamespace(now_datetime=_local_now))
+
+
 class PlainSpider(scrapy.Spider):
     """The distributed spider's logic on Scrapy's own scheduler."""
 
     name = "plain"
     parse = DistributedSpider.parse
+    redis = LOCAL_CLOCK
 
     def __init__(self, url: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -42,6 +55,7 @@ class StockRedisSpider(RedisSpider):
 
     name = "stock"
     parse = DistributedSpider.parse
+    redis = LOCAL_CLOCK
 
 
 class JsonItemPipeline:

@@ -1,0 +1,140 @@
+"""``make bench-quick``: the hot path's figures in about a minute and a half, against their targets.
+
+    python -m tests.bench.quick [--pages 16000] [--window 8000] [--writer-items 100000]
+
+Issue 29: ``make bench`` takes too long to run before every change to the hot
+path, so regressions landed unseen. This runs the part that catches them:
+
+1. plain Scrapy and one ``scrapy crawl distributed`` worker on the same local
+   site, each until ``--window`` pages, pinned as ``make bench`` pins them
+   (crawler on CPU 0; site, Redis and this process on CPU 1);
+2. the db_writer into SQLite and into a temporary PostgreSQL.
+
+It prints one screen: each figure, its target and whether it holds, and exits
+1 when any figure is worse than its target (0 when all hold). The targets are
+issue 29's; ``--no-targets`` only prints. Figures are measured as in ``make
+bench`` (``tests/bench/crawls.py``): Redis CPU is the private redis-server's
+``used_cpu_sys + used_cpu_user`` between the first page and the window's
+last, commands are ``INFO commandstats`` (those run inside scripts counted),
+pages per CPU-second are each crawler's own CPU time. A short window scatters
+more than ``make bench``'s; a figure near its target is worth a second run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.bench.crawls import OURS, Bench, CrawlResult
+from tests.bench.db_writer import writer_phase
+from tests.bench.site_proc import Site
+from tests.support.services import RedisServer, pin
+
+
+@dataclass(frozen=True)
+class Target:
+    """One figure of the summary: ``value`` must be ``<=`` or ``>=`` ``limit``."""
+
+    title: str
+    value: float
+    limit: float
+    at_most: bool
+    fmt: str = "{:,.1f}"
+
+    @property
+    def holds(self) -> bool:
+        return self.value <= self.limit if self.at_most else self.value >= self.limit
+
+    def line(self) -> str:
+        sign = "≤" if self.at_most else "≥"
+        mark = "ok  " if self.holds else "MISS"
+        value, limit = self.fmt.format(self.value), self.fmt.format(self.limit)
+        return f"  {mark} {self.title:<44} {value:>10}   target {sign} {limit}"
+
+
+def targets(plain: CrawlResult, worker: CrawlResult, writers: dict[str, float]) -> list[Target]:
+    """Issue 29's targets, from one quick run."""
+    redis_us = 100 * (worker.redis_cpu_per_10k or 0.0)
+    out = [
+        Target("Redis CPU per page (µs)", redis_us, 30.0, at_most=True),
+        Target("Redis commands per page", worker.commands_per_page or 0.0, 12.0, at_most=True),
+        Target(
+            "Worker pages per CPU-second / plain Scrapy's",
+            plain.cpu_ms_per_page / worker.cpu_ms_per_page,
+            1.3,
+            at_most=False,
+            fmt="{:.2f}",
+        ),
+    ]
+    for database, items_per_s in writers.items():
+        out.append(
+            Target(f"db_writer into {database} (items/s)", items_per_s, 100_000, False, "{:,.0f}")
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.quick", description=__doc__)
+    parser.add_argument("--pages", type=int, default=16_000)
+    parser.add_argument("--window", type=int, default=8_000)
+    parser.add_argument("--writer-items", type=int, default=100_000)
+    parser.add_argument("--no-targets", action="store_true", help="print, never fail")
+    parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-quick"))
+    args = parser.parse_args(argv)
+    if args.window > args.pages:
+        parser.error("--window must not exceed --pages")
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    pinned = (os.cpu_count() or 1) >= 2
+    crawl_cpus, service_cpus = ({0}, {1}) if pinned else (None, None)
+    if pinned:
+        pin(os.getpid(), service_cpus)
+    redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
+    try:
+        site = Site(args.pages, args.log_dir, service_cpus)
+        try:
+            bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
+            plain = bench.plain_phase(args.window)
+            worker = bench.run(
+                "distributed, 1 worker",
+                lambda: [
+                    bench.worker(
+                        "worker",
+                        "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+                        f"ITEM_BUFFER_MAX={2 * args.pages}",
+                        cpus=crawl_cpus,
+                    )
+                ],
+                window=args.window,
+                seed_key=OURS.start_urls,
+                redis_keys=OURS,
+            )
+        finally:
+            site.stop()
+        redis.reset()
+        writers = {w.database: w.items_per_s for w in writer_phase(redis.url, args.writer_items)}
+    finally:
+        redis.stop()
+    figures = targets(plain, worker, writers)
+    print(
+        f"\nbench-quick, {args.window:,}-page windows of a {args.pages:,}-page site, "
+        f"{args.writer_items:,} items, {time.monotonic() - t0:.0f} s"
+    )
+    for crawl in (plain, worker):
+        print(
+            f"  {crawl.name}: {crawl.pages_per_s:,.0f} pages/s, "
+            f"{crawl.cpu_ms_per_page:.2f} ms CPU/page"
+        )
+    for figure in figures:
+        print(figure.line())
+    missed = [f for f in figures if not f.holds]
+    print(f"  {len(figures) - len(missed)} of {len(figures)} targets hold")
+    return 1 if missed and not args.no_targets else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
