@@ -15,11 +15,13 @@ from warcio.archiveiterator import ArchiveIterator
 
 from spiders_project.archive.recovery import complete_length
 from spiders_project.digests import content_digest
+from spiders_project.meta import PAGE_STATE
 from tests.support.archive import GzipSite, Pywb, records, warc_paths
 from tests.support.processes import K, published_stats, scrapy_command, stat, wait_until, worker
-from tests.support.site import TestSite
+from tests.support.site import TRACKER_HOST, JsSite, TestSite
 
 pytestmark = pytest.mark.slow
+BLOCK_TRACKER = f"RENDER_BLOCK_DOMAINS={TRACKER_HOST}"
 
 
 def archiving(warc_dir, *more: str) -> tuple[str, ...]:
@@ -204,3 +206,72 @@ def test_a_write_error_pauses_fetching_or_goes_on(on_error, redis_url, r, tmp_pa
         assert "goes on without archiving" in lines[0]
         assert stat(r, w, "warc/records_dropped") > 0
         assert len(site.page_urls() - archived) > 0
+
+
+def captures_of(warc_dir, url: str) -> list[tuple[object, bytes]]:
+    """(record, payload) of every record of ``url`` in the archive, in file order."""
+    return [
+        (rec, payload)
+        for path in warc_paths(warc_dir)
+        for rec, payload in records(path)
+        if rec.rec_headers.get_header("WARC-Target-URI") == url
+    ]
+
+
+def test_an_unchanged_page_gives_a_revisit_record(redis_url, r, tmp_path, procs):
+    """A revisit request's PAGE_STATE (written by the revisit scheduler; here by a seed)
+    holding the page's digest: the same content, sent with other gzip bytes, is a revisit."""
+    warc_dir = tmp_path / "warc"
+    settings = archiving(warc_dir, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+    with GzipSite(pages=5, seed=31, offsite_links=False, dead_links=False) as site:
+        r.lpush(K.start_urls, site.url)
+        first = worker("first", redis_url, tmp_path, *settings)
+        procs.append(first)
+        assert first.wait(60) == 0, first.log()[-3000:]
+        same, changed = site.url, site.url + "page/1"
+        digest = content_digest(gzip.decompress(site.sent(same)[0]))
+        seen = {"digest": digest, "fetched_at": "2026-11-26T10:00:00+00:00"}
+        other = {"digest": content_digest(b"what it was before"), "fetched_at": None}
+        for url, state in ((same, seen), (changed, other)):
+            r.lpush(K.start_urls, json.dumps({"url": url, "meta": {PAGE_STATE: state}}))
+        again = worker("again", redis_url, tmp_path, *settings)
+        procs.append(again)
+        assert again.wait(60) == 0, again.log()[-3000:]
+        assert len(site.sent(same)) == 2 and site.sent(same)[0] != site.sent(same)[1]
+    kinds = [rec.rec_type for rec, _ in captures_of(warc_dir, same)]
+    assert kinds == ["response", "request", "revisit", "request"]
+    revisit, payload = captures_of(warc_dir, same)[2]
+    headers = revisit.rec_headers
+    assert headers.get_header("WARC-Profile").endswith("/revisit/identical-payload-digest")
+    assert headers.get_header("WARC-Refers-To-Target-URI") == same
+    assert headers.get_header("WARC-Refers-To-Date") == "2026-11-26T10:00:00Z"
+    assert revisit.http_headers.statusline == "200 OK" and payload == b""
+    kinds = [rec.rec_type for rec, _ in captures_of(warc_dir, changed)]
+    assert kinds == ["response", "request", "response", "request"]
+    at_dir = ("-s", f"WARC_DIR={warc_dir}")
+    done = scrapy_command(redis_url, "warc", "index", same, "--json", *at_dir)
+    assert json.loads(done.stdout)["type"] == "revisit"
+
+
+def test_a_rendered_page_keeps_its_document_and_its_dom(redis_url, r, tmp_path, procs):
+    warc_dir = tmp_path / "warc"
+    settings = archiving(warc_dir, "MAX_IDLE_TIME_BEFORE_CLOSE=2", BLOCK_TRACKER)
+    with JsSite(pages=3, plain_pages=0, slow_pages=0) as site:
+        r.lpush(K.start_urls, json.dumps({"url": site.url, "meta": {"playwright": True}}))
+        w = worker("w", redis_url, tmp_path, *settings)
+        procs.append(w)
+        assert w.wait(120) == 0, w.log()[-3000:]
+        urls = site.js_urls()
+    assert len(urls) == 3
+    for url in urls:
+        found = captures_of(warc_dir, url)
+        assert [rec.rec_type for rec, _ in found] == ["response", "request", "conversion"]
+        (response, document), _, (dom, built) = found
+        # The response holds the document the site sent: the shell, no content yet.
+        assert b"<script" in document and b'id="content"' not in document
+        # The conversion holds what the spider parsed, and points at its response.
+        assert b'id="content"' in built
+        assert dom.rec_headers.get_header("WARC-Refers-To") == response.rec_headers.get_header(
+            "WARC-Record-ID"
+        )
+        assert dom.rec_headers.get_header("Content-Type").startswith("text/html")
