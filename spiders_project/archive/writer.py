@@ -19,8 +19,8 @@ A write that fails (a full disk, EIO, a directory gone read-only):
 
 Either way the first failure is reported as :class:`Failed` with
 ``first=True`` (one log line), every further failed attempt with
-``first=False`` (counted only), and the first success after it as
-:class:`Restored`.
+``first=False`` (counted only), and the first success at least
+``retry_interval`` after the last failure as :class:`Restored`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -82,6 +83,7 @@ class ArchiveWriter:
         self.retry_interval = retry_interval
         self.queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
         self.failing = False
+        self._failed_at = 0.0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="warc-writer", daemon=True)
 
@@ -137,6 +139,7 @@ class ArchiveWriter:
             except OSError as exc:
                 self.report(Failed(f"{type(exc).__name__}: {exc}", not self.failing))
                 self.failing = True
+                self._failed_at = time.monotonic()
                 if self.on_error == CONTINUE:
                     self.report(Dropped(len(members)))
                     return
@@ -144,7 +147,10 @@ class ArchiveWriter:
                     self.report(Dropped(len(members)))
                     return
                 continue
-            if self.failing:
+            # Restored once a write works retry_interval after the last failure: on
+            # a nearly full disk a small record fits where a large one failed, and
+            # one line per fetch saying so would flood the log.
+            if self.failing and time.monotonic() - self._failed_at >= self.retry_interval:
                 self.failing = False
                 self.report(Restored())
             self.report(Written(records, size))
