@@ -39,5 +39,7 @@ def warc_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
             for name, family in per_worker.items():
                 if WARC + name in w.counters:
                     family.add_metric([view.spider, w.worker], w.counters[WARC + name])
-    yield from per_worker.values()
+    # Per-worker series only for workers that archive (WARC_ENABLED), as the
+    # per-proxy families only for crawls with proxies.
+    yield from (family for family in per_worker.values() if family.samples)
     yield from per_spider.values()
