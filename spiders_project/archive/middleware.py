@@ -165,7 +165,6 @@ class ArchiveMiddleware:
             "spider": str(crawler.spidercls.name),
             "worker": worker_id(),
         }
-        config.directory.mkdir(parents=True, exist_ok=True)
         files = WarcFiles(config.directory, config.prefix, worker_id(), config.max_size, info)
         middleware: ArchiveMiddleware
 

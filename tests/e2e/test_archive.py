@@ -251,6 +251,12 @@ def test_an_unchanged_page_gives_a_revisit_record(redis_url, r, tmp_path, procs)
     at_dir = ("-s", f"WARC_DIR={warc_dir}")
     done = scrapy_command(redis_url, "warc", "index", same, "--json", *at_dir)
     assert json.loads(done.stdout)["type"] == "revisit"
+    every = scrapy_command(redis_url, "warc", "index", "--all", *at_dir)
+    lines = [line.split() for line in every.stdout.splitlines()]
+    assert [(line[4], line[6]) for line in lines if line[6] == same] == [
+        ("response", same),
+        ("revisit", same),
+    ]
 
 
 def test_a_rendered_page_keeps_its_document_and_its_dom(redis_url, r, tmp_path, procs):
