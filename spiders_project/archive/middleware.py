@@ -90,6 +90,7 @@ def exchange_of(
 ) -> Exchange:
     """The fetch as plain data, with its revisit decided (:mod:`.revisits`)."""
     encoding = (response.headers.get(b"Content-Encoding") or b"").decode("latin-1")
+    protocol = response.protocol or ""
     rendered = None
     body = response.body
     extra: dict[str, str] = {}
@@ -125,6 +126,8 @@ def exchange_of(
             request.meta.get(PAGE_STATE),
         ),
         rendered=rendered,
+        # The version the connection spoke (Twisted's "HTTP/1.1"; None from Chromium).
+        protocol=protocol if protocol.startswith("HTTP/") else "HTTP/1.1",
         extra=extra,
     )
 
