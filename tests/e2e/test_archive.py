@@ -220,19 +220,22 @@ def captures_of(warc_dir, url: str) -> list[tuple[object, bytes]]:
 
 def test_an_unchanged_page_gives_a_revisit_record(redis_url, r, tmp_path, procs):
     """A revisit request's PAGE_STATE (written by the revisit scheduler; here by a seed)
-    holding the page's digest: the same content, sent with other gzip bytes, is a revisit."""
+    holding the page's digest: the same content, sent with other gzip bytes, is an
+    identical-payload-digest revisit; a 304 a server-not-modified one."""
     warc_dir = tmp_path / "warc"
     settings = archiving(warc_dir, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
-    with GzipSite(pages=5, seed=31, offsite_links=False, dead_links=False) as site:
+    with GzipSite(
+        pages=5, seed=31, offsite_links=False, dead_links=False, not_modified=["/page/2"]
+    ) as site:
         r.lpush(K.start_urls, site.url)
         first = worker("first", redis_url, tmp_path, *settings)
         procs.append(first)
         assert first.wait(60) == 0, first.log()[-3000:]
-        same, changed = site.url, site.url + "page/1"
+        same, changed, not_modified = site.url, site.url + "page/1", site.url + "page/2"
         digest = content_digest(gzip.decompress(site.sent(same)[0]))
         seen = {"digest": digest, "fetched_at": "2026-11-26T10:00:00+00:00"}
         other = {"digest": content_digest(b"what it was before"), "fetched_at": None}
-        for url, state in ((same, seen), (changed, other)):
+        for url, state in ((same, seen), (changed, other), (not_modified, seen)):
             r.lpush(K.start_urls, json.dumps({"url": url, "meta": {PAGE_STATE: state}}))
         again = worker("again", redis_url, tmp_path, *settings)
         procs.append(again)
@@ -248,6 +251,12 @@ def test_an_unchanged_page_gives_a_revisit_record(redis_url, r, tmp_path, procs)
     assert revisit.http_headers.statusline == "200 OK" and payload == b""
     kinds = [rec.rec_type for rec, _ in captures_of(warc_dir, changed)]
     assert kinds == ["response", "request", "response", "request"]
+    found = captures_of(warc_dir, not_modified)
+    assert [rec.rec_type for rec, _ in found] == ["response", "request", "revisit", "request"]
+    revisit, payload = found[2]
+    assert revisit.rec_headers.get_header("WARC-Profile").endswith("/revisit/server-not-modified")
+    assert revisit.rec_headers.get_header("WARC-Refers-To-Date") == "2026-11-26T10:00:00Z"
+    assert revisit.http_headers.statusline == "304 Not Modified" and payload == b""
     at_dir = ("-s", f"WARC_DIR={warc_dir}")
     done = scrapy_command(redis_url, "warc", "index", same, "--json", *at_dir)
     assert json.loads(done.stdout)["type"] == "revisit"

@@ -34,15 +34,25 @@ class GzipSite(TestSite):
 
     __test__ = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, not_modified: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sent: dict[str, list[bytes]] = {}
         self._gzip_count = 0
+        # Paths answered 304 from their second GET on, as a server that found the
+        # request's validators still good would answer (the crawler's conditional
+        # requests are another part of issue 28).
+        self._not_modified = set(not_modified)
 
     async def respond(
         self, site: int, method: str, target: str, host: str | None, arrived: float
     ) -> tuple[int, str, bytes]:
         status, ctype, body = await super().respond(site, method, target, host, arrived)
+        if (
+            status == 200
+            and target in self._not_modified
+            and self.sent(self._absolute(site, target))
+        ):
+            return 304, ctype, b""
         if status == 200 and ctype.startswith("text/html") and method == "GET":
             # A new gzip header time on every answer, as a live server's: the
             # bytes sent differ from one fetch to the next, the page does not.
