@@ -225,7 +225,7 @@ class ArchiveMiddleware:
             if BACKLOG_HOLDER not in self.pauses.holders:
                 self.stats.inc_value(BACKLOG_PAUSES)
                 logger.info(
-                    "WARC writer behind (%d records queued): fetching paused until it catches up",
+                    "WARC writer behind (%d fetches queued): fetching paused until it catches up",
                     self.writer.queue.maxsize,
                 )
                 self.pauses.hold(BACKLOG_HOLDER)
@@ -256,7 +256,7 @@ class ArchiveMiddleware:
         elif isinstance(event, Failed):
             self.stats.inc_value(WRITE_ERRORS)
             if event.fatal:
-                self.broken = True
+                self._broken()
             if event.first:
                 self._failed(event.error)
         elif isinstance(event, Dropped):
@@ -264,8 +264,19 @@ class ArchiveMiddleware:
         elif isinstance(event, Restored):
             self._restored()
 
+    def _broken(self) -> None:
+        """The writer thread died (a bug): nothing more is archived, and nothing may
+        wait for it, so its backlog is dropped and fetching resumes."""
+        self.broken = True
+        if self.backlog:
+            self.stats.inc_value(DROPPED, 2 * len(self.backlog))
+            self.backlog.clear()
+        self.pauses.release(BACKLOG_HOLDER)
+
     def _failed(self, error: str) -> None:
-        if self.config.on_error == PAUSE and not self.broken:
+        if self.broken:
+            logger.error("WARC archiving stopped: %s; the crawl goes on without it", error)
+        elif self.config.on_error == PAUSE:
             logger.error(
                 "WARC write failed (%s): fetching paused until the archive can be written "
                 "(WARC_ON_ERROR=pause), tried again every %g s",

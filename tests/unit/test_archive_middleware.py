@@ -15,8 +15,8 @@ from spiders_project.archive.config import PAUSE, ArchiveConfig
 from spiders_project.archive.files import WarcFiles
 from spiders_project.archive.middleware import BACKLOG_HOLDER, ArchiveMiddleware, exchange_of
 from spiders_project.archive.records import IDENTICAL, NOT_MODIFIED
-from spiders_project.archive.stats import BACKLOG_PAUSES, RECORDS
-from spiders_project.archive.writer import ArchiveWriter
+from spiders_project.archive.stats import BACKLOG_PAUSES, DROPPED, RECORDS
+from spiders_project.archive.writer import ArchiveWriter, Failed
 from spiders_project.digests import content_digest
 from spiders_project.meta import PAGE_STATE
 
@@ -111,3 +111,25 @@ def test_a_full_queue_pauses_fetching_until_the_writer_catches_up(tmp_path):
             if rec.rec_type == "response"
         ]
     assert urls == [f"http://site.test/{n}" for n in range(5)]  # in order, none lost
+
+
+def test_a_dead_writer_thread_never_holds_fetching(tmp_path):
+    crawler = get_crawler(Spider)
+    config = ArchiveConfig(True, tmp_path, 10_000_000, "crawl", PAUSE, queue_size=1)
+    writer = ArchiveWriter(
+        WarcFiles(tmp_path, "crawl", "h:1", config.max_size, {}),
+        queue_size=1,
+        on_error=PAUSE,
+        report=lambda event: None,
+    )
+    mw = ArchiveMiddleware(crawler, config, writer)
+    for n in range(3):
+        request = Request(f"http://site.test/{n}")
+        mw.process_response(request, Response(request.url, request=request))
+    assert BACKLOG_HOLDER in mw.pauses.holders
+    mw.on_event(Failed("the writer thread failed", first=True, fatal=True))
+    assert mw.broken and not mw.backlog and not mw.pauses.holders
+    assert crawler.stats.get_value(DROPPED) == 4
+    request = Request("http://site.test/late")
+    mw.process_response(request, Response(request.url, request=request))
+    assert writer.queue.qsize() == 1  # nothing more queued

@@ -140,3 +140,24 @@ def test_a_full_queue_refuses_without_blocking(tmp_path):
     writer.start()
     events.wait_for(Written, 2)
     assert writer.stop(10)
+
+
+def test_a_bug_in_the_thread_is_reported_as_fatal(tmp_path):
+    events = Events()
+    writer = ArchiveWriter(files_in(tmp_path), queue_size=2, on_error=PAUSE, report=events)
+    writer.start()
+    broken = Exchange(
+        url="http://site.test/",
+        date=WHEN,
+        method="GET",
+        request_headers=[],
+        request_body=b"",
+        status=200,
+        response_headers=[],
+        body="not bytes",  # type: ignore[arg-type]
+    )
+    writer.submit(broken)
+    events.wait_for(Failed)
+    (failed,) = [e for e in events.seen if isinstance(e, Failed)]
+    assert failed.fatal and failed.first
+    assert writer.stop(10)  # the thread has ended; stopping it is harmless
