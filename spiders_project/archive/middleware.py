@@ -85,6 +85,15 @@ def headers_of(headers: Any) -> list[tuple[str, str]]:
     ]
 
 
+def fetch_started(request: Request, now: datetime.datetime) -> datetime.datetime:
+    """When the fetch began, WARC-Date's instant: ``now`` less the download's time
+    (Scrapy's ``download_latency``), ``now`` without it."""
+    latency = request.meta.get("download_latency")
+    if isinstance(latency, int | float) and 0 <= latency < 86_400:
+        return now - datetime.timedelta(seconds=latency)
+    return now
+
+
 def exchange_of(
     request: Request, response: Response, now: datetime.datetime, source: bytes | None = None
 ) -> Exchange:
@@ -103,7 +112,7 @@ def exchange_of(
             extra["WARC-Truncated"] = "unspecified"
     return Exchange(
         url=response.url,
-        date=now,
+        date=fetch_started(request, now),
         method=request.method,
         # A pool proxy's credentials are never stored (proxies/): the header that
         # carries them (HttpProxyMiddleware, 750, runs before this) is left out.

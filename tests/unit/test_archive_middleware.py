@@ -38,7 +38,9 @@ def test_the_body_is_taken_as_received_with_every_header():
     )
     ex = exchange_of(request, response, NOW)
     assert ex.body == GZ and ex.revisit is None and ex.rendered is None
-    assert ex.protocol == "HTTP/1.1"
+    assert ex.protocol == "HTTP/1.1" and ex.date == NOW
+    request.meta["download_latency"] = 1.5  # Scrapy's: WARC-Date is when the fetch began
+    assert exchange_of(request, response, NOW).date == NOW - datetime.timedelta(seconds=1.5)
     older = Response("http://site.test/a", request=request, protocol="HTTP/1.0")
     assert exchange_of(request, older, NOW).protocol == "HTTP/1.0"
     assert ("Set-Cookie", "a=1") in ex.response_headers
