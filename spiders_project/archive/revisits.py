@@ -3,7 +3,7 @@
 A fetch is a revisit when its status is 304, or when the body the spider
 sees (Content-Encoding undone) has the content digest the URL's last fetch
 left in ``meta.PAGE_STATE``. The archive decides this itself, from the body
-as received, so it depends on no other middleware's order. Stdlib only.
+as received, so it depends on no other middleware's order.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ import datetime
 import zlib
 from collections.abc import Mapping
 from typing import Any
+
+# Scrapy's own requirements, as it advertises br and zstd in Accept-Encoding.
+import brotli
+from backports import zstd
 
 from spiders_project.archive.records import IDENTICAL, NOT_MODIFIED, Revisit, warc_date
 from spiders_project.digests import content_digest
@@ -22,8 +26,8 @@ MAX_DECODED = 1024 * 1024 * 1024
 
 
 def decoded(body: bytes, content_encoding: str) -> bytes | None:
-    """``body`` with its Content-Encoding undone (gzip, deflate, identity, several
-    in a row), or None for an encoding this cannot undo or a broken body."""
+    """``body`` with its Content-Encoding undone (gzip, deflate, br, zstd, identity,
+    several in a row), or None for an encoding this cannot undo or a broken body."""
     data = body
     for coding in reversed([c.strip().lower() for c in content_encoding.split(",") if c.strip()]):
         try:
@@ -35,9 +39,13 @@ def decoded(body: bytes, content_encoding: str) -> bytes | None:
                     data = zlib.decompressobj().decompress(data, MAX_DECODED)
                 except zlib.error:  # raw deflate, as some servers send it
                     data = zlib.decompressobj(-zlib.MAX_WBITS).decompress(data, MAX_DECODED)
+            elif coding == "br":
+                data = brotli.decompress(data)
+            elif coding == "zstd":
+                data = zstd.decompress(data)
             elif coding != "identity":
                 return None
-        except zlib.error:
+        except (zlib.error, brotli.error, zstd.ZstdError):
             return None
     return data
 

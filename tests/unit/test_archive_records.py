@@ -6,6 +6,8 @@ import datetime
 import gzip
 import io
 
+import brotli
+from backports import zstd
 from warcio.archiveiterator import ArchiveIterator
 
 from spiders_project.archive.records import (
@@ -137,7 +139,10 @@ def test_revisit_rule():
     assert revisit_of(url, 200, "", HTML, state) is not None
     assert revisit_of(url, 200, "gzip", gzip.compress(b"changed"), state) is None
     assert revisit_of(url, 200, "gzip", GZ, None) is None
+    assert revisit_of(url, 200, "br", brotli.compress(HTML), state) is not None
+    assert revisit_of(url, 200, "zstd", zstd.compress(HTML), state) is not None
     assert revisit_of(url, 200, "br", b"?", state) is None  # cannot tell: a full record
+    assert revisit_of(url, 200, "compress", b"?", state) is None
     assert revisit_of(url, 404, "", HTML, state) is None
 
 
