@@ -40,9 +40,9 @@ def decoded(body: bytes, content_encoding: str) -> bytes | None:
                 except zlib.error:  # raw deflate, as some servers send it
                     data = zlib.decompressobj(-zlib.MAX_WBITS).decompress(data, MAX_DECODED)
             elif coding == "br":
-                data = brotli.decompress(data)
+                data = brotli.Decompressor().process(data, output_buffer_limit=MAX_DECODED)
             elif coding == "zstd":
-                data = zstd.decompress(data)
+                data = zstd.ZstdDecompressor().decompress(data, max_length=MAX_DECODED)
             elif coding != "identity":
                 return None
         except (zlib.error, brotli.error, zstd.ZstdError):
