@@ -1,15 +1,19 @@
-"""When the archive has finished at close, for the worker's last stats publish.
+"""Closing the archive before the worker's last stats publish, whichever way it stops.
 
 Scrapy runs the ``spider_closed`` handlers side by side, so the heartbeat's
 last publish (``extensions/heartbeat.py``) would race the writer thread's
-last records, and a worker's final ``warc/*`` counts would miss them. The
-archive marks itself ``active`` when it starts and sets ``done`` once its
-writer has stopped; the heartbeat waits for that (bounded) before publishing.
+last records, and a worker's final ``warc/*`` counts would miss them; and a
+worker whose grace period ran out ends with ``os._exit`` after that publish,
+without ``spider_closed`` at all, which would leave its file ``.open``. So
+the archive registers how it closes here, and both the archive's own
+``spider_closed`` handler and the last publish call :meth:`ArchiveClosing.close`:
+the first call starts it, every call waits for it (bounded).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from scrapy.crawler import Crawler
@@ -19,15 +23,22 @@ from spiders_project.wiring import shared
 
 class ArchiveClosing:
     def __init__(self) -> None:
-        self.active = False
-        self.done = asyncio.Event()
+        self._closer: Callable[[], Awaitable[None]] | None = None
+        self._task: asyncio.Future[None] | None = None
 
     @classmethod
     def of(cls, crawler: Crawler) -> ArchiveClosing:
         return shared(crawler, cls, cls)
 
-    async def wait(self, timeout: float) -> None:
-        """Until the archive's writer has stopped (at once when the archive is off)."""
-        if self.active:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.done.wait(), timeout)
+    def register(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """What closes the archive (its writer started); nothing to close before."""
+        self._closer = closer
+
+    async def close(self, timeout: float) -> None:
+        """Close the archive once (at once when it is off), waiting at most ``timeout``."""
+        if self._closer is None:
+            return
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._closer())
+        with suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)

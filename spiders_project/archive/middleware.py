@@ -73,6 +73,8 @@ from spiders_project.runtime.pauses import EnginePauses
 logger = logging.getLogger(__name__)
 
 ERROR_HOLDER = "archive"
+# Seconds the writer may take at close to write what is queued (a slow disk).
+CLOSE_WAIT = 60
 BACKLOG_HOLDER = "archive backlog"
 
 
@@ -201,7 +203,7 @@ class ArchiveMiddleware:
         if recovered:
             self.stats.inc_value(RECOVERED, len(recovered))
         self.writer.start()
-        self.closing.active = True
+        self.closing.register(self._finish)
         logger.info(
             "Archiving every fetch as WARC in %s (files %s-*.warc.gz, closed at %d bytes; "
             "on a write error: %s)",
@@ -212,17 +214,18 @@ class ArchiveMiddleware:
         )
 
     async def _closed(self) -> None:
+        await self.closing.close(CLOSE_WAIT + 5)
+
+    async def _finish(self) -> None:
+        """Write what is queued and the backlog, close the file (:mod:`.closing`)."""
         backlog = list(self.backlog)
         self.backlog.clear()
-
-        try:
-            if not await asyncio.to_thread(self.writer.stop, 60, backlog):
-                logger.error(
-                    "The WARC writer did not finish within 60 s; its open file stays .open"
-                )
-        finally:
-            await asyncio.sleep(0)  # the writer's last reports, queued with call_soon
-            self.closing.done.set()
+        if not await asyncio.to_thread(self.writer.stop, CLOSE_WAIT, backlog):
+            logger.error(
+                "The WARC writer did not finish within %d s; its open file stays .open",
+                CLOSE_WAIT,
+            )
+        await asyncio.sleep(0)  # the writer's last reports, queued with call_soon
 
     def process_response(self, request: Request, response: Response) -> Response:
         if self.broken:

@@ -59,8 +59,8 @@ from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
 
-# The longest the last publish waits for the WARC writer's last records
-# (seconds): it waits 60 itself (archive/middleware.py).
+# The longest the last publish waits for the WARC archive to close and count
+# its last records (seconds): its writer takes 60 at most (archive/middleware.py).
 ARCHIVE_CLOSE_WAIT = 65.0
 
 # Scrapy stats that become errors:<kind> counters.
@@ -234,7 +234,7 @@ class StatsPublisher:
         archive: ArchiveClosing | None = None,
     ) -> None:
         self.stats = stats
-        # Its last records counted before the last publish (archive/closing.py).
+        # Closed, its last records counted, before the last publish (archive/closing.py).
         self.archive = archive
         self.redis = redis
         self.config = config
@@ -324,7 +324,7 @@ class StatsPublisher:
         if self._task is not None:
             await stop_tasks([self._task])
         if self.archive is not None:
-            await self.archive.wait(ARCHIVE_CLOSE_WAIT)
+            await self.archive.close(ARCHIVE_CLOSE_WAIT)
         heartbeat = self.redis.keys.worker_heartbeat(self.worker)
         if not self.redis.state.connected:
             logger.warning(

@@ -8,6 +8,7 @@ import json
 import re
 import signal
 import socket
+import time
 
 import psutil
 import pytest
@@ -290,3 +291,27 @@ def test_a_rendered_page_keeps_its_document_and_its_dom(redis_url, r, tmp_path, 
             "WARC-Record-ID"
         )
         assert dom.rec_headers.get_header("Content-Type").startswith("text/html")
+
+
+def test_a_worker_whose_grace_period_runs_out_still_closes_its_file(redis_url, r, tmp_path, procs):
+    """SIGTERM with downloads that outlast SHUTDOWN_GRACE_PERIOD: the worker ends with
+    os._exit, without spider_closed; its WARC file is closed all the same."""
+    warc_dir = tmp_path / "warc"
+    settings = archiving(warc_dir, "SHUTDOWN_GRACE_PERIOD=1", "CONCURRENT_REQUESTS=4")
+    with TestSite(pages=60, seed=32, latency=4.0, offsite_links=False) as site:
+        r.lpush(K.start_urls, site.url)
+        w = worker("w", redis_url, tmp_path, *settings)
+        procs.append(w)
+        wait_until(
+            lambda: r.llen(K.items) >= 1 and r.zcard(K.leases) >= 2, 60, what="requests in flight"
+        )
+        started = time.monotonic()
+        w.signal(signal.SIGTERM)
+        assert w.wait(30) == 0, w.log()[-3000:]
+        assert time.monotonic() - started < 10
+    assert "Grace period over" in w.log()
+    (path,) = warc_paths(warc_dir)
+    assert not path.name.endswith(".open")
+    found = [rec.rec_type for rec, _ in records(path)]
+    assert found[0] == "warcinfo" and "response" in found
+    assert stat(r, w, "warc/records") == len(found)
