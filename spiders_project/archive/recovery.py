@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from spiders_project.archive.naming import OPEN_SUFFIX, parse
 logger = logging.getLogger(__name__)
 
 _CHUNK = 1024 * 1024
+# A writer creates its file, then locks it, then writes its warcinfo: an empty
+# file younger than this (seconds) may be one between the first two steps.
+FRESH = 60.0
 
 
 def complete_length(path: Path) -> tuple[int, int]:
@@ -89,7 +93,8 @@ def recover_dead(directory: Path, prefix: str) -> list[Recovered]:
     """Every ``.open`` file of ``prefix`` in ``directory`` whose writer is gone, recovered.
 
     One log line per file. A file another live worker holds (its ``flock``)
-    is left alone; so is an empty one being created this instant.
+    is left alone; so is an empty one younger than ``FRESH`` (its writer may
+    not have locked it yet: a later start removes it).
     """
     done = []
     for path in sorted(directory.glob(f"{prefix}-*{OPEN_SUFFIX}")):
@@ -107,6 +112,9 @@ def recover_dead(directory: Path, prefix: str) -> list[Recovered]:
                 continue  # a live worker's
             if not path.exists():
                 continue  # renamed by its writer between the glob and the lock
+            status = os.fstat(fd)
+            if not status.st_size and time.time() - status.st_mtime < FRESH:
+                continue  # created this instant: its writer may not hold the lock yet
             found = recover(path)
         finally:
             os.close(fd)

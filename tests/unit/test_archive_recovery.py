@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime
 import gzip
+import os
+import time
 
 from warcio.archiveiterator import ArchiveIterator
 
 from spiders_project.archive.files import WarcFiles
 from spiders_project.archive.naming import OPEN_SUFFIX, file_name
 from spiders_project.archive.records import Exchange, RecordBuilder
-from spiders_project.archive.recovery import complete_length, recover_dead
+from spiders_project.archive.recovery import FRESH, complete_length, recover_dead
 
 WHEN = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
 
@@ -70,9 +72,13 @@ def test_a_file_without_a_partial_record_is_renamed_whole(tmp_path):
     assert done[0].cut == 0 and done[0].path.stat().st_size == size
 
 
-def test_an_empty_open_file_is_removed(tmp_path):
+def test_an_empty_open_file_is_removed_unless_it_was_just_created(tmp_path):
     path = tmp_path / (file_name("crawl", WHEN, 1, "h:1") + OPEN_SUFFIX)
     path.write_bytes(b"")
+    # Its writer may be between creating and locking it: left alone.
+    assert recover_dead(tmp_path, "crawl") == [] and path.exists()
+    old = time.time() - FRESH - 1
+    os.utime(path, (old, old))
     assert [d.records for d in recover_dead(tmp_path, "crawl")] == [0]
     assert list(tmp_path.iterdir()) == []
 
