@@ -226,6 +226,13 @@ class ArchiveMiddleware:
                 CLOSE_WAIT,
             )
         await asyncio.sleep(0)  # the writer's last reports, queued with call_soon
+        if self.writer.failing:
+            logger.error(
+                "WARC writes still failed at stop: what was queued is not archived "
+                "(%d records dropped in all, stat %s)",
+                self.stats.get_value(DROPPED, 0),
+                DROPPED,
+            )
 
     def process_response(self, request: Request, response: Response) -> Response:
         if self.broken:
