@@ -10,11 +10,14 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pywb, the WARC replay tool (docs/ARCHIVE.md), pins redis-py 2.10.6: a virtualenv of its own.
+REPLAY_VENV := .venv-replay
+REPLAY_STAMP := $(REPLAY_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-packages test demo bench bench-quick bench-profile lint docs clean
 
-setup: system-packages $(STAMP)
+setup: system-packages $(STAMP) $(REPLAY_STAMP)
 
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
 # start private clusters), Chromium (rendering), Prometheus (monitor tests),
@@ -41,6 +44,11 @@ $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
+
+$(REPLAY_STAMP): requirements-replay.txt
+	test -x $(REPLAY_VENV)/bin/python || $(PYTHON) -m venv $(REPLAY_VENV)
+	$(REPLAY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-replay.txt
+	touch $(REPLAY_STAMP)
 
 # Three test processes (pytest-xdist) on CI's 2 cores: most tests wait on the
 # processes they start (a whole run keeps 1.3 cores busy), so a third process
@@ -76,4 +84,4 @@ docs: setup
 	$(PY) -m spiders_project.settings_doc
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache run data/demo-items.db
+	rm -rf $(VENV) $(REPLAY_VENV) .pytest_cache .mypy_cache run data/demo-items.db

@@ -22,6 +22,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from monitor.archive_metrics import warc_metrics
 from spiders_project.cluster_view import ClusterView, SpiderView, read_cluster
 from spiders_project.contract import (
     ERRORS,
@@ -289,6 +290,7 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
         yield from (proxy_requests, proxy_bans, proxy_banned)
     yield from host_metrics(spiders)
     yield from job_metrics(spiders)
+    yield from warc_metrics(spiders)
 
 
 # Hosts with series of their own in crawler_host_overrides, per spider: blocked

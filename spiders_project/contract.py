@@ -39,6 +39,9 @@ ERRORS = "errors:"  # errors:<kind>
 RESPONSES = "responses:"  # responses:<HTTP status>, every response the downloader got
 PROXY_REQUESTS = "proxy_requests:"  # proxy_requests:<proxy name>, requests sent through it
 PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
+# warc:records, warc:bytes, warc:write_errors, warc:records_dropped: the WARC
+# archive's records and bytes written, failed writes, records not archived.
+WARC = "warc:"
 # Fields the publish script adds to the worker hash.
 STATE_FIELD = "_state"  # RUNNING, or CLOSED after its last publish
 LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
@@ -73,12 +76,12 @@ Send = Callable[[str, list[Command]], list[Any]]
 
 def counters_of(fields: Mapping[Any, Any]) -> dict[str, int]:
     """The metric counters among a hash's fields (pages, items, errors:*, responses:*,
-    proxy_requests:*, proxy_bans:*)."""
+    proxy_requests:*, proxy_bans:*, warc:*)."""
     counters = {}
     for raw_name, raw_value in fields.items():
         name = text(raw_name)
         if name in (PAGES, ITEMS) or name.startswith(
-            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS)
+            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS, WARC)
         ):
             try:
                 counters[name] = int(raw_value)

@@ -655,6 +655,33 @@ JOBS_STATE_INTERVAL = 1.0
 # start_urls). Every worker looks every third of it (at most 5 s).
 JOB_FINISH_GRACE = _env("JOB_FINISH_GRACE", 30.0)
 
+# --- Archive (WARC) ---------------------------------------------------------------
+# Every fetch (request, response as received, revisits, rendered DOM) written as
+# WARC 1.1 files by each worker, one gzip member per record (docs/ARCHIVE.md).
+WARC_ENABLED = _env("WARC_ENABLED", False)
+# Where this worker's WARC files go (created if missing); workers of one node may
+# share it: each writes its own files, and recovers only those of dead workers.
+WARC_DIR = _env("WARC_DIR", "data/warc")
+# Bytes after which a file is closed (renamed without .open) and the next one
+# opened; at least 65536. 1 GB, Heritrix's and the WARC guidelines' size.
+WARC_MAX_SIZE = _env("WARC_MAX_SIZE", 1_000_000_000)
+# First part of every file name: <prefix>-<UTC timestamp>-<serial>-<worker>.warc.gz.
+WARC_PREFIX = _env("WARC_PREFIX", "crawl")
+# A record that cannot be written (a full disk, an I/O error): "pause" stops
+# fetching (leased requests go back to the queue) and tries again every
+# WARC_RETRY_INTERVAL seconds until it is written, as a page fetched and not
+# archived counts as lost; "continue" drops that fetch's records (stat
+# warc/records_dropped) and goes on, archiving again once writes work.
+WARC_ON_ERROR = _env("WARC_ON_ERROR", "pause")
+WARC_RETRY_INTERVAL = 5.0
+# Fetches waiting for the writer thread before fetching pauses until half are
+# written (never blocking the reactor): a few MB for pages of some KB.
+WARC_QUEUE_SIZE = 1000
+# Before HttpCompressionMiddleware (590) and RedirectMiddleware (600) on the way
+# back, after every middleware that adds request headers on the way out: it sees
+# the body as the site sent it, and every fetch (spiders_project/archive/middleware.py).
+DOWNLOADER_MIDDLEWARES["spiders_project.archive.middleware.ArchiveMiddleware"] = 900
+
 # --- Monitoring ------------------------------------------------------------------
 # Each worker publishes its Scrapy stats, a heartbeat and its share of the
 # spider's all-time counters to Redis this often (seconds), in one Lua call

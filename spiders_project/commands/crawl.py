@@ -13,6 +13,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.acl import WORKER
 from spiders_project.acl_check import permission_problem
+from spiders_project.archive.config import ArchiveConfig
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.extensions.backpressure import BackpressureConfig
@@ -56,6 +57,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     SitemapConfig.from_settings(settings)  # ROBOTSTXT_OBEY
     ShutdownConfig.from_settings(settings)
     DeadLettersConfig.from_settings(settings)
+    ArchiveConfig.from_settings(settings)
     if StatsPublishConfig.enabled_in(settings):
         StatsPublishConfig.from_settings(settings)
 

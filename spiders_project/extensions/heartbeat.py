@@ -37,6 +37,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.archive.closing import ArchiveClosing
+from spiders_project.archive.stats import METRIC_COUNTERS as WARC_COUNTERS
 from spiders_project.config import SettingsReader
 from spiders_project.contract import (
     CLOSED,
@@ -47,6 +49,7 @@ from spiders_project.contract import (
     PROXY_REQUESTS,
     RESPONSES,
     RUNNING,
+    WARC,
 )
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
@@ -55,6 +58,10 @@ from spiders_project.runtime.context import WorkerRedis, worker_id
 from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
+
+# The longest the last publish waits for the WARC archive to close and count
+# its last records (seconds): its writer takes 60 at most (archive/middleware.py).
+ARCHIVE_CLOSE_WAIT = 65.0
 
 # Scrapy stats that become errors:<kind> counters.
 _DOWNLOAD_ERRORS = "downloader/exception_type_count/"
@@ -104,6 +111,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
             field = f"{ERRORS}spider:{name[len(_SPIDER_ERRORS) :]}"
         elif name in _ERROR_STATS:
             field = ERRORS + _ERROR_STATS[name]
+        elif name in WARC_COUNTERS:
+            field = WARC + WARC_COUNTERS[name]
         elif name.startswith(_PROXY_REQUESTS):
             field = PROXY_REQUESTS + name[len(_PROXY_REQUESTS) :]
         elif name.startswith(_PROXY_BANS):
@@ -222,8 +231,11 @@ class StatsPublisher:
         *,
         worker: str,
         close_timeout: float,
+        archive: ArchiveClosing | None = None,
     ) -> None:
         self.stats = stats
+        # Closed, its last records counted, before the last publish (archive/closing.py).
+        self.archive = archive
         self.redis = redis
         self.config = config
         self.worker = worker
@@ -246,6 +258,7 @@ class StatsPublisher:
             StatsPublishConfig.from_settings(settings),
             worker=worker_id(),
             close_timeout=FrontierConfig.from_settings(settings).close_timeout,
+            archive=ArchiveClosing.of(crawler),
         )
         crawler.signals.connect(publisher.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(publisher.spider_closed, signal=signals.spider_closed)
@@ -310,6 +323,8 @@ class StatsPublisher:
         self._signed_off = True
         if self._task is not None:
             await stop_tasks([self._task])
+        if self.archive is not None:
+            await self.archive.close(ARCHIVE_CLOSE_WAIT)
         heartbeat = self.redis.keys.worker_heartbeat(self.worker)
         if not self.redis.state.connected:
             logger.warning(

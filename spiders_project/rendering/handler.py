@@ -61,6 +61,7 @@ from scrapy.http import Response
 from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
+from spiders_project.archive.sources import RenderedSources
 from spiders_project.meta import GUARDED, RENDER_WAIT_SELECTOR
 from spiders_project.politeness.turns import HostTurns
 from spiders_project.rendering.attempts import Attempts, current_attempt
@@ -137,6 +138,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         )
         self._closed = False
         self._turns: HostTurns | None = None
+        self._sources = RenderedSources.of(crawler)
         if self.render.enabled:
             problem = executable_problem(self.config.launch_options)
             if problem is not None:
@@ -213,6 +215,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             state.turn_wait += waited
         navigated: tuple[PlaywrightResponse | None, Download | None]
         navigated = await super()._get_response_and_download(request, page, spider)
+        response = navigated[0]
+        if self._sources.enabled and isinstance(response, PlaywrightResponse):
+            # WARC_ENABLED: the document as received, for its response record
+            # (the Scrapy response's body will be the rendered DOM).
+            with suppress(PlaywrightError):
+                self._sources.bodies[request] = await response.body()
         return navigated
 
     async def _apply_page_methods(self, page: Page, request: Request, spider: Spider) -> None:
