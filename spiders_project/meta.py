@@ -106,6 +106,7 @@ PAGE_STATE = "page_state"
 # True on a response judged unchanged against PAGE_STATE (a 304, or a 200
 # whose content digest equals the last one): its callback is not run and no
 # item is written. Written by the conditional-request middleware on the
-# response's meta; read by the WARC writer, the page-state records and stats.
-# Never stored.
+# response's meta; read by the page-state records and stats. The WARC writer
+# applies the same rule itself (archive/revisits.py): it sees the response
+# before that middleware does. Never stored.
 UNCHANGED = "_unchanged"
