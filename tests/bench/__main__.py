@@ -21,6 +21,8 @@ process of its own), then, one after the other on that site:
    ``--distance-pairs`` pairs of ``--distance-window`` pages; then jobs (``jobs.py``):
    one worker with crawl jobs against a checkout of the commit before them
    (``--jobs-baseline``), alternately, ``--jobs-pairs`` pairs of ``--jobs-window`` pages;
+   then the archive (``archive.py``): one worker without and with ``WARC_ENABLED``,
+   alternately, ``--archive-pairs`` pairs of ``--archive-window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
@@ -45,6 +47,7 @@ import time
 from pathlib import Path
 
 from tests.bench import report as rep
+from tests.bench.archive import archive_phase
 from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import writer_phase
@@ -65,6 +68,7 @@ PHASES = (
     "two",
     "distance",
     "jobs",
+    "archive",
     "seen",
     "queue",
     "writer",
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the commit(s) without jobs, comma-separated (each checked out in a temporary "
         "git worktree)",
     )
+    parser.add_argument("--archive-window", type=int, default=5_000)
+    parser.add_argument("--archive-pairs", type=int, default=2, help="pairs without/with WARC")
     parser.add_argument("--writer-items", type=int, default=100_000)
     parser.add_argument(
         "--set",
@@ -119,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown phase(s) {sorted(skip - set(PHASES))}")
     if args.window > args.pages or ("stock" not in skip and args.stock_window > args.pages):
         parser.error("--window and --stock-window must not exceed --pages")
+    if "archive" not in skip and args.archive_window > args.pages:
+        parser.error("--archive-window must not exceed --pages")
     if "jobs" not in skip and args.jobs_window > args.pages:
         parser.error("--jobs-window must not exceed --pages")
     args.log_dir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls = ("plain", "worker", "wait", "cluster", "stock", "two", "distance", "jobs")
+    crawls = ("plain", "worker", "wait", "cluster", "stock", "two", "distance", "jobs", "archive")
     crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
@@ -154,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                             args.distance_window,
                             args.distance_pairs,
                             tuple(int(n) for n in args.distance_workers.split(",")),
+                        )
+                        continue
+                    if phase == "archive":
+                        report.archive = archive_phase(
+                            bench, args.archive_window, args.archive_pairs
                         )
                         continue
                     if phase == "jobs":
@@ -243,6 +256,15 @@ def main(argv: list[str] | None = None) -> int:
                         ],
                     }
                     if report.jobs
+                    else None
+                ),
+                "archive": (
+                    [
+                        {"warc_bytes": p.warc_bytes, "warc_files": p.warc_files}
+                        | {k: describe(getattr(p, k)) for k in ("without", "with_warc")}
+                        for p in report.archive.pairs
+                    ]
+                    if report.archive
                     else None
                 ),
                 "seconds": report.seconds,

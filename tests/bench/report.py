@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 
 from spiders_project.config import load_settings
+from tests.bench.archive import ArchiveResult
+from tests.bench.archive import section as archive_section
 from tests.bench.cluster import ClusterResult
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
@@ -61,6 +63,7 @@ class Report:
     cluster: ClusterResult | None = None
     distance: DistanceResult | None = None
     jobs: JobsResult | None = None
+    archive: ArchiveResult | None = None
 
 
 def machine() -> str:
@@ -513,6 +516,8 @@ def sections(report: Report) -> list[list[str]]:
         out.append(distance_section(report.distance))
     if report.jobs is not None:
         out.append(jobs_section(report.jobs))
+    if report.archive is not None:
+        out.append(archive_section(report.archive))
     if report.writers:
         out.append(writers(report))
     if report.rendering is not None:
