@@ -36,6 +36,7 @@ FEATURES = tuple(
         "dead_letters",
         "node_health",
         "jobs",
+        "recrawl",
     )
 )
 TOP = tuple(
