@@ -296,6 +296,8 @@ DOWNLOADER_MIDDLEWARES["spiders_project.scope.seed_limits.SeedBudget"] = 565
 # RedirectMiddleware (600) and before RetryMiddleware (550), so it sees every
 # attempt's answer, and ends an unchanged one before the spider.
 DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.PageStateMiddleware"] = 585
+# A 3xx's page-state entry, written before RedirectMiddleware (600) follows it.
+DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.RedirectStateMiddleware"] = 605
 
 # --- One URL, one fetch; traps --------------------------------------------------
 # Query parameters dropped from every link before it is fingerprinted (a

@@ -17,9 +17,9 @@ back by the db_writer's revisit scheduler). This middleware:
 - writes one page-state entry per fetch outcome into ``<spider>:items``
   through the write batcher, as items go (``{"kind": "page", ...}``), which
   the db_writer routes to the ``pages`` table: every attempt's answer
-  (``fetched``, ``not_modified``, ``blocked``, ``fetch_error``), each URL a
-  followed redirect left (``redirect``), a failure without an answer
-  (``fetch_error``) and a dead letter (``dead_letter``).
+  (``fetched``, ``not_modified``, ``blocked``, ``fetch_error``), a failure
+  without an answer (``fetch_error``) and a dead letter (``dead_letter``);
+  ``RedirectStateMiddleware`` writes a 3xx's (``redirect``).
 
 Its place (585) is after HttpCompressionMiddleware (590) and RedirectMiddleware
 (600) on the way back, and before the retries (550), so it sees decoded
@@ -150,11 +150,12 @@ class PageStateMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         if request.meta.get(OWN_FAILURES):
             return response  # robots.txt: not a page
-        self._redirects(request)
         state = revisit_state(request)
         conditional = any(name in request.headers for name in _CONDITIONAL)
         blocked = self.bans.reason(response) is not None
         outcome = outcome_of(response.status, blocked=blocked, conditional=conditional)
+        if outcome == REDIRECT:
+            return response  # RedirectStateMiddleware wrote it
         digest = content_digest(response.body) if outcome == FETCHED else None
         self._write(
             request,
@@ -188,24 +189,38 @@ class PageStateMiddleware:
 
     # --- entries -----------------------------------------------------------------------
 
-    def _redirects(self, request: Request) -> None:
-        """The URLs a followed redirect left, each with the status that moved it
-        (RedirectMiddleware, at 600, answered their 3xx before this one saw it)."""
-        urls = request.meta.get("redirect_urls")
-        if not urls:
-            return
-        reasons = request.meta.get("redirect_reasons") or []
-        for i, url in enumerate(urls):
-            if not isinstance(url, str):
-                continue
-            reason = reasons[i] if i < len(reasons) else None
-            status = reason if isinstance(reason, int) else None
-            self._write(request, REDIRECT, url=url, status=status)
+    def _write(self, request: Request, outcome: str, **fields: Any) -> None:
+        write_entry(self.redis, self.stats, request, outcome, **fields)
 
-    def _write(
-        self, request: Request, outcome: str, *, url: str | None = None, **fields: Any
-    ) -> None:
-        at = self.redis.time.now_datetime().isoformat(timespec="microseconds")
-        entry = page_entry(url or request.url, job_of(request.meta), at, outcome, **fields)
-        self.redis.batcher.item(entry)
-        self.stats.inc_value("pages/entries")
+
+def write_entry(
+    redis: WorkerRedis, stats: StatsCollector, request: Request, outcome: str, **fields: Any
+) -> None:
+    """The page-state entry of ``request``'s URL into the write batcher, stamped with
+    Redis' clock (the one items' ``scraped_at`` and the revisits' due times use)."""
+    at = redis.time.now_datetime().isoformat(timespec="microseconds")
+    redis.batcher.item(page_entry(request.url, job_of(request.meta), at, outcome, **fields))
+    stats.inc_value("pages/entries")
+
+
+class RedirectStateMiddleware:
+    """The ``redirect`` entry of a 3xx, written before RedirectMiddleware (600) turns
+    it into a request for its target (at 605: it sees the answer first). Written
+    here, not when the target answers: a target already seen is never fetched."""
+
+    def __init__(self, redis: WorkerRedis, stats: StatsCollector) -> None:
+        self.redis = redis
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedirectStateMiddleware:
+        if not RecrawlConfig.from_settings(crawler.settings).pages:
+            raise NotConfigured("PAGES_ENABLED is off and RECRAWL_AFTER is 0")
+        assert crawler.stats is not None
+        return cls(WorkerRedis.of(crawler), crawler.stats)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if 300 <= response.status < 400 and response.status != 304:
+            if not request.meta.get(OWN_FAILURES):
+                write_entry(self.redis, self.stats, request, REDIRECT, status=response.status)
+        return response

@@ -7,6 +7,10 @@ matching ``If-None-Match`` or a not-older ``If-Modified-Since`` gets a 304)
 or ignores them (a full 200, the same bytes while its version stays).
 ``change(pages)`` bumps versions. Every request is logged with its
 conditional headers, so a test sees what a crawl really sent.
+
+With ``extras``, page 0 also links to pages that end otherwise (``EXTRAS``): a
+301 to page 1, a 404, a 503 every time, a 403 (a block, BAN_HTTP_CODES) and a
+connection closed without an answer.
 """
 
 from __future__ import annotations
@@ -27,12 +31,17 @@ class Hit:
     if_modified_since: str | None
 
 
+# Path -> the status it answers (0: the connection is closed, no answer).
+EXTRAS = {"/moved": 301, "/gone": 404, "/down": 503, "/banned": 403, "/drop": 0}
+
+
 class VersionedSite:
     """``with VersionedSite(50, honours=...) as site:`` serves on a free port of 127.0.0.1."""
 
-    def __init__(self, pages: int, honours: set[int]) -> None:
+    def __init__(self, pages: int, honours: set[int], extras: bool = False) -> None:
         self.pages = pages
         self.honours = honours
+        self.extras = extras
         self.versions = [1] * pages
         self.hits: list[Hit] = []
         self._lock = threading.Lock()
@@ -83,6 +92,18 @@ class VersionedSite:
         number = {self.path(n): n for n in range(self.pages)}.get(path)
         with self._lock:
             version = self.versions[number] if number is not None else 0
+        if path in EXTRAS and self.extras:
+            status = EXTRAS[path]
+            with self._lock:
+                self.hits.append(Hit(path, status, inm, ims))
+            if status == 0:
+                return  # closed without an answer
+            handler.send_response(status)
+            if status == 301:
+                handler.send_header("Location", self.path(1))
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
         if number is None:
             status, headers, body = 404, {"Content-Type": "text/plain"}, b"no such page"
         else:
@@ -104,6 +125,8 @@ class VersionedSite:
                     for c in (2 * number + 1, 2 * number + 2)
                     if c < self.pages
                 )
+                if number == 0 and self.extras:
+                    links += "".join(f'<a href="{extra}">{extra}</a> ' for extra in EXTRAS)
                 status = 200
                 body = (
                     f"<html><head><title>Page {number} v{version}</title></head>"
