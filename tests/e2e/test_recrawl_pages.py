@@ -12,13 +12,21 @@ send the same bytes again (unchanged by content digest).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import K, db_writer, published_stats, wait_until, worker
+from tests.support.processes import (
+    K,
+    db_writer,
+    published_stats,
+    scrapy_command,
+    wait_until,
+    worker,
+)
 from tests.support.recrawl_site import VersionedSite
 
 pytestmark = pytest.mark.slow
@@ -155,6 +163,11 @@ def test_due_pages_are_revisited_conditionally_and_only_changed_ones_are_rewritt
             assert f"v{site.versions[n]}" in stored[url][1]
         else:
             assert stored[url] == first_items[url], url
+    # The job counts an unchanged revisit as a page fetched, with no item.
+    shown = scrapy_command(redis_url, "jobs", "show", "default", "--json")
+    assert shown.returncode == 0, shown.stderr
+    job = json.loads(shown.stdout)
+    assert (job["pages"], job["items"]) == (2 * PAGES, PAGES + len(CHANGED)), job
     # Revisits left nothing behind in Redis: no new key but the default job's
     # record and events (written when the crawl goes quiet, revisits or not),
     # and the crawl's keys hold what they held.
