@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
+from spiders_project.config import ConfigError, load_settings
 from spiders_project.db_writer.entries import parse_entries
 from spiders_project.db_writer.pages import BadPageEntry, PageEntry, PageRow, advance, parse_page
 from spiders_project.db_writer.revisits import revisit_seed
+from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.recrawl.config import RecrawlConfig
 from spiders_project.recrawl.middleware import page_entry
 from spiders_project.seeds import InvalidSeed, parse_seed
@@ -148,3 +150,8 @@ def test_a_due_row_goes_back_as_a_seed_the_seed_reader_takes():
 def test_a_seed_with_a_bad_revisit_is_refused_with_its_reason(revisit):
     with pytest.raises(InvalidSeed, match="revisit"):
         parse_seed(orjson.dumps({"url": URL, "revisit": revisit}))
+
+
+def test_item_tables_may_not_name_the_pages_table():
+    with pytest.raises(ConfigError, match="^ITEM_TABLES=.*own table of page states"):
+        WriterConfig.from_settings(load_settings({"ITEM_TABLES": '{"PageItem": "pages"}'}))
