@@ -1,5 +1,6 @@
 """The revisit settings, read once and checked: ``RECRAWL_AFTER``, ``RECRAWL_ADAPTIVE``
-and its rates and bounds, ``PAGES_ENABLED`` and the revisit scheduler's pace.
+and its rates and bounds, ``RECRAWL_LINKS``, ``PAGES_ENABLED`` and the revisit
+scheduler's pace.
 
 Workers read it (whether to write page-state entries) and so does the
 db_writer (each URL's next interval and due time, and the revisit scheduler).
@@ -32,6 +33,7 @@ class RecrawlConfig:
     min_interval: float = 60.0
     max_interval: float = 30 * 86400.0
     pages: bool = False  # PAGES_ENABLED: workers write a page-state entry per fetch
+    links: bool = True  # RECRAWL_LINKS: a link found again re-enqueues a URL seen long ago
     schedule_every: float = 1.0  # seconds between the db_writer's looks for due rows
     schedule_batch: int = 500  # due rows pushed back per look
 
@@ -55,6 +57,7 @@ class RecrawlConfig:
             min_interval=low,
             max_interval=high,
             pages=read.getbool("PAGES_ENABLED") or after > 0,
+            links=read.getbool("RECRAWL_LINKS"),
             schedule_every=read.getfloat("RECRAWL_SCHEDULE_EVERY", above=0),
             schedule_batch=read.getint("RECRAWL_SCHEDULE_BATCH", minimum=1),
         )
