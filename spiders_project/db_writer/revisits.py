@@ -34,7 +34,7 @@ from spiders_project.db_writer.sql_store import RowsRefused, StoreUnavailable
 from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.keys import RedisKeys
 from spiders_project.recrawl.config import RecrawlConfig
-from spiders_project.redis_calls import SyncRedisCalls
+from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger(__name__)
 
@@ -76,26 +76,46 @@ class RevisitScheduler:
     def look(self) -> int:
         """Push the due rows if it is time to look; how many were pushed.
 
-        A database that fails is said once and tried at the next look; Redis'
-        errors go to the caller, whose loop waits for Redis.
+        A database that fails, or a push Redis refuses, is said once and tried
+        at the next look, the rows still due; Redis away goes to the caller,
+        whose loop waits for it.
         """
         if not self.config.revisits or self._monotonic() < self._next_look:
             return 0
         self._next_look = self._monotonic() + self.config.schedule_every
         try:
-            due = self.table.take_due(self.now(), self.config.schedule_batch, self._push)
+            try:
+                due = self._take_due()
+            except StoreUnavailable:
+                # A connection the server dropped while idle (or SQLite's, opened
+                # in the thread that started the writer) fails once: reconnected.
+                due = self._take_due()
         except (StoreUnavailable, RowsRefused) as exc:
-            if not self._failing:
-                logger.error("revisits: cannot read the due pages, retrying: %s", exc)
-                self._failing = True
-            return 0
+            return self._failed("cannot read the due pages", exc)
+        except RedisUnavailable as exc:
+            if not self.calls.state.connected:
+                raise  # Redis is away: the writer's loop waits for it
+            # Writes refused (Redis full, a read-only replica): the items still
+            # go on (the db_writer is what frees Redis), the revisits wait.
+            return self._failed(f"cannot push the due pages to {self.keys.start_urls}", exc)
         if self._failing:
-            logger.info("revisits: reading the due pages again")
+            logger.info("revisits: pushing due pages again")
             self._failing = False
         if due:
             logger.debug("revisits: %d due pages pushed to %s", len(due), self.keys.start_urls)
         self.pushed += len(due)
         return len(due)
+
+    def _take_due(self) -> list[PageRow]:
+        return self.table.take_due(self.now(), self.config.schedule_batch, self._push)
+
+    def _failed(self, what: str, exc: Exception) -> int:
+        """Say it once; the rows stay due and the next look tries again."""
+        if not self._failing:
+            cause = exc.__cause__ or exc
+            logger.error("revisits: %s, retrying: %s: %s", what, type(cause).__name__, cause)
+            self._failing = True
+        return 0
 
     def _push(self, rows: list[PageRow]) -> None:
         # Tried once, inside the transaction: a failure rolls the move back, and

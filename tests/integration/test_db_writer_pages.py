@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import redis
 
+from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.recrawl.middleware import page_entry
 from spiders_project.seeds import parse_seed
 from tests.integration import test_db_writer as base
@@ -119,6 +120,12 @@ def test_due_pages_are_pushed_back_once_with_their_validators_by_two_db_writers(
     )
     settings = ("-s", "RECRAWL_AFTER=60", "-s", "RECRAWL_SCHEDULE_BATCH=15")
     writers += [Writer(tmp_path, redis_url, database.url, *settings) for _ in range(2)]
+    # One writer holds the lock and schedules; the other waits.
+    wait_for(
+        lambda: sum("waiting for it to stop" in w.log() for w in writers) == 1,
+        30,
+        "one of the two writers to wait for the other's lock",
+    )
     wait_for(lambda: client.llen(KEYS.start_urls) >= len(urls), 30, "the revisits")
     time.sleep(2.5)  # two more looks of the scheduler (RECRAWL_SCHEDULE_EVERY 1 s)
     pushed = [parse_seed(raw) for raw in client.lrange(KEYS.start_urls, 0, -1)]
@@ -132,7 +139,32 @@ def test_due_pages_are_pushed_back_once_with_their_validators_by_two_db_writers(
     now = datetime.now(UTC)
     dues = [row[8] for row in pages(database).values()]
     assert all(now < due < now + timedelta(seconds=61) for due in dues), dues
-    # One writer holds the lock and schedules; the other waits.
-    logs = [w.log() for w in writers]
-    assert sum("waiting for it to stop" in log for log in logs) == 1
     assert all(orjson.loads(raw)["revisit"] for raw in client.lrange(KEYS.start_urls, 0, -1))
+
+
+def test_revisits_refused_by_a_full_redis_stay_due_and_items_still_go_in(
+    database: Database, start_redis, tmp_path: Path, writers: list[Writer]
+):
+    _, url = start_redis()
+    client = redis.Redis.from_url(url)
+    past = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    urls = [f"https://example.com/r/{n}" for n in range(5)]
+    client.rpush(KEYS.items, *(page_entry(u, "default", past, "fetched") for u in urls))
+    client.rpush(KEYS.items, encode_entry({"url": "https://example.com/i"}, "dict", "k", past))
+    # Full (noeviction): every write is refused but the db_writer's allow-oom scripts.
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1")
+    writer = Writer(tmp_path, url, database.url, "-s", "RECRAWL_AFTER=60")
+    writers.append(writer)
+    writer.wait_log("revisits: cannot push the due pages")
+    wait_for(lambda: database.items(), 15, "the item written while Redis is full")
+    now = datetime.now(UTC)
+    assert set(pages(database)) == set(urls)
+    assert all(row[8] < now for row in pages(database).values()), "still due"
+    client.config_set("maxmemory", "0")
+    wait_for(lambda: client.llen(KEYS.start_urls) == len(urls), 15, "the revisits pushed")
+    writer.wait_log("revisits: pushing due pages again")
+    log = writer.log()
+    assert log.count("revisits: cannot push") == 1, "said once"
+    assert "cannot read the due pages" not in log
+    client.close()
