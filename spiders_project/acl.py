@@ -104,7 +104,8 @@ WORKER_COMMANDS = (
     "zrangebylex",
 )
 # The db_writer: db_writer/lua's scripts (lock, take, ack), BLMOVE on the
-# buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders set.
+# buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders
+# set; TIME and LPUSH on start_urls for the revisits it pushes back (revisits.py).
 DB_WRITER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -114,12 +115,14 @@ DB_WRITER_COMMANDS = (
     "hincrby",
     "hset",
     "llen",
+    "lpush",
     "lrange",
     "ltrim",
     "pexpire",
     "rpush",
     "set",
     "smembers",
+    "time",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
 # contract.py (the steered hosts' HGETALL among them), TIME and INFO memory.
@@ -230,10 +233,11 @@ DB_WRITER = Role(
     "db_writer",
     "crawler-db-writer",
     "REDIS_ACL_DB_WRITER_PASSWORD",
-    "the db_writer (python -m spiders_project.db_writer): the item buffer and its lock only",
+    "the db_writer (python -m spiders_project.db_writer): the item buffer and its lock,"
+    " and start_urls for revisits",
     # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
-    suffixes=("items", "items:*", "db_writer:*"),
+    suffixes=("items", "items:*", "db_writer:*", "start_urls"),
     # On a Redis Cluster it reads the frontier's shard count at start, and
     # records it (SET NX) when it starts before any worker (shards.py).
     cluster_suffixes=("frontier:shards",),

@@ -113,6 +113,7 @@ def probes(role: Role, keys: RedisKeys, cluster: bool) -> list[tuple[Any, ...]]:
         found += [("LREM", keys.start_urls, 0, "0"), ("SET", keys.seen, "0")]
     elif role is DB_WRITER:
         found += [("SET", keys.db_writer_lock, "0"), ("RPUSH", keys.items_processing, "0")]
+        found.append(("LPUSH", keys.start_urls, "0"))  # revisits (db_writer/revisits.py)
         if cluster:  # shards.spider_keys reads and may record the shard count
             found += [("GET", keys.frontier_shards), ("SET", keys.frontier_shards, "0", "NX")]
     elif role is MONITOR:

@@ -11,7 +11,10 @@ A JSON seed may also bound what is crawled from it, across all workers
 would drop from its links. ``"recrawl_after": <seconds>`` replaces
 ``RECRAWL_AFTER`` for the seed's pages (the frontier's seen-set must keep
 times: RECRAWL_AFTER set). ``"sitemap": true`` crawls what the sitemap at the
-URL lists (``spiders_project.spiders.sitemaps``).
+URL lists (``spiders_project.spiders.sitemaps``). ``"revisit": {...}`` is a
+revisit the db_writer pushed back (``spiders_project.page_state``): the URL's
+last fetch, for its conditional request; checked here, it becomes
+``meta.PAGE_STATE``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 
 from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.meta import JOB
+from spiders_project.page_state import InvalidPageState, check_page_state
 
 # A job id: 1-64 letters, digits, "-", "_" or "."; it goes into Redis key
 # names and log lines as it is, so nothing else is allowed.
@@ -54,6 +58,8 @@ class Seed:
     sitemap: bool = False
     # The crawl job it belongs to.
     job: str = DEFAULT_JOB
+    # A revisit's last fetch (page_state.check_page_state), for meta.PAGE_STATE.
+    revisit: dict[str, Any] | None = None
 
 
 def job_of(meta: Mapping[str, Any]) -> str:
@@ -112,7 +118,13 @@ def parse_seed(raw: bytes | str) -> Seed:
             raise InvalidSeed("sitemap must be true or false")
         job = check_job_id(obj.get("job", DEFAULT_JOB))
         url = _check_url(obj.get("url"))
-        return Seed(url, meta, priority, _scope(obj, text), sitemap, job)
+        revisit = None
+        if "revisit" in obj:
+            try:
+                revisit = check_page_state(obj["revisit"])
+            except InvalidPageState as exc:
+                raise InvalidSeed(str(exc)) from None
+        return Seed(url, meta, priority, _scope(obj, text), sitemap, job, revisit)
     return Seed(_check_url(text))
 
 

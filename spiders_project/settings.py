@@ -117,6 +117,38 @@ DUPEFILTER_ERROR_RATE = _env("DUPEFILTER_ERROR_RATE", 1e-7)
 # URL) and must be on from the crawl's start. A seed's "recrawl_after" wins
 # for the pages of that seed.
 RECRAWL_AFTER = _env("RECRAWL_AFTER", 0.0)
+# True: each URL's revisit interval adapts to how often it changes (Nutch's
+# AdaptiveFetchSchedule): RECRAWL_AFTER is its first interval (needed), a
+# change multiplies it by 1 - RECRAWL_DEC_RATE, a fetch that found no change
+# by 1 + RECRAWL_INC_RATE, within RECRAWL_MIN_INTERVAL and RECRAWL_MAX_INTERVAL
+# (seconds). The db_writer computes it, in the `pages` table (docs/RECRAWLS.md).
+RECRAWL_ADAPTIVE = _env("RECRAWL_ADAPTIVE", False)
+# How much shorter an adaptive interval gets after a change (0.2: 20%).
+RECRAWL_DEC_RATE = _env("RECRAWL_DEC_RATE", 0.2)
+# How much longer an adaptive interval gets after a fetch that found no change.
+RECRAWL_INC_RATE = _env("RECRAWL_INC_RATE", 0.4)
+# The shortest adaptive interval (seconds): a page changing at every visit is
+# fetched no more often than this.
+RECRAWL_MIN_INTERVAL = _env("RECRAWL_MIN_INTERVAL", 60.0)
+# The longest adaptive interval (seconds, 30 days): a page that never changes
+# is still looked at this often.
+RECRAWL_MAX_INTERVAL = _env("RECRAWL_MAX_INTERVAL", 2592000.0)
+# True: a link to a URL enqueued longer ago than RECRAWL_AFTER enqueues it
+# again (the timed seen-set, as before the `pages` table). False: only its
+# revisit (its row's due time) and seeds fetch a URL again, so links do not cut
+# adaptive intervals short nor fetch a URL twice around its due time.
+RECRAWL_LINKS = _env("RECRAWL_LINKS", True)
+# True: every fetch leaves its URL's row in the db_writer's `pages` table
+# (status, validators, content digest, outcome, due time), one small entry
+# through the item buffer per fetch. On by itself with RECRAWL_AFTER set:
+# revisits read their due URLs and validators from that table.
+PAGES_ENABLED = _env("PAGES_ENABLED", False)
+# Seconds between the db_writer's looks for due rows of `pages` (with
+# RECRAWL_AFTER set), and the most rows one look pushes back to
+# <spider>:start_urls as revisits: 500 a second keeps the seed list short
+# while workers keep up, and one look's transaction short.
+RECRAWL_SCHEDULE_EVERY = 1.0
+RECRAWL_SCHEDULE_BATCH = 500
 # Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
 # meta or cb_kwargs, as dotted paths, besides those found in the modules of
 # SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry
@@ -262,6 +294,15 @@ DOWNLOADER_MIDDLEWARES = {
 # A JSON seed's "max_pages" is counted per page fetched, cluster-wide, just
 # before the host's turn: a request over budget takes no turn.
 DOWNLOADER_MIDDLEWARES["spiders_project.scope.seed_limits.SeedBudget"] = 565
+
+# Conditional requests and page-state entries (spiders_project/recrawl/,
+# RECRAWL_AFTER, PAGES_ENABLED): after HttpCompressionMiddleware (590) on the
+# way back, so the digest is that of the body the spider sees; after
+# RedirectMiddleware (600) and before RetryMiddleware (550), so it sees every
+# attempt's answer, and ends an unchanged one before the spider.
+DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.PageStateMiddleware"] = 585
+# A 3xx's page-state entry, written before RedirectMiddleware (600) follows it.
+DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.RedirectStateMiddleware"] = 605
 
 # --- One URL, one fetch; traps --------------------------------------------------
 # Query parameters dropped from every link before it is fingerprinted (a

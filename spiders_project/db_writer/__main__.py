@@ -31,8 +31,10 @@ from spiders_project.acl import DB_WRITER
 from spiders_project.acl_check import permission_problem
 from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
+from spiders_project.db_writer.page_store import PageTable
 from spiders_project.db_writer.pool import WriterPool
-from spiders_project.db_writer.sql_store import StoreUnavailable
+from spiders_project.db_writer.revisits import RevisitScheduler
+from spiders_project.db_writer.sql_store import SqlStore, StoreUnavailable
 from spiders_project.db_writer.stores import open_store
 from spiders_project.db_writer.writer import ItemWriter, StopFlag, WriterConfig
 from spiders_project.keys import SPIDERS, RedisKeys
@@ -44,6 +46,7 @@ from spiders_project.process import (
     redis_calls,
     start,
 )
+from spiders_project.recrawl.config import RecrawlConfig
 from spiders_project.redis_calls import SyncRedisCalls
 from spiders_project.redis_connection import (
     RedisConfig,
@@ -91,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with exit_on_bad_config(logger, DbUrlError):
         db_url = parse_db_url(settings.get("DB_URL"))
         config = WriterConfig.from_settings(settings)
+        recrawl = RecrawlConfig.from_settings(settings)
         redis_config = RedisConfig.from_settings(settings)
     message = ping_or_message(settings) or _user_problem(settings, args.spiders)
     if message is not None:
@@ -103,7 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     calls = redis_calls(settings, logger, sleep=stop.sleep)
     pool = WriterPool(
         lambda spider: _writer(
-            spider_keys(settings, spider), db_url, calls, config, stop, args.exit_when_empty
+            spider_keys(settings, spider),
+            db_url,
+            calls,
+            config,
+            recrawl,
+            stop,
+            args.exit_when_empty,
         )
     )
     try:
@@ -143,12 +153,17 @@ def _writer(
     db_url: DbUrl,
     calls: SyncRedisCalls,
     config: WriterConfig,
+    recrawl: RecrawlConfig,
     stop: StopFlag,
     exit_when_empty: bool,
 ) -> ItemWriter:
     """The writer of one spider, with its own database connection."""
     store = open_store(db_url, keys.spider)
     queue = ItemQueue(calls, keys, config.lock_ttl)
+    pages = PageTable(store, recrawl) if isinstance(store, SqlStore) else None
+    revisits = None
+    if pages is not None and recrawl.revisits:
+        revisits = RevisitScheduler(pages, calls, keys, recrawl)
     return ItemWriter(
         queue,
         store,
@@ -156,6 +171,8 @@ def _writer(
         stop=stop,
         exit_when_empty=exit_when_empty,
         store_name=db_url.redacted(),
+        pages=pages,
+        revisits=revisits,
     )
 
 

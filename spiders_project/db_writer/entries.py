@@ -9,7 +9,9 @@ and the row is ``(item_type, item_key, url, data, scraped_at)`` in the table
 ITEM_TABLES names for the type (``items`` by default). An entry of the
 previous release (the item object itself, always a PageItem with a ``url``)
 is still accepted: its row is ``("PageItem", url)``, as the migration of the
-old url-keyed table makes its rows. Anything else is rejected with a reason.
+old url-keyed table makes its rows. An object with ``"kind": "page"`` is a
+page-state entry for the ``pages`` table (``pages.py``), parsed there when
+the caller asks for them. Anything else is rejected with a reason.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from spiders_project.db_writer.pages import PAGE_KIND, BadPageEntry, PageEntry, parse_page
 
 # How much of a rejected entry a log line shows.
 PREVIEW_CHARS = 120
@@ -79,9 +83,14 @@ def utc_now_iso() -> str:
 
 
 def parse_entries(
-    entries: list[bytes], tables: Mapping[str, str] | None = None
+    entries: list[bytes],
+    tables: Mapping[str, str] | None = None,
+    pages: list[PageEntry] | None = None,
 ) -> tuple[list[Row], list[Rejected]]:
-    """Split a batch into rows to write and entries to reject, keeping order."""
+    """Split a batch into rows to write and entries to reject, keeping order.
+
+    Page-state entries go to ``pages`` when it is given, else are rejected.
+    """
     rows: list[Row] = []
     rejected: list[Rejected] = []
     now = utc_now_iso()
@@ -96,11 +105,15 @@ def parse_entries(
         try:
             if type(obj) is not dict:
                 raise _Bad(f"not a JSON object (a {type(obj).__name__})")
-            if type(obj.get("item")) is dict:
+            if obj.get("kind") == PAGE_KIND:
+                if pages is None:
+                    raise _Bad("a page-state entry, and no pages table is written")
+                pages.append(parse_page(obj, raw))
+            elif type(obj.get("item")) is dict:
                 rows.append(_row(obj, raw, tables, now))
             else:
                 rows.append(_legacy_row(obj, raw, tables, now))
-        except _Bad as exc:
+        except (_Bad, BadPageEntry) as exc:
             rejected.append(Rejected(raw, str(exc)))
     return rows, rejected
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from itertools import groupby
 from typing import ClassVar, Generic, Protocol, TypeVar
@@ -81,6 +81,7 @@ class Connection(Protocol):
 
 
 Conn = TypeVar("Conn", bound=Connection)
+T = TypeVar("T")
 
 
 class SqlStore(Generic[Conn]):
@@ -133,6 +134,10 @@ class SqlStore(Generic[Conn]):
 
     def _locked(self, conn: Conn, table: str) -> AbstractContextManager[None]:
         """One transaction in which ``table`` is the caller's alone."""
+        raise NotImplementedError
+
+    def transaction(self, conn: Conn) -> AbstractContextManager[None]:
+        """One transaction: committed at the end of the block, rolled back on an error."""
         raise NotImplementedError
 
     def _rekey(self, conn: Conn, table: str) -> int:
@@ -201,14 +206,22 @@ class SqlStore(Generic[Conn]):
         )
 
     def write_batch(self, rows: Sequence[Row]) -> None:
-        conn = self._conn
-        if conn is None or not self._is_open(conn):
-            conn = self._connect()
-        try:
+        def write(conn: Conn) -> None:
             tables = [table for table, _ in by_table(rows)]
             for table in tables:
                 self._prepare(conn, table)
             self._upsert(conn, rows, tables)
+
+        self.run(write)
+
+    def run(self, work: Callable[[Conn], T]) -> T:
+        """``work(conn)`` on the store's connection (opened again after a failure),
+        its driver errors sorted into RowsRefused and StoreUnavailable."""
+        conn = self._conn
+        if conn is None or not self._is_open(conn):
+            conn = self._connect()
+        try:
+            return work(conn)
         except self.REFUSED as exc:
             self._after_refusal(conn, exc)
             raise RowsRefused(one_line(exc)) from exc

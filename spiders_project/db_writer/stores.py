@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -131,6 +131,9 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
             conn.execute("ROLLBACK")
             raise
 
+    def transaction(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
+        return self._locked(conn, "")
+
     def _rekey(self, conn: sqlite3.Connection, table: str) -> int:
         """SQLite cannot change a primary key in place: copy the rows, drop the old table."""
         old = f"{table}_before_item_keys"
@@ -230,6 +233,11 @@ class PostgresStore(SqlStore[psycopg.Connection]):
         db_writer migrating at the same time finds the work done."""
         with conn.transaction():
             conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            yield
+
+    @contextmanager
+    def transaction(self, conn: psycopg.Connection) -> Iterator[None]:
+        with conn.transaction():
             yield
 
     def _rekey(self, conn: psycopg.Connection, table: str) -> int:

@@ -16,21 +16,26 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.db_writer.entries import Row, dedupe, parse_entries
+from spiders_project.db_writer.entries import dedupe, parse_entries
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
+from spiders_project.db_writer.page_store import PageTable
+from spiders_project.db_writer.pages import PAGES_TABLE, PageEntry
+from spiders_project.db_writer.revisits import RevisitScheduler
 from spiders_project.db_writer.sql_store import TABLE_NAME, RowsRefused, Store, StoreUnavailable
+from spiders_project.db_writer.stopping import SLEEP_SLICE, Backoff, StopFlag, StopRequested
 from spiders_project.redis_calls import RedisUnavailable
 
-logger = logging.getLogger(__name__)
+__all__ = ["Backoff", "ItemWriter", "StopFlag", "StopRequested", "WriterConfig"]
 
-# Sleeps are cut into slices this long, so a stop request is seen quickly.
-SLEEP_SLICE = 0.2
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -68,60 +73,14 @@ def _item_tables(read: SettingsReader) -> dict[str, str]:
     for item_type, table in tables.items():
         if not isinstance(item_type, str) or not isinstance(table, str):
             read.fail("ITEM_TABLES", "must map item type names to table names")
+        if table == PAGES_TABLE:
+            read.fail("ITEM_TABLES", f"{table!r} is the db_writer's own table of page states")
         if not TABLE_NAME.match(table):
             read.fail(
                 "ITEM_TABLES",
                 f"table {table!r} must be a lower-case SQL identifier (letters, digits, _)",
             )
     return dict(tables)
-
-
-class Backoff:
-    """Database retry delays: ``first``, doubled after each failure, at most ``cap``.
-
-    Redis has its own, shared by the whole process, in
-    :class:`~spiders_project.redis_calls.RedisState`.
-    """
-
-    def __init__(self, first: float, cap: float) -> None:
-        self.first = first
-        self.cap = cap
-        self._next = first
-
-    def next_delay(self) -> float:
-        delay = self._next
-        self._next = min(self._next * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first
-
-
-class StopRequested(Exception):
-    """A stop was requested while the writer waited (for Redis, the database or the lock)."""
-
-
-class StopFlag:
-    """The writer's stop request: set by a signal handler, seen by every wait of the process.
-
-    Its :meth:`sleep` is the Redis call path's sleep between retries
-    (``SyncRedisCalls(client, state, sleep=stop.sleep)``), so a writer
-    retrying a call while Redis is away or refuses writes stops at once.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep in slices; raise :class:`StopRequested` as soon as a stop is requested."""
-        end = time.monotonic() + seconds
-        while True:
-            if self.requested:
-                raise StopRequested
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return
-            time.sleep(min(remaining, SLEEP_SLICE))
 
 
 class ItemWriter:
@@ -136,8 +95,13 @@ class ItemWriter:
         stop: StopFlag | None = None,
         exit_when_empty: bool = False,
         store_name: str = "database",
+        pages: PageTable | None = None,
+        revisits: RevisitScheduler | None = None,
     ) -> None:
         self.queue = queue
+        # The `pages` table (page-state entries) and the revisit scheduler, if kept.
+        self.pages = pages
+        self.revisits = revisits
         self.store = store
         self.config = config
         self.stop = stop if stop is not None else StopFlag()
@@ -217,6 +181,8 @@ class ItemWriter:
                 self._handle(entries)
                 return True
             self._recovering = False
+        if self.revisits is not None:
+            self.revisits.look()  # only the lock's holder: once per cluster
         entries = self._fill_batch()
         if entries:
             self._handle(entries)
@@ -309,7 +275,8 @@ class ItemWriter:
 
     def _handle(self, entries: list[bytes]) -> None:
         """Write one batch of entries, then acknowledge all of them."""
-        rows, rejected = parse_entries(entries, self.config.tables)
+        pages: list[PageEntry] | None = [] if self.pages is not None else None
+        rows, rejected = parse_entries(entries, self.config.tables, pages)
         reject_raw = [entry.raw for entry in rejected]
         for entry in rejected:
             logger.warning(
@@ -320,7 +287,7 @@ class ItemWriter:
                 entry.preview(),
             )
         written = len(rows)
-        refused = self._write(dedupe(rows))
+        refused = self._write(dedupe(rows), self.store.write_batch)
         if refused:
             refused_ids = {row.identity for row, _ in refused}
             written = sum(1 for row in rows if row.identity not in refused_ids)
@@ -334,10 +301,20 @@ class ItemWriter:
                     reason,
                     self.queue.keys.items_rejected,
                 )
+        if pages and self.pages is not None:
+            pages.sort(key=lambda page: page.at)  # halves of a split batch stay in time order
+            for page, reason in self._write(pages, self.pages.write):
+                reject_raw.append(page.raw)
+                logger.warning(
+                    "the database refused the page entry of %.200r: %s; kept in %s",
+                    page.url,
+                    reason,
+                    self.queue.keys.items_rejected,
+                )
         self.queue.ack(len(entries), written, reject_raw)
         self._in_hand = False
 
-    def _write(self, rows: list[Row]) -> list[tuple[Row, str]]:
+    def _write(self, rows: list[T], write: Callable[[Sequence[T]], object]) -> list[tuple[T, str]]:
         """Write until the database takes the batch; return the rows it refused."""
         if not rows:
             return []
@@ -345,7 +322,7 @@ class ItemWriter:
         while True:
             attempt += 1
             try:
-                refused = self._write_isolating(rows)
+                refused = self._write_isolating(rows, write)
             except StoreUnavailable as exc:
                 if attempt == 1 and not self._db_down:
                     # A connection the server dropped while we were idle (a
@@ -368,16 +345,20 @@ class ItemWriter:
                 self.db_backoff.reset()
             return refused
 
-    def _write_isolating(self, rows: Sequence[Row]) -> list[tuple[Row, str]]:
+    def _write_isolating(
+        self, rows: Sequence[T], write: Callable[[Sequence[T]], object]
+    ) -> list[tuple[T, str]]:
         """Write ``rows``; if a value is refused, split the batch until the culprits are alone."""
         try:
-            self.store.write_batch(rows)
+            write(rows)
             return []
         except RowsRefused as exc:
             if len(rows) == 1:
                 return [(rows[0], str(exc))]
         middle = len(rows) // 2
-        return self._write_isolating(rows[:middle]) + self._write_isolating(rows[middle:])
+        return self._write_isolating(rows[:middle], write) + self._write_isolating(
+            rows[middle:], write
+        )
 
     # --- helpers ------------------------------------------------------------------
 

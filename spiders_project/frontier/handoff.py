@@ -46,6 +46,7 @@ from spiders_project.runtime.outcomes import (
     request_dropped,
     request_held,
     request_refused,
+    request_unchanged,
 )
 from spiders_project.runtime.transaction import lease_part
 
@@ -90,6 +91,7 @@ class SlotHandoff:
         """Hear Scrapy's signals and the features' outcomes (``runtime/outcomes.py``)."""
         signals.connect(self.download_ended, signal=scrapy_signals.request_left_downloader)
         signals.connect(self.response_received, signal=scrapy_signals.response_received)
+        signals.connect(self.unchanged, signal=request_unchanged)
         signals.connect(self.item_scraped, signal=scrapy_signals.item_scraped)
         signals.connect(self.dead_lettered, signal=request_dead_lettered)
         signals.connect(self.refused, signal=request_refused)
@@ -132,6 +134,12 @@ class SlotHandoff:
 
     def response_received(self, response: Any, request: Request, spider: Spider) -> None:
         """Scrapy's signal: a response of ``request`` is on its way to the spider."""
+        lease = self.active.get(request)
+        if lease is not None:
+            self.fetched.add(lease[0])
+
+    def unchanged(self, request: Request) -> None:
+        """``outcomes.request_unchanged``: fetched, ended before the spider (no item)."""
         lease = self.active.get(request)
         if lease is not None:
             self.fetched.add(lease[0])

@@ -233,8 +233,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         seen = self.redis.seen
         # The worker's pre-filter holds a fingerprint up to RECRAWL_AFTER (its
         # generations turn every half of it), so a shorter recrawl interval's
-        # own is not held there at all.
-        prefilter = entry.recrawl_after is None or entry.recrawl_after >= seen.recrawl_after
+        # own is not held there at all; 0 (never again) is held like the longest.
+        prefilter = not entry.recrawl_after or entry.recrawl_after >= seen.recrawl_after
         raw = None
         if not request.dont_filter or entry.record:
             raw = self.df.fingerprint(request)

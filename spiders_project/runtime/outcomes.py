@@ -39,3 +39,10 @@ REFUSED = -2
 DROPPED = -3
 # Never sent to Redis: the handoff hands such a lease back instead of acking it.
 HELD = -4
+
+# Scrapy signal, sent with ``request`` when a downloader middleware ends a
+# fetched response before the spider because its page did not change since the
+# last fetch (a 304, or the same content digest: recrawl/middleware.py). No
+# response reaches the spider, yet its lease's job counts a page fetched, with
+# no item.
+request_unchanged = object()

@@ -14,6 +14,7 @@ from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.meta import SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.recrawl.config import RecrawlConfig
 from spiders_project.runtime.batcher import RedisBatcher
 from spiders_project.runtime.context import WorkerRedis
 from spiders_project.runtime.seen import SeenConfig
@@ -88,16 +89,20 @@ class SeedLimitsStep:
     seed asking for it is refused (one line, kept in start_urls:rejected),
     and the pages of a seed taken before RECRAWL_AFTER was unset just lose it.
     The seed's other limits act in the download path (``seed_limits.py``).
+    With RECRAWL_LINKS off, a link without a seed's own ``recrawl_after`` is
+    never enqueued again once seen (0): its revisits come from its row of the
+    `pages` table (``db_writer/revisits.py``), as seeds.
     """
 
-    def __init__(self, seen: SeenConfig, batcher: RedisBatcher) -> None:
+    def __init__(self, seen: SeenConfig, batcher: RedisBatcher, links: bool = True) -> None:
         self.timed = seen.timed
         self.batcher = batcher
+        self.links = links
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SeedLimitsStep:
         redis = WorkerRedis.of(crawler)
-        return cls(redis.seen, redis.batcher)
+        return cls(redis.seen, redis.batcher, RecrawlConfig.from_settings(crawler.settings).links)
 
     def admit(self, request: Request, entry: Enqueue) -> Request | None:
         scope = request.meta.get(SCOPE_META)
@@ -108,5 +113,8 @@ class SeedLimitsStep:
                 self.batcher.reject_seed(entry.seed_entry, why)
                 return None
             recrawl_after = None
+        if recrawl_after is None and self.timed and not self.links:
+            if not request.meta.get(SEED):
+                recrawl_after = 0  # never by a link: by its revisit
         entry.recrawl_after = recrawl_after
         return request

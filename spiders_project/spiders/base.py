@@ -34,7 +34,7 @@ from scrapy_redis import spiders as scrapy_redis_spiders
 from spiders_project import internals
 from spiders_project.contract import work_of, work_reads
 from spiders_project.job_keys import DEFAULT_JOB
-from spiders_project.meta import JOB, SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.meta import JOB, PAGE_STATE, SCOPE_META, SEED, SEED_ENTRY
 from spiders_project.redis_calls import RedisUnavailable
 from spiders_project.runtime.config import FrontierConfig
 from spiders_project.runtime.context import WorkerRedis
@@ -107,6 +107,8 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
             meta[JOB] = seed.job
         else:
             meta.pop(JOB, None)  # the seed's "job" says, not a "meta" it carries
+        if seed.revisit is not None:
+            meta[PAGE_STATE] = seed.revisit  # a revisit the db_writer pushed back
         return Request(
             seed.url,
             callback=self._parse_sitemap_seed if seed.sitemap else None,

@@ -5,6 +5,12 @@ JSON) into the item buffer of a scratch spider in the bench's private Redis,
 run the real db_writer process (``--exit-when-empty``, DB_WRITER_MAX_WAIT=0)
 until the buffer is empty, and time it from its first committed batch on, so
 the process' start-up (imports, connects) does not count as throughput.
+
+``pages_phase`` times the `pages` table the same way: N page-state entries
+(``recrawl.middleware.page_entry``, about 200 bytes), every URL distinct, with
+RECRAWL_AFTER set so each row gets its due time. It is not part of ``make
+bench``'s report yet: run it by hand (``python -c "from tests.bench.db_writer
+import pages_phase; print(pages_phase(REDIS_URL, 100_000))"``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import redis
 from spiders_project.db_writer.db_url import SQLITE, parse_db_url
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
+from spiders_project.recrawl.middleware import page_entry
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer
 
@@ -56,6 +63,14 @@ def make_item(i: int) -> bytes:
     return encode_entry(item, "PageItem", url, datetime.now(UTC).isoformat())
 
 
+def make_page(i: int) -> bytes:
+    """A page-state entry as a worker writes it, for a fetched page."""
+    url = f"http://bench.example/page/{i}"
+    at = datetime.now(UTC).isoformat()
+    digest = "sha1:" + f"{i:032d}"
+    return page_entry(url, "default", at, "fetched", status=200, etag=f'"{i}"', digest=digest)
+
+
 def clear_database(db_url: str) -> None:
     parsed = parse_db_url(db_url)
     if parsed.backend == SQLITE:
@@ -67,17 +82,21 @@ def clear_database(db_url: str) -> None:
         return
     with psycopg.connect(parsed.conninfo or "", autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS items")
+        conn.execute("DROP TABLE IF EXISTS pages")
 
 
-def run_writer_bench(database: str, redis_url: str, db_url: str, items: int) -> WriterResult:
-    """Fill the scratch spider's buffer with ``items`` items and time the drain."""
+def run_writer_bench(
+    database: str, redis_url: str, db_url: str, items: int, *, pages: bool = False
+) -> WriterResult:
+    """Fill the scratch spider's buffer with ``items`` items (page-state entries
+    with ``pages``) and time the drain."""
     keys = RedisKeys(SPIDER)
     client = redis.Redis.from_url(redis_url)
     try:
         client.delete(keys.items, keys.items_processing, keys.items_rejected, keys.db_writer_stats)
         clear_database(db_url)
         pipe = client.pipeline(transaction=False)
-        chunk = [make_item(i) for i in range(1000)]
+        chunk = [(make_page if pages else make_item)(i) for i in range(1000)]
         for start in range(0, items, 1000):
             # Distinct urls, same size: only the url changes between chunks.
             page = f"/p{start}/".encode()
@@ -87,6 +106,8 @@ def run_writer_bench(database: str, redis_url: str, db_url: str, items: int) -> 
         env = dict(os.environ, REDIS_URL=redis_url, DB_URL=db_url)
         command = [PYTHON, "-m", "spiders_project.db_writer", "--spider", SPIDER]
         command += ["--exit-when-empty", "-s", "DB_WRITER_MAX_WAIT=0"]
+        if pages:
+            command += ["-s", "RECRAWL_AFTER=86400"]
         started = time.perf_counter()
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -99,6 +120,9 @@ def run_writer_bench(database: str, redis_url: str, db_url: str, items: int) -> 
         elapsed = time.perf_counter() - started
         steady = time.perf_counter() - (first_batch_at or started)
         written = int(client.hget(keys.db_writer_stats, "items_written") or 0)
+        if pages:  # page entries are not items: every entry not rejected was written
+            rejected = int(client.hget(keys.db_writer_stats, "rejected") or 0)
+            written = items - rejected if process.returncode == 0 else 0
         output = process.stdout.read().decode(errors="replace") if process.stdout else ""
     finally:
         client.close()
@@ -121,6 +145,23 @@ def writer_phase(redis_url: str, items: int, with_postgres: bool = True) -> list
             return results
         try:
             results.append(run_writer_bench("PostgreSQL", redis_url, pg.url, items))
+        finally:
+            pg.stop()
+    return results
+
+
+def pages_phase(redis_url: str, entries: int, with_postgres: bool = True) -> list[WriterResult]:
+    """The `pages` table's throughput in the db_writer, per database (see the module)."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench_sqlite_") as tmp:
+        db = f"sqlite:///{Path(tmp) / 'items.db'}"
+        results.append(run_writer_bench("SQLite pages", redis_url, db, entries, pages=True))
+    if with_postgres:
+        pg = PostgresServer("bench_pages")
+        try:
+            results.append(
+                run_writer_bench("PostgreSQL pages", redis_url, pg.url, entries, pages=True)
+            )
         finally:
             pg.stop()
     return results

@@ -67,11 +67,13 @@ def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
     assert spider_patterns(cluster) == ["{distributed}:*", "{distributed/[0-9]*}:*"]
     # A seed list outside the prefix (a spider's redis_key) is named too.
     assert spider_patterns(RedisKeys("s", "seeds")) == ["s:*", "seeds", "seeds:rejected"]
-    # The db_writer: the item buffer and its lock, not the frontier.
+    # The db_writer: the item buffer and its lock, and the seeds its revisits
+    # go to; not the frontier.
     assert spider_patterns(RedisKeys("s"), DB_WRITER.suffixes) == [
         "s:items",
         "s:items:*",
         "s:db_writer:*",
+        "s:start_urls",
     ]
 
 

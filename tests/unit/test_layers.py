@@ -37,6 +37,7 @@ FEATURES = tuple(
         "node_health",
         "jobs",
         "archive",
+        "recrawl",
     )
 )
 TOP = tuple(

@@ -86,3 +86,22 @@ def test_the_default_chain_admits_a_retry_with_its_wait_and_names_its_group():
     assert admitted is not None and RETRY_WAIT not in admitted.meta
     assert entry.wait_ms == 1500
     assert steps.group_of(admitted.url) == "example.co.uk"
+
+
+def test_without_link_recrawls_a_link_is_never_enqueued_again_a_seed_keeps_its_own():
+    step = SeedLimitsStep.from_crawler(crawler_with(RECRAWL_AFTER=3600, RECRAWL_LINKS=False))
+    link = Enqueue()
+    assert step.admit(Request("http://a.example/x"), link) is not None
+    assert link.recrawl_after == 0  # its revisits come from the pages table
+    seed = Enqueue(seed_entry=b"s")
+    assert step.admit(Request("http://a.example/", meta={SEED: True}), seed) is not None
+    assert seed.recrawl_after is None
+    own = Enqueue()
+    meta = {SCOPE_META: {"id": "s", "recrawl_after": 60}}
+    assert step.admit(Request("http://a.example/y", meta=meta), own) is not None
+    assert own.recrawl_after == 60
+    # RECRAWL_LINKS on (the default): as before.
+    default = Enqueue()
+    step = SeedLimitsStep.from_crawler(crawler_with(RECRAWL_AFTER=3600))
+    assert step.admit(Request("http://a.example/x"), default) is not None
+    assert default.recrawl_after is None

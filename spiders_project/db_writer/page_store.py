@@ -1,0 +1,237 @@
+"""The ``pages`` table in SQLite or PostgreSQL: one row per (spider, url).
+
+::
+
+    spider, url, job, status, fetched_at, outcome, etag, last_modified, digest,
+    changes, failures, revisit_interval (seconds), next_due
+    PRIMARY KEY (spider, url); INDEX (spider, next_due)
+
+Times are TIMESTAMPTZ on PostgreSQL and ISO-8601 UTC text on SQLite (one
+format, so text order is time order), as the item tables keep them.
+
+A batch of page entries is one transaction: read the rows of its URLs (``FOR
+UPDATE`` on PostgreSQL), advance each with its entries in time order
+(``pages.advance``), upsert the rows that moved, newer wins in SQL too.
+:meth:`PageTable.take_due` is the revisit scheduler's read: due rows, oldest
+due first (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so two schedulers never
+take the same row; SQLite's write transaction is the whole file's), handed to
+a callback that pushes them to Redis, and their due time moved by their
+interval in the same transaction, committed only once the push succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spiders_project.db_writer.pages import PAGES_TABLE, PageEntry, PageRow, advance
+from spiders_project.db_writer.sql_store import SqlStore
+from spiders_project.recrawl.config import RecrawlConfig
+
+# Columns after (spider, url), in the order PageRow holds them.
+_COLUMNS = (
+    "url, job, status, fetched_at, outcome, etag, last_modified, digest,"
+    " changes, failures, revisit_interval, next_due"
+)
+CREATE = """
+    CREATE TABLE IF NOT EXISTS pages (
+        spider TEXT NOT NULL,
+        url TEXT NOT NULL,
+        job TEXT NOT NULL,
+        status INTEGER,
+        fetched_at {time} NOT NULL,
+        outcome TEXT NOT NULL,
+        etag TEXT,
+        last_modified TEXT,
+        digest TEXT,
+        changes INTEGER NOT NULL,
+        failures INTEGER NOT NULL,
+        revisit_interval {float} NOT NULL,
+        next_due {time},
+        PRIMARY KEY (spider, url)
+    )
+"""
+INDEX = "CREATE INDEX IF NOT EXISTS pages_next_due ON pages (spider, next_due)"
+UPSERT = f"""
+    INSERT INTO pages (spider, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (spider, url) DO UPDATE SET
+        job = excluded.job, status = excluded.status, fetched_at = excluded.fetched_at,
+        outcome = excluded.outcome, etag = excluded.etag,
+        last_modified = excluded.last_modified, digest = excluded.digest,
+        changes = excluded.changes, failures = excluded.failures,
+        revisit_interval = excluded.revisit_interval, next_due = excluded.next_due
+    WHERE excluded.fetched_at > pages.fetched_at
+"""
+# SQLite's default limit of bound parameters is 32766; a read of one batch's
+# URLs stays far below it.
+_CHUNK = 500
+
+
+class PageTable:
+    """The ``pages`` rows of one spider, in the store's database."""
+
+    def __init__(self, store: SqlStore[Any], config: RecrawlConfig) -> None:
+        self.store = store
+        self.config = config
+        self.spider = store.spider
+        self.postgres = store.TYPES["time"] == "TIMESTAMPTZ"
+        self._prepared: object | None = None
+
+    # --- SQL of either database -----------------------------------------------------
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", "%s") if self.postgres else text
+
+    def _time(self, moment: datetime | None) -> Any:
+        if moment is None or self.postgres:
+            return moment
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+    @staticmethod
+    def _read_time(value: Any) -> datetime | None:
+        if value is None:
+            return None
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
+
+    def _row(self, found: Sequence[Any]) -> PageRow:
+        fetched_at = self._read_time(found[3])
+        assert fetched_at is not None
+        return PageRow(
+            found[0],
+            found[1],
+            found[2],
+            fetched_at,
+            found[4],
+            found[5],
+            found[6],
+            found[7],
+            int(found[8]),
+            int(found[9]),
+            float(found[10]),
+            self._read_time(found[11]),
+        )
+
+    def _values(self, row: PageRow) -> tuple[Any, ...]:
+        return (
+            self.spider,
+            row.url,
+            row.job,
+            row.status,
+            self._time(row.fetched_at),
+            row.outcome,
+            row.etag,
+            row.last_modified,
+            row.digest,
+            row.changes,
+            row.failures,
+            row.interval,
+            self._time(row.next_due),
+        )
+
+    def _prepare(self, conn: Any) -> None:
+        """Create the table and its index once per connection, if missing."""
+        if self._prepared is conn:
+            return
+        kinds = {"time": self.store.TYPES["time"]}
+        kinds["float"] = "DOUBLE PRECISION" if self.postgres else "REAL"
+        if self.postgres:
+            missing = conn.execute("SELECT to_regclass(%s)", (PAGES_TABLE,)).fetchone() == (None,)
+        else:
+            missing = not conn.execute(f"PRAGMA table_info({PAGES_TABLE})").fetchall()
+        if missing:
+            conn.execute(CREATE.format(**kinds))
+            conn.execute(INDEX)
+        self._prepared = conn
+
+    def _existing(self, conn: Any, urls: list[str]) -> dict[str, PageRow]:
+        found: dict[str, PageRow] = {}
+        select = f"SELECT {_COLUMNS} FROM pages WHERE spider = ? AND "
+        if self.postgres:
+            cursor = conn.execute(
+                self._sql(select + "url = ANY(?) FOR UPDATE"), (self.spider, urls)
+            )
+            found.update((row[0], self._row(row)) for row in cursor)
+            return found
+        for start in range(0, len(urls), _CHUNK):
+            chunk = urls[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            cursor = conn.execute(select + f"url IN ({marks})", (self.spider, *chunk))
+            found.update((row[0], self._row(row)) for row in cursor)
+        return found
+
+    # --- writes ---------------------------------------------------------------------
+
+    def write(self, entries: Sequence[PageEntry]) -> int:
+        """Apply ``entries`` in one transaction; the number of rows that moved.
+
+        Raises StoreUnavailable or RowsRefused as ``Store.write_batch`` does.
+        """
+        ordered = sorted(entries, key=lambda entry: entry.at)
+
+        def work(conn: Any) -> int:
+            self._prepare(conn)
+            with self.store.transaction(conn):
+                rows = self._existing(conn, list(dict.fromkeys(e.url for e in ordered)))
+                moved: dict[str, PageRow] = {}
+                for entry in ordered:
+                    row = advance(rows.get(entry.url), entry, self.config)
+                    if row is not None:
+                        rows[entry.url] = moved[entry.url] = row
+                if moved:
+                    cursor = conn.cursor()
+                    cursor.executemany(
+                        self._sql(UPSERT), [self._values(row) for row in moved.values()]
+                    )
+            return len(moved)
+
+        return self.store.run(work)
+
+    def take_due(
+        self, now: datetime, limit: int, push: Callable[[list[PageRow]], None]
+    ) -> list[PageRow]:
+        """Up to ``limit`` rows due at ``now``: ``push`` them, then move each one's
+        due time to ``now`` + its interval, in one transaction. A push that
+        raises rolls the move back: the rows stay due."""
+        select = (
+            f"SELECT {_COLUMNS} FROM pages WHERE spider = ? AND next_due <= ?"
+            " ORDER BY next_due LIMIT ?"
+        )
+        if self.postgres:
+            select += " FOR UPDATE SKIP LOCKED"
+        move = "UPDATE pages SET next_due = ? WHERE spider = ? AND url = ?"
+
+        def work(conn: Any) -> list[PageRow]:
+            self._prepare(conn)
+            with self.store.transaction(conn):
+                cursor = conn.execute(self._sql(select), (self.spider, self._time(now), limit))
+                due = [self._row(found) for found in cursor.fetchall()]
+                if not due:
+                    return []
+                push(due)
+                conn.cursor().executemany(
+                    self._sql(move),
+                    [
+                        (self._time(now + timedelta(seconds=row.interval)), self.spider, row.url)
+                        for row in due
+                    ],
+                )
+            return due
+
+        return self.store.run(work)
+
+    def rows(self) -> list[PageRow]:
+        """Every row of the spider (tests, small tables)."""
+
+        def work(conn: Any) -> list[PageRow]:
+            self._prepare(conn)
+            cursor = conn.execute(
+                self._sql(f"SELECT {_COLUMNS} FROM pages WHERE spider = ? ORDER BY url"),
+                (self.spider,),
+            )
+            return [self._row(found) for found in cursor.fetchall()]
+
+        return self.store.run(work)
