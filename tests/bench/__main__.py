@@ -50,7 +50,7 @@ from tests.bench import report as rep
 from tests.bench.archive import archive_phase
 from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
-from tests.bench.db_writer import writer_phase
+from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.distance import distance_phase
 from tests.bench.jobs import BASELINE, jobs_phase
 from tests.bench.queue_entries import queue_phase
@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== db_writer ({time.monotonic() - t0:.0f} s)", flush=True)
             redis.reset()
             report.writers = writer_phase(redis.url, args.writer_items)
+            redis.reset()
+            report.writers += pages_phase(redis.url, args.writer_items)
             for w in report.writers:
                 print(f"  {w.database}: {w.items_per_s:,.0f} items/s {w.error}", flush=True)
         # Rendering runs unpinned: Chromium's processes take both cores.

@@ -8,9 +8,8 @@ the process' start-up (imports, connects) does not count as throughput.
 
 ``pages_phase`` times the `pages` table the same way: N page-state entries
 (``recrawl.middleware.page_entry``, about 200 bytes), every URL distinct, with
-RECRAWL_AFTER set so each row gets its due time. It is not part of ``make
-bench``'s report yet: run it by hand (``python -c "from tests.bench.db_writer
-import pages_phase; print(pages_phase(REDIS_URL, 100_000))"``).
+RECRAWL_AFTER set so each row gets its due time; ``make bench``'s db_writer
+section reports it beside the items (rows "SQLite pages", "PostgreSQL pages").
 """
 
 from __future__ import annotations
