@@ -67,9 +67,7 @@ UPSERT = f"""
 # connection and upserted from it in one statement. executemany sent one
 # INSERT a row and took 60% of a batch's time (29,897 entries/s against
 # 50,556 items/s, docs/BENCHMARKS.md); the item tables load the same way.
-PG_STAGING = (
-    "CREATE TEMP TABLE IF NOT EXISTS pages_staging (LIKE pages) ON COMMIT DELETE ROWS"
-)
+PG_STAGING = "CREATE TEMP TABLE IF NOT EXISTS pages_staging (LIKE pages) ON COMMIT DELETE ROWS"
 PG_COPY = f"COPY pages_staging (spider, {_COLUMNS}) FROM STDIN"
 PG_UPSERT = UPSERT.replace(
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -202,9 +200,7 @@ class PageTable:
                             copy.write_row(self._values(row))
                     cursor.execute(PG_UPSERT)
                 elif moved:
-                    conn.cursor().executemany(
-                        UPSERT, [self._values(row) for row in moved.values()]
-                    )
+                    conn.cursor().executemany(UPSERT, [self._values(row) for row in moved.values()])
             return len(moved)
 
         return self.store.run(work)
