@@ -133,11 +133,13 @@ RECRAWL_MIN_INTERVAL = _env("RECRAWL_MIN_INTERVAL", 60.0)
 # The longest adaptive interval (seconds, 30 days): a page that never changes
 # is still looked at this often.
 RECRAWL_MAX_INTERVAL = _env("RECRAWL_MAX_INTERVAL", 2592000.0)
-# True: a link to a URL enqueued longer ago than RECRAWL_AFTER enqueues it
-# again (the timed seen-set, as before the `pages` table). False: only its
-# revisit (its row's due time) and seeds fetch a URL again, so links do not cut
-# adaptive intervals short nor fetch a URL twice around its due time.
-RECRAWL_LINKS = _env("RECRAWL_LINKS", True)
+# False (the default): only a URL's revisit (its row's due time in the
+# db_writer's `pages` table, sent with its validators) and seeds fetch it
+# again, so every refetch is conditional, links do not cut adaptive intervals
+# short, and no URL is fetched twice around its due time. True: a link to a
+# URL enqueued longer ago than RECRAWL_AFTER also enqueues it again, as a plain
+# fetch (the timed seen-set, as before the `pages` table).
+RECRAWL_LINKS = _env("RECRAWL_LINKS", False)
 # True: every fetch leaves its URL's row in the db_writer's `pages` table
 # (status, validators, content digest, outcome, due time), one small entry
 # through the item buffer per fetch. On by itself with RECRAWL_AFTER set:

@@ -33,7 +33,7 @@ class RecrawlConfig:
     min_interval: float = 60.0
     max_interval: float = 30 * 86400.0
     pages: bool = False  # PAGES_ENABLED: workers write a page-state entry per fetch
-    links: bool = True  # RECRAWL_LINKS: a link found again re-enqueues a URL seen long ago
+    links: bool = False  # RECRAWL_LINKS: a link found again re-enqueues a URL seen long ago
     schedule_every: float = 1.0  # seconds between the db_writer's looks for due rows
     schedule_batch: int = 500  # due rows pushed back per look
 

@@ -1,6 +1,7 @@
-"""RECRAWL_AFTER with a real worker and db_writer: pages seen longer ago than it are
-fetched again when found again, their rows updated in place; a seed's own
-"recrawl_after" wins for its pages."""
+"""RECRAWL_AFTER with RECRAWL_LINKS on, a real worker and db_writer: pages seen longer
+ago than it are fetched again when found again, their rows updated in place; a seed's
+own "recrawl_after" wins for its pages. (RECRAWL_LINKS is off by default: revisits
+then come from the pages table, tests/e2e/test_recrawl_pages.py.)"""
 
 from __future__ import annotations
 
@@ -44,7 +45,14 @@ def test_pages_seen_longer_ago_than_recrawl_after_are_crawled_again_and_updated(
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         # One worker for both rounds: its own pre-filter of fingerprints sent must
         # let the pages go again too, not only the seen-set in Redis.
-        w = worker("w", redis_url, tmp_path, "RECRAWL_AFTER=2", "MAX_IDLE_TIME_BEFORE_CLOSE=0")
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "RECRAWL_AFTER=2",
+            "RECRAWL_LINKS=true",
+            "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+        )
         procs += [writer, w]
         # Site a with RECRAWL_AFTER (2 s); site b's seed with its own, of an hour.
         seeds = [a, json.dumps({"url": b, "recrawl_after": 3600})]

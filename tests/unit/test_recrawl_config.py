@@ -23,9 +23,9 @@ def test_defaults_revisit_nothing_and_keep_no_pages():
     assert (got.dec_rate, got.inc_rate) == (0.2, 0.4)
 
 
-def test_links_bring_urls_back_unless_switched_off():
-    assert config().links
-    assert not config(RECRAWL_LINKS="false").links
+def test_links_bring_urls_back_only_when_switched_on():
+    assert not config().links
+    assert config(RECRAWL_LINKS="true").links
 
 
 def test_recrawl_after_turns_the_pages_table_on():

@@ -100,8 +100,12 @@ def test_without_link_recrawls_a_link_is_never_enqueued_again_a_seed_keeps_its_o
     meta = {SCOPE_META: {"id": "s", "recrawl_after": 60}}
     assert step.admit(Request("http://a.example/y", meta=meta), own) is not None
     assert own.recrawl_after == 60
-    # RECRAWL_LINKS on (the default): as before.
+    # RECRAWL_LINKS off is the default; on, a link brings a URL back as before.
     default = Enqueue()
     step = SeedLimitsStep.from_crawler(crawler_with(RECRAWL_AFTER=3600))
     assert step.admit(Request("http://a.example/x"), default) is not None
-    assert default.recrawl_after is None
+    assert default.recrawl_after == 0
+    on = Enqueue()
+    step = SeedLimitsStep.from_crawler(crawler_with(RECRAWL_AFTER=3600, RECRAWL_LINKS=True))
+    assert step.admit(Request("http://a.example/x"), on) is not None
+    assert on.recrawl_after is None
