@@ -96,7 +96,9 @@ class PageTable:
     def _time(self, moment: datetime | None) -> Any:
         if moment is None or self.postgres:
             return moment
-        return moment.astimezone(UTC).isoformat(timespec="microseconds")
+        if moment.tzinfo is not UTC:  # entries' times are UTC already: no conversion
+            moment = moment.astimezone(UTC)
+        return moment.isoformat(timespec="microseconds")
 
     @staticmethod
     def _read_time(value: Any) -> datetime | None:

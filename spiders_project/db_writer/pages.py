@@ -149,9 +149,9 @@ def advance(prev: PageRow | None, entry: PageEntry, config: RecrawlConfig) -> Pa
         return None
     answered = entry.outcome in ANSWERED
     if prev is None:
-        changed = False
+        # A URL's first row (a first crawl: every entry), built once.
         interval = config.first_interval()
-        row = PageRow(
+        return PageRow(
             entry.url,
             entry.job,
             entry.status,
@@ -163,7 +163,7 @@ def advance(prev: PageRow | None, entry: PageEntry, config: RecrawlConfig) -> Pa
             0,
             0 if answered else 1,
             interval,
-            None,
+            entry.at + timedelta(seconds=interval) if config.revisits and interval > 0 else None,
         )
     else:
         changed = (
