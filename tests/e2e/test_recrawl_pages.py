@@ -7,7 +7,9 @@ test controls: it moves ``next_due`` into the past, as time would). The
 db_writer's revisit scheduler pushes every URL back with its validators;
 with RECRAWL_LINKS off no link brings a page back on its own. Of the
 40 unchanged pages, 20 answer 304 and 20 ignore the conditional headers and
-send the same bytes again (unchanged by content digest).
+send the same bytes again (unchanged by content digest). The worker archives
+every fetch (WARC_ENABLED): each unchanged refetch is a ``revisit`` record, each
+changed one a ``response`` record.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.archive import records, warc_paths
 from tests.support.processes import (
     K,
     db_writer,
@@ -92,7 +95,8 @@ def test_due_pages_are_revisited_conditionally_and_only_changed_ones_are_rewritt
         writer = db_writer(
             "dbw", redis_url, f"sqlite:///{db_path}", tmp_path, "-s", "RECRAWL_AFTER=3600"
         )
-        w = worker("w", redis_url, tmp_path, *SETTINGS)
+        warc_dir = tmp_path / "warc"
+        w = worker("w", redis_url, tmp_path, *SETTINGS, "WARC_ENABLED=true", f"WARC_DIR={warc_dir}")
         procs += [writer, w]
         r.lpush(K.start_urls, site.url)
         wait_until(lambda: set(pages(db_path)) == set(urls), 60, what="the first crawl")
@@ -170,6 +174,26 @@ def test_due_pages_are_revisited_conditionally_and_only_changed_ones_are_rewritt
             assert f"v{site.versions[n]}" in stored[url][1]
         else:
             assert stored[url] == first_items[url], url
+    # The archive: per page, its first fetch's response record, then its
+    # refetch's: a revisit when unchanged (a 304: server-not-modified; the same
+    # digest: identical-payload-digest), a response when changed.
+    kinds: dict[str, list[str]] = {}
+    for path in warc_paths(warc_dir):
+        for record, _ in records(path):
+            if record.rec_type in ("response", "revisit"):
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                profile = record.rec_headers.get_header("WARC-Profile") or ""
+                kinds.setdefault(uri, []).append(
+                    record.rec_type + (":" + profile.rpartition("/")[2] if profile else "")
+                )
+    for url, n in urls.items():
+        if n in CHANGED:
+            second_kind = "response"
+        elif n in HONOURS:
+            second_kind = "revisit:server-not-modified"
+        else:
+            second_kind = "revisit:identical-payload-digest"
+        assert kinds[url] == ["response", second_kind], (url, kinds[url])
     # The job counts an unchanged revisit as a page fetched, with no item.
     shown = scrapy_command(redis_url, "jobs", "show", "default", "--json")
     assert shown.returncode == 0, shown.stderr
