@@ -46,7 +46,10 @@ about 5 minutes). Two windows of ``--window`` minutes are counted, by the
 time of the fetch: the first, from time 0, and the one after ``--warm-up``
 minutes of revisits (the rates need visits to learn), as
 ``tests/unit/test_recrawl_freshness.py`` does with a stepped clock. Each window
-holds 10 pages x 10 minutes = 100 changes.
+holds 10 pages x 10 minutes = 100 changes. Printed per window and setup: the
+fetches (and per minute), the 304s, the fetches of the changing pages and the
+mean minutes since each one's previous fetch of that page, and the changes
+caught.
 """
 
 from __future__ import annotations
@@ -162,6 +165,12 @@ class Window:
     not_modified: int = 0
     caught: int = 0
     hot_fetches: int = 0
+    hot_gaps: list[float] = field(default_factory=list)  # minutes since the page's last fetch
+
+    @property
+    def hot_gap(self) -> float:
+        """Mean minutes between two fetches of a changing page (fetches in the window)."""
+        return sum(self.hot_gaps) / len(self.hot_gaps) if self.hot_gaps else float("nan")
 
     @property
     def possible(self) -> int:
@@ -180,17 +189,21 @@ def count(log: list[Served], minute: float, windows: list[Window]) -> float:
             break
     if t0 is None:
         raise RuntimeError(f"the first crawl did not end: {len(seen)} pages served")
-    last: dict[int, int] = {}
+    last: dict[int, Served] = {}
     for s in log:
-        changed = s.page in last and last[s.page] != s.version
-        last[s.page] = s.version
+        before = last.get(s.page)
+        changed = before is not None and before.version != s.version
+        last[s.page] = s
         t = (s.at - t0) / minute
         for w in windows:
             if w.start <= t < w.start + w.minutes:
                 w.fetches += 1
                 w.not_modified += s.status == 304
-                w.hot_fetches += s.page in HOT
                 w.caught += changed
+                if s.page in HOT:
+                    w.hot_fetches += 1
+                    if before is not None:
+                        w.hot_gaps.append((s.at - before.at) / minute)
     return t0
 
 
@@ -330,9 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| Window (scaled minutes after the first crawl) | Setup | Fetches | per minute"
-        " | 304s | Fetches of changing pages | Changes caught | of | Caught adaptive / fixed |"
+        " | 304s | Fetches of changing pages | Their mean gap (min) | Changes caught | of"
+        " | Caught adaptive / fixed |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i in range(2):
         caught = {}
         for name in ("fixed", "adaptive"):
@@ -347,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"| {w.start:g}-{w.start + w.minutes:g} | {name} | {w.fetches} "
                 f"| {w.fetches / w.minutes:.1f} | {w.not_modified} | {w.hot_fetches} "
-                f"| {w.caught} | {w.possible} | {ratio} |"
+                f"| {w.hot_gap:.2f} | {w.caught} | {w.possible} | {ratio} |"
             )
     print()
     for name in ("fixed", "adaptive"):
