@@ -286,37 +286,42 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minute", type=float, default=6.0, help="real seconds per minute")
-    parser.add_argument("--budget", type=int, default=20, help="fetches per (scaled) minute")
-    parser.add_argument("--warm-up", type=float, default=30.0, help="minutes before the 2nd window")
-    parser.add_argument("--window", type=float, default=10.0, help="minutes counted per window")
-    parser.add_argument("--log-dir", type=Path, default=None, help="keep the processes' logs here")
-    args = parser.parse_args(argv)
-    minute = args.minute
-    folder = args.log_dir or Path(tempfile.mkdtemp(prefix="bench-freshness-"))
+@dataclass
+class FreshnessResult:
+    minute: float
+    budget: int
+    warm_up: float
+    window: float
+    settings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    windows: dict[str, list[Window]] = field(default_factory=dict)
+    caught_in_all: dict[str, int] = field(default_factory=dict)  # the site's log
+    table_changes: dict[str, int] = field(default_factory=dict)  # pages: SUM(changes)
+    fetches_in_all: dict[str, int] = field(default_factory=dict)
+
+    def ratio(self, i: int) -> float:
+        return self.windows["adaptive"][i].caught / max(1, self.windows["fixed"][i].caught)
+
+
+def freshness_phase(
+    minute: float, budget: int, warm_up: float, window: float, folder: Path
+) -> FreshnessResult:
+    """Run both setups side by side until the second window has ended for both."""
     folder.mkdir(parents=True, exist_ok=True)
     print(f"freshness: a minute is {minute:g} s (time scaled {60 / minute:g}x); logs in {folder}")
-    print(f"  {os.cpu_count()} CPUs, {cpu_model()}")
+    result = FreshnessResult(minute, budget, warm_up, window)
     setups: list[Setup] = []
-    windows = {
-        name: [Window(0.0, args.window), Window(args.warm_up, args.window)]
-        for name in ("fixed", "adaptive")
-    }
     try:
         for name in ("fixed", "adaptive"):
             site = TimetableSite(PAGES, HOT, minute).__enter__()
             sub = folder / name
             sub.mkdir(exist_ok=True)
-            setups.append(Setup(name, settings(minute, args.budget, name == "adaptive"), sub, site))
+            setups.append(Setup(name, settings(minute, budget, name == "adaptive"), sub, site))
         for s in setups:
             s.start()
-        for s in setups:
-            print(f"  {s.name}: {' '.join(s.settings)}")
-        # Run until the second window has ended for both (time 0 is each one's
-        # first crawl's end, about 5 minutes in).
-        end = args.warm_up + args.window
+            result.settings[s.name] = s.settings
+            print(f"  {s.name}: {' '.join(s.settings)}", flush=True)
+        # Time 0 is each one's first crawl's end, about 5 minutes in.
+        end = warm_up + window
         deadline = time.time() + (end + 15) * minute + 120
         while True:
             time.sleep(minute / 2)
@@ -334,51 +339,83 @@ def main(argv: list[str] | None = None) -> int:
                 break
             if time.time() > deadline:
                 raise RuntimeError("the run did not end in time")
-        changes = {s.name: s.sum_changes() for s in setups}
+        result.table_changes = {s.name: s.sum_changes() for s in setups}
         logs = {s.name: s.site.log() for s in setups}
     finally:
         for s in setups:
             s.stop()
             s.site.__exit__()
-    print()
-    print(
+    for name, log in logs.items():
+        result.windows[name] = [Window(0.0, window), Window(warm_up, window)]
+        count(log, minute, result.windows[name])
+        by_page = sorted(log, key=lambda s: (s.page, s.at))
+        result.caught_in_all[name] = sum(
+            1
+            for a, b in zip(by_page, by_page[1:], strict=False)
+            if a.page == b.page and a.version != b.version
+        )
+        result.fetches_in_all[name] = len(log)
+    return result
+
+
+def table(result: FreshnessResult) -> list[str]:
+    """The figures, a Markdown table and a line per setup."""
+    out = [
         "| Window (scaled minutes after the first crawl) | Setup | Fetches | per minute"
         " | 304s | Fetches of changing pages | Their mean gap (min) | Changes caught | of"
-        " | Caught adaptive / fixed |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        " | Caught adaptive / fixed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for i in range(2):
-        caught = {}
         for name in ("fixed", "adaptive"):
-            w = windows[name][i]
-            count(logs[name], minute, [w])
-            caught[name] = w.caught
-        for name in ("fixed", "adaptive"):
-            w = windows[name][i]
-            ratio = (
-                f"{caught['adaptive'] / max(1, caught['fixed']):.2f}x" if name == "adaptive" else ""
-            )
-            print(
+            w = result.windows[name][i]
+            ratio = f"{result.ratio(i):.2f}x" if name == "adaptive" else ""
+            out.append(
                 f"| {w.start:g}-{w.start + w.minutes:g} | {name} | {w.fetches} "
                 f"| {w.fetches / w.minutes:.1f} | {w.not_modified} | {w.hot_fetches} "
                 f"| {w.hot_gap:.2f} | {w.caught} | {w.possible} | {ratio} |"
             )
-    print()
+    out.append("")
     for name in ("fixed", "adaptive"):
-        log = logs[name]
-        total = sum(
-            1
-            for a, b in zip(
-                sorted(log, key=lambda s: (s.page, s.at)),
-                sorted(log, key=lambda s: (s.page, s.at))[1:],
-                strict=False,
-            )
-            if a.page == b.page and a.version != b.version
+        out.append(
+            f"- {name}: {result.fetches_in_all[name]} fetches in all; changes caught in all:"
+            f" {result.caught_in_all[name]} by the site's log, {result.table_changes[name]}"
+            " by the pages table's SUM(changes)"
         )
-        print(
-            f"  {name}: {len(log)} fetches in all; changes caught in all, site's log {total},"
-            f" pages table SUM(changes) {changes[name]}"
-        )
+    return out
+
+
+def section(result: FreshnessResult) -> list[str]:
+    """The section of docs/BENCHMARKS.md the ``freshness`` phase of ``make bench`` writes."""
+    after = result.windows["adaptive"][1].start
+    return [
+        "## Freshness: adaptive against fixed revisits, last `make bench`",
+        "",
+        "`tests/bench/freshness.py` (the hand-written section on issue 28 explains the setups):"
+        f" time scaled {60 / result.minute:g}x (a minute is {result.minute:g} real seconds,"
+        f" every interval scaled alike), {result.budget} fetches a minute at most on both,"
+        f" windows of {result.window:g} minutes from the end of the first crawl and after"
+        f" {after:g} minutes of revisits. Adaptive / fixed changes caught:"
+        f" {result.ratio(0):.2f}x in the first window, {result.ratio(1):.2f}x after warm-up"
+        " (issue 28 asks for 2x).",
+        "",
+        *table(result),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minute", type=float, default=6.0, help="real seconds per minute")
+    parser.add_argument("--budget", type=int, default=20, help="fetches per (scaled) minute")
+    parser.add_argument("--warm-up", type=float, default=30.0, help="minutes before the 2nd window")
+    parser.add_argument("--window", type=float, default=10.0, help="minutes counted per window")
+    parser.add_argument("--log-dir", type=Path, default=None, help="keep the processes' logs here")
+    args = parser.parse_args(argv)
+    folder = args.log_dir or Path(tempfile.mkdtemp(prefix="bench-freshness-"))
+    print(f"  {os.cpu_count()} CPUs, {cpu_model()}")
+    result = freshness_phase(args.minute, args.budget, args.warm_up, args.window, folder)
+    print()
+    print("\n".join(table(result)))
     return 0
 
 
