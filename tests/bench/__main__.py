@@ -27,6 +27,8 @@ process of its own), then, one after the other on that site:
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
 6. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
+   then freshness (``freshness.py``, about 5 minutes): adaptive against fixed revisits,
+   two private setups side by side, time scaled (``--freshness-minute`` real seconds);
 7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered once per variant,
    then ``--render-http-pages`` over plain HTTP with three download handlers.
 
@@ -52,6 +54,7 @@ from tests.bench.cluster import cluster_phase
 from tests.bench.crawls import Bench, describe, summary_line
 from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.distance import distance_phase
+from tests.bench.freshness import freshness_phase
 from tests.bench.jobs import BASELINE, jobs_phase
 from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import rendering_phase
@@ -72,6 +75,7 @@ PHASES = (
     "seen",
     "queue",
     "writer",
+    "freshness",
     "rendering",
 )
 
@@ -103,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive-window", type=int, default=5_000)
     parser.add_argument("--archive-pairs", type=int, default=2, help="pairs without/with WARC")
     parser.add_argument("--writer-items", type=int, default=100_000)
+    parser.add_argument("--freshness-minute", type=float, default=6.0, help="seconds a minute")
+    parser.add_argument("--freshness-warm-up", type=float, default=30.0, help="minutes")
     parser.add_argument(
         "--set",
         dest="settings",
@@ -211,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         # Rendering runs unpinned: Chromium's processes take both cores.
         pin(os.getpid(), None)
         pin(redis.pid, None)
+        if "freshness" not in skip:
+            print(f"== freshness ({time.monotonic() - t0:.0f} s)", flush=True)
+            report.freshness = freshness_phase(
+                args.freshness_minute, 20, args.freshness_warm_up, 10.0, args.log_dir / "freshness"
+            )
         if "rendering" not in skip:
             print(f"== rendering ({time.monotonic() - t0:.0f} s)", flush=True)
             redis.reset()
@@ -267,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
                         for p in report.archive.pairs
                     ]
                     if report.archive
+                    else None
+                ),
+                "freshness": (
+                    {
+                        "ratios": [report.freshness.ratio(0), report.freshness.ratio(1)],
+                        "windows": {
+                            k: [dataclasses.asdict(w) for w in v]
+                            for k, v in report.freshness.windows.items()
+                        },
+                    }
+                    if report.freshness
                     else None
                 ),
                 "seconds": report.seconds,

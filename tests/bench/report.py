@@ -26,6 +26,8 @@ from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import WriterResult
 from tests.bench.distance import DistanceResult
 from tests.bench.distance import section as distance_section
+from tests.bench.freshness import FreshnessResult
+from tests.bench.freshness import section as freshness_section
 from tests.bench.jobs import JobsResult
 from tests.bench.jobs import section as jobs_section
 from tests.bench.jobs import targets as jobs_targets
@@ -64,6 +66,7 @@ class Report:
     distance: DistanceResult | None = None
     jobs: JobsResult | None = None
     archive: ArchiveResult | None = None
+    freshness: FreshnessResult | None = None
 
 
 def machine() -> str:
@@ -529,6 +532,8 @@ def sections(report: Report) -> list[list[str]]:
         out.append(archive_section(report.archive))
     if report.writers:
         out.append(writers(report))
+    if report.freshness is not None:
+        out.append(freshness_section(report.freshness))
     if report.rendering is not None:
         out.append(rendering(report))
     out.append(method(report))
