@@ -121,7 +121,7 @@ RECRAWL_AFTER = _env("RECRAWL_AFTER", 0.0)
 # AdaptiveFetchSchedule): RECRAWL_AFTER is its first interval (needed), a
 # change multiplies it by 1 - RECRAWL_DEC_RATE, a fetch that found no change
 # by 1 + RECRAWL_INC_RATE, within RECRAWL_MIN_INTERVAL and RECRAWL_MAX_INTERVAL
-# (seconds). The db_writer computes it, in the `pages` table (docs/RECRAWLS.md).
+# (seconds). The db_writer computes it, in the `pages` table (docs/ARCHIVE.md, Recrawls).
 RECRAWL_ADAPTIVE = _env("RECRAWL_ADAPTIVE", False)
 # How much shorter an adaptive interval gets after a change (0.2: 20%).
 RECRAWL_DEC_RATE = _env("RECRAWL_DEC_RATE", 0.2)
