@@ -90,9 +90,6 @@ seen_init(KEYS[1], KEYS[2], ARGV[2], now)
 local enqueued = 0
 local reply = {0}
 local touched = {}
--- New priority-0 requests by host list, pushed with one RPUSH a list at the end
--- (issue 29: one a request before); nothing below reads the lists.
-local pushes, pushed_lists = {}, {}
 local swept = false
 for j = 0, n - 1 do
   local base = first + j * 6
@@ -147,13 +144,7 @@ for j = 0, n - 1 do
       if added == 1 then job_count(payload, 'later', 1) end
       enqueued = enqueued + added
     elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and tonumber(ARGV[base + 1]) == 0 then
-      local list = pushes[i]
-      if not list then
-        list = {}
-        pushes[i] = list
-        pushed_lists[#pushed_lists + 1] = i
-      end
-      list[#list + 1] = payload
+      redis.call('RPUSH', KEYS[7 + 2 * h + i], payload)
       job_count(payload, 'queued', 1)
       enqueued = enqueued + 1
     else
@@ -166,12 +157,6 @@ for j = 0, n - 1 do
 end
 for i, due in pairs(touched) do
   redis.call('ZADD', KEYS[4], 'NX', due, ARGV[4 + i])
-end
-for _, i in ipairs(pushed_lists) do
-  local list = pushes[i]
-  for s = 1, #list, 1000 do  -- Lua's unpack: its C stack holds 8,000
-    redis.call('RPUSH', KEYS[7 + 2 * h + i], unpack(list, s, math.min(s + 999, #list)))
-  end
 end
 seen_done()
 if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end

@@ -233,39 +233,47 @@ local function limits_of(host)
   if not cap or cap < 1 then cap = default_cap end
   return cap, delay
 end
--- The leases made, written once at the end (issue 29: three commands a lease
--- before): ZADD of (deadline, id) pairs, HSET of (id, info) pairs, and the
--- size's DECRBY with the requests set aside. Nothing below reads them back.
-local lease_scores, lease_infos, taken = {}, {}, 0
-
--- Lease popped {request, queue score, ...} entries of a host; spares are put
--- in "released" from the start, as holding no slot.
-local function lease_all(host, popped, spare)
-  for j = 1, #popped, 2 do
-    local id = owner .. '/' .. n
-    n = n + 1
-    lease_scores[#lease_scores + 1] = deadline
-    lease_scores[#lease_scores + 1] = id
-    lease_infos[#lease_infos + 1] = id
-    lease_infos[#lease_infos + 1] = popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j]
-    leased[#leased + 1] = id
-    leased[#leased + 1] = popped[j]
-    leased[#leased + 1] = host
-    local changes = job_changes(job_of(popped[j]))
-    changes.queued = (changes.queued or 0) - 1
-    changes.leased = (changes.leased or 0) + 1
-    if spare then spares[#spares + 1] = id end
-  end
-  taken = taken + #popped / 2
-  return #popped / 2
-end
-
 -- `command key` with the members of `list`, at most 1,000 at once (Lua's
 -- unpack puts them on its C stack; 1,000 is even, so pairs stay whole).
 local function write_all(command, key, list)
   for s = 1, #list, 1000 do
     redis.call(command, key, unpack(list, s, math.min(s + 999, #list)))
   end
+end
+
+-- Lease popped {request, queue score, ...} entries of a host; spares are put
+-- in "released" from the start, as holding no slot. The host's leases are
+-- written together, right after their pop (issue 29: three commands a lease
+-- before; one ZADD, one HSET, one SADD and one DECRBY a host now): nothing
+-- runs between taking requests from a queue and recording their leases, so a
+-- script that fails later (Redis keeps what a script wrote before its error)
+-- leaves them leased, to come back when the leases expire, never lost.
+local function lease_all(host, popped, spare)
+  if #popped == 0 then return 0 end
+  local scores, infos, spare_ids = {}, {}, {}
+  for j = 1, #popped, 2 do
+    local id = owner .. '/' .. n
+    n = n + 1
+    scores[#scores + 1] = deadline
+    scores[#scores + 1] = id
+    infos[#infos + 1] = id
+    infos[#infos + 1] = popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j]
+    leased[#leased + 1] = id
+    leased[#leased + 1] = popped[j]
+    leased[#leased + 1] = host
+    local changes = job_changes(job_of(popped[j]))
+    changes.queued = (changes.queued or 0) - 1
+    changes.leased = (changes.leased or 0) + 1
+    if spare then
+      spare_ids[#spare_ids + 1] = id
+      spares[#spares + 1] = id
+    end
+  end
+  write_all('ZADD', KEYS[2], scores)
+  write_all('HSET', KEYS[3], infos)
+  if spare then write_all('SADD', KEYS[10 + 3 * ncand], spare_ids) end
+  redis.call('DECRBY', KEYS[4], #popped / 2)
+  return #popped / 2
 end
 
 for i = 1, ncand do
@@ -391,9 +399,6 @@ if #next_hosts == 0 then
   -- to do looks again within CAP_POLL ms.
   if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
-write_all('ZADD', KEYS[2], lease_scores)
-write_all('HSET', KEYS[3], lease_infos)
-write_all('SADD', KEYS[10 + 3 * ncand], spares)
-if taken + diverted > 0 then redis.call('DECRBY', KEYS[4], taken + diverted) end
+if diverted > 0 then redis.call('DECRBY', KEYS[4], diverted) end
 job_counts_done(KEYS[12 + 3 * ncand])
 return {leased, next_hosts, wait, full, spares, contest}
