@@ -204,7 +204,12 @@ class Bench:
                 sample = self._sample(procs)
                 if win is None:
                     rss_peak = max(rss_peak, *sample.rss)
-                if any(sample.alive):
+                # The last sample of running crawlers: one exiting between the
+                # two reads shows as alive with an RSS of 0 (the run of
+                # 2026-11-27 01:39 reported "101 -> 0 MB"), so it does not count.
+                if any(sample.alive) and all(
+                    rss > 0 for rss, alive in zip(sample.rss, sample.alive, strict=True) if alive
+                ):
                     last_alive = sample
                 if first is None and sample.pages > 0:
                     first, redis_first = sample, self.redis.sample()
