@@ -62,11 +62,11 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
 from tests.support.processes import Proc, db_writer, worker
+from tests.support.recrawl_site import ThreadedSite
 from tests.support.services import RedisServer
 
 PAGES = 100
@@ -82,7 +82,7 @@ class Served:
     status: int
 
 
-class TimetableSite:
+class TimetableSite(ThreadedSite):
     """``/`` (page 0) and ``/p/<n>`` as a binary tree (n links to 2n+1 and 2n+2).
 
     A page of ``hot`` is at version ``1 + (now - start) // minute``, any other
@@ -97,26 +97,7 @@ class TimetableSite:
         self.start = time.time()
         self.served: list[Served] = []
         self._lock = threading.Lock()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                site._answer(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> TimetableSite:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()
 
     def version(self, page: int, at: float) -> int:
         return 1 + int((at - self.start) // self.minute) if page in self.hot else 1

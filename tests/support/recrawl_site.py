@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass(frozen=True)
@@ -35,16 +35,13 @@ class Hit:
 EXTRAS = {"/moved": 301, "/gone": 404, "/down": 503, "/banned": 403, "/drop": 0}
 
 
-class VersionedSite:
-    """``with VersionedSite(50, honours=...) as site:`` serves on a free port of 127.0.0.1."""
+class ThreadedSite:
+    """A site served by http.server threads on a free port of 127.0.0.1, for
+    ``with``: a subclass sets its own state, calls ``super().__init__()`` and
+    answers every GET in ``_answer`` (the recrawl tests' and the freshness
+    benchmark's sites)."""
 
-    def __init__(self, pages: int, honours: set[int], extras: bool = False) -> None:
-        self.pages = pages
-        self.honours = honours
-        self.extras = extras
-        self.versions = [1] * pages
-        self.hits: list[Hit] = []
-        self._lock = threading.Lock()
+    def __init__(self) -> None:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,13 +55,29 @@ class VersionedSite:
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
 
-    def __enter__(self) -> VersionedSite:
+    def __enter__(self) -> Self:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+
+class VersionedSite(ThreadedSite):
+    """``with VersionedSite(50, honours=...) as site:`` serves on a free port of 127.0.0.1."""
+
+    def __init__(self, pages: int, honours: set[int], extras: bool = False) -> None:
+        self.pages = pages
+        self.honours = honours
+        self.extras = extras
+        self.versions = [1] * pages
+        self.hits: list[Hit] = []
+        self._lock = threading.Lock()
+        super().__init__()
 
     @staticmethod
     def path(n: int) -> str:
