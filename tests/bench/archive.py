@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.bench.crawls import OURS, Bench, CrawlResult
+from tests.bench.crawls import Bench, CrawlResult
 
 
 @dataclass
@@ -51,21 +51,12 @@ def archive_phase(bench: Bench, window: int, pairs: int) -> ArchiveResult:
         for warc in (False, True) if i % 2 == 0 else (True, False):
             folder = Path(tempfile.mkdtemp(prefix="bench-warc-"))
             try:
-                extra = (f"WARC_ENABLED={warc}", f"WARC_DIR={folder}")
-                runs[warc] = bench.run(
+                runs[warc] = bench.windowed_worker(
                     f"1 worker, WARC {'on' if warc else 'off'}",
-                    lambda extra=extra, tag=f"archive-{'on' if warc else 'off'}-{i}": [
-                        bench.worker(
-                            tag,
-                            "MAX_IDLE_TIME_BEFORE_CLOSE=2",
-                            f"ITEM_BUFFER_MAX={2 * bench.site.pages}",
-                            *extra,
-                            cpus=bench.crawl_cpus,
-                        )
-                    ],
-                    window=window,
-                    seed_key=OURS.start_urls,
-                    redis_keys=OURS,
+                    f"archive-{'on' if warc else 'off'}-{i}",
+                    window,
+                    f"WARC_ENABLED={warc}",
+                    f"WARC_DIR={folder}",
                 )
                 if warc:
                     written = list(folder.glob("*.warc.gz"))

@@ -301,6 +301,36 @@ class Bench:
             window=window,
         )
 
+    def windowed_worker(
+        self,
+        name: str,
+        tag: str,
+        window: int,
+        *settings: str,
+        cwd: Path = ROOT,
+        seed: str | None = None,
+    ) -> CrawlResult:
+        """The ``worker`` phase's one worker, pinned the same way, stopped after
+        ``window`` pages (the jobs, archive, quick and profile runs compare it
+        with itself under other ``settings``, or another checkout at ``cwd``)."""
+        return self.run(
+            name,
+            lambda: [
+                self.worker(
+                    tag,
+                    "MAX_IDLE_TIME_BEFORE_CLOSE=2",
+                    f"ITEM_BUFFER_MAX={2 * self.site.pages}",
+                    *settings,
+                    cpus=self.crawl_cpus,
+                    cwd=cwd,
+                )
+            ],
+            window=window,
+            seed_key=OURS.start_urls,
+            seed=seed,
+            redis_keys=OURS,
+        )
+
     def worker_phase(self, window: int, item_buffer_max: int) -> CrawlResult:
         """One worker crawls the whole site: throughput over the window, memory at the end."""
         return self.run(

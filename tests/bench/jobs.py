@@ -130,19 +130,14 @@ def _crawl(bench: Bench, tree: Path, commit: str | None, window: int, n: int) ->
     tag = f"jobs-{commit or 'head'}-{n}"
     # Identical on both sides. FRONTIER_SPARES is 32 now and was 16 at bce0023 (d9fb935,
     # not a jobs commit): given, so both run with this checkout's value.
-    settings = (
-        "MAX_IDLE_TIME_BEFORE_CLOSE=2",
-        f"ITEM_BUFFER_MAX={2 * bench.site.pages}",
-        "FRONTIER_SPARES=32",
-    )
     seed = None if commit is not None else json.dumps({"url": bench.site.url, "job": JOB})
-    return bench.run(
+    return bench.windowed_worker(
         f"1 worker, {'without jobs, ' + commit if commit else 'with jobs'}",
-        lambda: [bench.worker(tag, *settings, cpus=bench.crawl_cpus, cwd=tree)],
-        window=window,
-        seed_key=OURS.start_urls,
+        tag,
+        window,
+        "FRONTIER_SPARES=32",
+        cwd=tree,
         seed=seed,
-        redis_keys=OURS,
     )
 
 

@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bench.crawls import OURS, Bench
+from tests.bench.crawls import Bench
 from tests.bench.jobs import _checkouts
 from tests.bench.site_proc import Site
 from tests.support.processes import ROOT
@@ -113,20 +113,11 @@ def main(argv: list[str] | None = None) -> None:
                 for side in sides[n % len(sides) :] + sides[: n % len(sides)]:
                     client.config_set("slowlog-log-slower-than", 0)
                     client.slowlog_reset()
-                    run = bench.run(
+                    run = bench.windowed_worker(
                         f"profile {side}",
-                        lambda side=side, n=n: [
-                            bench.worker(
-                                f"profile-{side.replace('+', '_')}-{n}",
-                                "MAX_IDLE_TIME_BEFORE_CLOSE=2",
-                                f"ITEM_BUFFER_MAX={2 * args.pages}",
-                                cpus=crawl_cpus,
-                                cwd=trees[side],
-                            )
-                        ],
-                        window=args.window,
-                        seed_key=OURS.start_urls,
-                        redis_keys=OURS,
+                        f"profile-{side.replace('+', '_')}-{n}",
+                        args.window,
+                        cwd=trees[side],
                     )
                     client.config_set("slowlog-log-slower-than", -1)
                     entries = client.execute_command("SLOWLOG", "GET", "-1")

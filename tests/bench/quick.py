@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bench.crawls import OURS, Bench, CrawlResult
+from tests.bench.crawls import Bench, CrawlResult
 from tests.bench.db_writer import writer_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
@@ -99,20 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
             plain = bench.plain_phase(args.window)
-            worker = bench.run(
-                "distributed, 1 worker",
-                lambda: [
-                    bench.worker(
-                        "worker",
-                        "MAX_IDLE_TIME_BEFORE_CLOSE=2",
-                        f"ITEM_BUFFER_MAX={2 * args.pages}",
-                        cpus=crawl_cpus,
-                    )
-                ],
-                window=args.window,
-                seed_key=OURS.start_urls,
-                redis_keys=OURS,
-            )
+            worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
         finally:
             site.stop()
         redis.reset()
