@@ -84,7 +84,11 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
         new.write_text(str(ms))
         new.replace(clock)  # a worker never reads half a time
 
-    set_clock(tick - 1000)
+    # The tick's time from the start: `jobs schedule` records the last tick of
+    # the real clock, so a worker that looked at 02:59:59 between the schedule
+    # and a later step of the clock found the 02:59:50 tick missed and ran it
+    # first (a CI run of 2026-11-27 saw ['t...790', 't...800', 't...810']).
+    set_clock(tick + 500)
     # 0.25 s a page: each run lasts a few of the seen-set's units (1 s), with
     # every page linked from several others all along, so a run that found
     # its own pages due again would fetch some twice.
@@ -110,7 +114,6 @@ def test_each_scheduled_run_fetches_every_page_once_and_updates_its_row(
             redis_url, "jobs", "schedule", "again", "--cron", EVERY_10_S, site.url
         )
         assert done.returncode == 0, done.stderr
-        set_clock(tick + 500)
         wait_until(lambda: set(site.hits()) >= pages, 90, what="the first run")
         first_done = redis_ms(r)
         wait_until(lambda: set(titles(db_path)) == pages, 30, what="the first run's rows")
