@@ -90,3 +90,25 @@ def test_a_dead_workers_spares_go_back_without_giving_slots(r, s):
     assert s.requeue(*requeue_call(K, pairs, expired=True, now=s.now)) == 5
     assert not r.hexists(K.in_flight, "a") and not r.exists(K.released)
     assert int(r.get(K.requests_size)) == 10
+
+
+def test_a_holders_calls_never_push_back_the_time_others_find_its_host(r, s):
+    """A holder passing slots 10 ms from Redis calls lease more often than CAP_POLL
+    (20 ms); each call once took the host out and put it back CAP_POLL later, so
+    another worker never found it capped, never waited, and never got a share
+    (tests/e2e/test_distance.py: one worker fetched all 401 pages, one none)."""
+    setup_host(s, n=30)
+    lease(s, 2, [("a", 0, 2, False)], per_host=2)  # w1 fills the host, with spares
+    due = r.zscore(K.hosts, "a")
+    assert due is not None and due <= s.now + 20
+    for _ in range(5):  # w1's calls as its slots pass, 5 ms apart
+        s.tick(5)
+        lease(s, 0, [("a", 0, 2, True)], per_host=2)
+        assert r.zscore(K.hosts, "a") == due
+    # w2, polling, finds the host in the ready-set at its cap: it waits, and w1
+    # hears of it in its next call (its share is then one slot of two).
+    got, _, nxt, _ = lease(s, 10, [("a", 0)], per_host=2, owner="w2")
+    assert got == [] and b"w2" in r.hget(K.cap_waiters, "a").split()
+    lease(s, 0, [("a", 0, 2, True)], per_host=2)
+    assert s.contest == [b"a", 1]
+    assert r.zscore(K.hosts, "a") == s.now + 20  # back for the waiters' next poll

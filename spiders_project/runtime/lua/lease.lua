@@ -310,7 +310,12 @@ for i = 1, ncand do
     local got = 0
     local err
     if busy >= cap then
-      redis.call('ZREM', KEYS[1], host)
+      -- Out of the ready-set, but for a holder that may take spares: those
+      -- bring the host back (below), no later than it was due, so that its
+      -- own calls (one a slot passed, faster than CAP_POLL at 10 ms from
+      -- Redis) never push back the time at which the others find it capped
+      -- and wait for their share.
+      if not (holds and spare > 0 and delay == 0) then redis.call('ZREM', KEYS[1], host) end
       local waiting = redis.call('HGET', KEYS[8], host)
       if not waiting then
         redis.call('HSET', KEYS[8], host, owner)
@@ -364,8 +369,13 @@ for i = 1, ncand do
       lease_all(host, popped, true)
       if spare_err then
         redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err)
-      elseif got == 0 and redis.call('EXISTS', queue, list) > 0 then
-        redis.call('ZADD', KEYS[1], 'NX', now + CAP_POLL, host)
+      elseif got == 0 then
+        if redis.call('EXISTS', queue, list) > 0 then
+          -- LT: in CAP_POLL ms at the latest; a time already nearer stays.
+          redis.call('ZADD', KEYS[1], 'LT', now + CAP_POLL, host)
+        else
+          redis.call('ZREM', KEYS[1], host)
+        end
       end
       contest[#contest + 1] = host
       contest[#contest + 1] = others_waiting(host)
