@@ -19,8 +19,9 @@ process of its own), then, one after the other on that site:
 4. two workers until ``--window`` pages; then distance (``distance.py``): one and two
    workers each 5 ms from Redis through a delay relay, against loopback, alternately,
    ``--distance-pairs`` pairs of ``--distance-window`` pages; then jobs (``jobs.py``):
-   one worker with crawl jobs against a checkout of the commit before them
-   (``--jobs-baseline``), alternately, ``--jobs-pairs`` pairs of ``--jobs-window`` pages;
+   one worker with crawl jobs against a checkout of this commit with jobs switched
+   off (``no_jobs.py``; ``--jobs-baseline`` may name commits), alternately,
+   ``--jobs-pairs`` pairs of ``--jobs-window`` pages;
    then the archive (``archive.py``): one worker without and with ``WARC_ENABLED``,
    alternately, ``--archive-pairs`` pairs of ``--archive-window`` pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs-baseline",
         default=BASELINE,
-        help="the commit(s) without jobs, comma-separated (each checked out in a temporary "
-        "git worktree)",
+        help="'stripped' (this commit with jobs switched off: tests/bench/no_jobs.py) or "
+        "commit(s) without jobs, comma-separated (each checked out in a temporary git worktree)",
     )
     parser.add_argument("--archive-window", type=int, default=5_000)
     parser.add_argument("--archive-pairs", type=int, default=2, help="pairs without/with WARC")

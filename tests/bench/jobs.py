@@ -12,14 +12,17 @@ same way, with the same settings, until ``--window`` pages:
 
 - *with jobs*: this checkout, its seed a JSON seed ``{"url": ..., "job": "bench"}``,
   so every request carries the job and every count is kept;
-- *without jobs*: a detached ``git worktree`` of the commit before jobs
-  (``--jobs-baseline``, bce0023 by default; several, comma-separated, are measured
-  in the same rounds), its plain URL seed. The worker is ``scrapy crawl distributed``
-  started by this checkout's ``Bench.worker`` with its working directory at that
-  worktree, so Python imports that commit's ``spiders_project`` (nothing of it is
-  installed in the venv) and Scrapy reads its ``scrapy.cfg``; the site, the private
-  Redis, the sampling and the arithmetic are this checkout's, the same for both.
-  That worker's command line and stats key did not change between the two commits.
+- *without jobs*: a detached ``git worktree`` of this commit (HEAD) with jobs
+  switched off (``tests/bench/no_jobs.py``: no job found, counted or controlled
+  in the scripts, none of the jobs' worker components), its plain URL seed. This
+  is ``--jobs-baseline stripped``, the default; a commit may be named instead
+  (bce0023, the last before jobs; "A+B" applies commit B on A; several,
+  comma-separated, are measured in the same rounds). The worker is ``scrapy crawl
+  distributed`` started by this checkout's ``Bench.worker`` with its working
+  directory at that worktree, so Python imports that tree's ``spiders_project``
+  (nothing of it is installed in the venv) and Scrapy reads its ``scrapy.cfg``;
+  the site, the private Redis, the sampling and the arithmetic are this
+  checkout's, the same for both.
 
 The machine's speed drifts by more than the effect looked for, so the setups run
 alternately, ``--jobs-pairs`` rounds, the order rotated each round (as the
@@ -41,9 +44,13 @@ from pathlib import Path
 
 from spiders_project.job_keys import job_counts
 from tests.bench.crawls import OURS, Bench, CrawlResult
+from tests.bench.no_jobs import strip_jobs
 from tests.support.processes import ROOT
 
-BASELINE = "bce0023"  # the last commit before jobs (504095e, "Seeds name their crawl job")
+# The baseline: this commit with jobs switched off (tests/bench/no_jobs.py). A
+# commit may be named instead ("bce0023", the last before jobs, or "A+B").
+STRIPPED = "stripped"
+BASELINE = STRIPPED
 JOB = "bench"
 TARGET = 1.05  # with / without, worker CPU and Redis CPU per page
 
@@ -106,6 +113,8 @@ def jobs_phase(bench: Bench, window: int, pairs: int, baselines: list[str]) -> J
     with _checkouts(baselines) as trees:
         for commit, tree in trees.items():
             described = _git(tree, "log", "-1", "--format=%h %s")
+            if commit.split("+")[0] == STRIPPED:
+                described += ", jobs switched off (tests/bench/no_jobs.py)"
             for extra in commit.split("+")[1:]:
                 described += f"; with {_git(ROOT, 'log', '-1', '--format=%h %s', extra)} applied"
             result.baselines[commit] = described
@@ -153,8 +162,12 @@ def _checkouts(commits: list[str]) -> Iterator[dict[str, Path]]:
             # jobs (3f75895: the scripts sent without their comments).
             base, *extras = commit.split("+")
             path = tmp / commit.replace("+", "_")
-            _git(ROOT, "worktree", "add", "--detach", str(path), base)
+            _git(
+                ROOT, "worktree", "add", "--detach", str(path), "HEAD" if base == STRIPPED else base
+            )
             trees[commit] = path
+            if base == STRIPPED:
+                strip_jobs(path)
             for extra in extras:
                 _git(path, "cherry-pick", "--no-commit", extra)
         yield trees
@@ -183,7 +196,8 @@ def section(result: JobsResult) -> list[str]:
         "The `worker` phase's one-worker crawl (pinned the same way, same site and settings),"
         f" {result.window:,}-page windows, with jobs (this code, a JSON seed with"
         f' `"job": "{JOB}"`: every request carries the job, every count is kept) and without'
-        " (a detached worktree of the commit named, its plain URL seed), alternately in one"
+        " (a detached worktree of the commit named, or of this commit with jobs switched off"
+        " by `tests/bench/no_jobs.py`, its plain URL seed), alternately in one"
         " run (`tests/bench/jobs.py`). *Ratio* is with / without per round; the target row"
         " is the median.",
     ]
