@@ -19,6 +19,8 @@ What the figures mean:
   than without the profile (by about 0.3 µs per command it runs). Compare
   rows between commits profiled in the same run, not with ``make bench``'s
   Redis CPU, which includes reading and writing the sockets;
+- ``--job J`` seeds this checkout's crawl as crawl job J (a JSON seed), so
+  that ``--against stripped`` (tests/bench/no_jobs.py) shows what jobs cost;
 - ``--against C`` profiles, alternately with this checkout, a detached
   worktree of commit C (``A+B``: A with B applied), as the ``jobs`` phase does.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import statistics
 import subprocess
@@ -88,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--against", default="", help="commits, comma-separated")
     parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument(
+        "--job", default="", help="seed this checkout's crawl as a JSON seed of this crawl job"
+    )
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-profile"))
     args = parser.parse_args(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
                         f"profile-{side.replace('+', '_')}-{n}",
                         args.window,
                         cwd=trees[side],
+                        seed=json.dumps({"url": site.url, "job": args.job})
+                        if args.job and side == "this"
+                        else None,
                     )
                     client.config_set("slowlog-log-slower-than", -1)
                     entries = client.execute_command("SLOWLOG", "GET", "-1")
