@@ -33,8 +33,8 @@ _CONNECT = ("ping", "select")
 # before the command an ASK redirect (a slot being migrated) names, and
 # READONLY, which a client reading from replicas sends (ours do not).
 _CLUSTER = ("cluster|slots", "cluster|shards", "command", "asking", "readonly")
-# Run a script by SHA, load it after NOSCRIPT, or send its source (the write
-# batcher's transaction sends EVAL).
+# Run a script by SHA, load it after NOSCRIPT, or send its source (the dead
+# letters' requeue sends EVAL inside MULTI).
 _SCRIPTS = ("eval", "evalsha", "script|load")
 # A transaction (the write batcher's tick) and the start check's MULTI ... DISCARD.
 _TRANSACTION = ("multi", "exec", "discard")

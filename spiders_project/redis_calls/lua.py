@@ -53,10 +53,10 @@ def without_comments(source: str) -> str:
     """``source`` with each line that is only a comment emptied, its newline kept.
 
     The headers that say what a script's KEYS and ARGV are stay in the
-    files, not in what Redis gets: the write batcher sends its scripts by
-    source inside MULTI (EVAL, so a NOSCRIPT cannot fail one command of a
-    transaction), and Redis reads and hashes (SHA1) the whole text at every
-    call; the enqueue script was 20 KB, more than half of it comments. Line
+    files, not in what Redis gets: a script sent by source inside MULTI (EVAL,
+    so a NOSCRIPT cannot fail one command of a transaction: the dead letters'
+    requeue) is read and hashed (SHA1) whole by Redis at every call; the
+    enqueue script was 20 KB, more than half of it comments. Line
     numbers stay as in the files, so Redis' errors still point at the right
     line. A shebang (``#!lua``) is not a comment and stays.
     """

@@ -43,7 +43,13 @@ from collections.abc import Callable
 from typing import Any
 
 from spiders_project.keys import HTTP, RedisKeys
-from spiders_project.redis_calls import LuaScript, RedisCalls, RedisUnavailable
+from spiders_project.redis_calls import (
+    ErrorKind,
+    LuaScript,
+    RedisCalls,
+    RedisUnavailable,
+    classify,
+)
 from spiders_project.runtime.clock import ScriptClock
 from spiders_project.runtime.refusals import Refusals
 from spiders_project.runtime.replicas import ReplicaWait
@@ -60,6 +66,7 @@ from spiders_project.runtime.transaction import (
     Op,
     add_commands,
     group,
+    load_by_sha,
 )
 from spiders_project.wiring import Subscribers
 
@@ -286,9 +293,12 @@ class RedisBatcher:
         return kept, max(delay for _, delay in replies), claims
 
     async def _transaction(
-        self, keys: RedisKeys, calls: RedisCalls, ops: list[Op]
+        self, keys: RedisKeys, calls: RedisCalls, ops: list[Op], *, again: bool = True
     ) -> tuple[list[Op], float]:
-        """``ops`` in one MULTI/EXEC on ``calls``: (the ops Redis did not take, backoff)."""
+        """``ops`` in one MULTI/EXEC on ``calls``: (the ops Redis did not take, backoff).
+
+        A NOSCRIPT (``transaction.BY_SHA``) loads the scripts and sends the ops
+        it failed once more, at once (``again``)."""
         groups = group(ops)
         slot = keys.frontier_prefix
         home = slot == self.keys.prefix
@@ -314,6 +324,13 @@ class RedisBatcher:
             await pipe.reset()
         if read_replicas:
             self._replica_wait.read(slot, results.pop())
+        lost = any(classify(r) is ErrorKind.NOSCRIPT for r in results if isinstance(r, Exception))
+        reload_delay = 0.0
+        if lost:
+            logger.info(
+                "Redis lost its scripts (a restart, a failover or SCRIPT FLUSH): loading them"
+            )
+            reload_delay = await load_by_sha(calls, self.scripts)
         failed_kinds, delay = self._refusals.failed_kinds(spans, results, calls.state)
         applied = {kind for kind, _ in groups} - failed_kinds
         if applied & CONFIRMED and not await self._replica_wait.confirmed(calls, slot):
@@ -330,7 +347,9 @@ class RedisBatcher:
                 self._report_enqueued(entries, results[index])
         if ACK not in failed_kinds and any(kind == ACK for kind, _ in groups):
             self.slots_freed()
-        return kept, delay
+        if lost and kept and again and not reload_delay:
+            return await self._transaction(keys, calls, kept, again=False)
+        return kept, max(delay, reload_delay)
 
     @property
     def replicas(self) -> int | None:

@@ -4,8 +4,10 @@ EXEC answers each command of a transaction on its own, so one refused command
 (a key of the wrong type) fails its kind's ops alone while the rest is applied;
 the write batcher (``batcher.py``) keeps those ops and sends them again. Refused
 writes (OOM, READONLY) and a lost connection are the shared state's to back
-off from and log; any other refusal is a caller's error, retried after the
-longest backoff and logged once until it passes.
+off from and log; a NOSCRIPT (Redis lost its script cache) is sent again at
+once, after the batcher has loaded the scripts (``transaction.BY_SHA``); any
+other refusal is a caller's error, retried after the longest backoff and
+logged once until it passes.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class Refusals:
                 continue
             failed.add(kind)
             exc = errors[0]
+            if all(classify(e) is ErrorKind.NOSCRIPT for e in errors):
+                # Its scripts are gone from Redis' cache (transaction.BY_SHA):
+                # the batcher loads them and sends these ops again at once.
+                continue
             passing = (ErrorKind.REFUSED_WRITES, ErrorKind.CONNECTION, ErrorKind.NOPERM)
             if classify(exc) in passing:
                 # A NOPERM is the state's too: logged once with the command, counted.

@@ -2,7 +2,8 @@
 
 They are :class:`~spiders_project.redis_calls.LuaScript` objects, not bound
 to a client: workers run them through their asyncio call path (EVALSHA, with
-NOSCRIPT handled there), the batcher by source inside MULTI, and the commands
+NOSCRIPT handled there), the batcher by SHA inside MULTI too (NOSCRIPT
+handled by it: ``transaction.BY_SHA``), and the commands
 and tests through the blocking one.
 """
 

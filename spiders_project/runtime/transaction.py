@@ -16,9 +16,23 @@ from typing import Any
 from redis.asyncio.client import Pipeline
 
 from spiders_project.keys import HTTP, LANES, RedisKeys
+from spiders_project.redis_calls import LuaScript, RedisCalls, RedisUnavailable
 from spiders_project.runtime.calls import ack_call, enqueue_call, refuse_guard
 from spiders_project.runtime.clock import ScriptClock
 from spiders_project.runtime.scripts import FrontierScripts
+
+# The scripts a tick runs by SHA (EVALSHA), in the order the batcher loads them
+# after a NOSCRIPT. By source (EVAL) Redis read and hashed (SHA1) 17 KB of
+# script text at every tick, 33 us of its CPU for the enqueue script's 9.4 KB
+# alone (docs/BENCHMARKS.md, issue 29). Inside MULTI a NOSCRIPT fails its
+# command only, so a tick whose enqueue failed could apply its ack: the links
+# of a page would land after its ack, lost if the worker died before sending
+# them again. Redis only ever empties its script cache whole (a restart, a
+# failover to a replica, SCRIPT FLUSH), and the batcher loads enqueue before
+# ack, so a cache that knows ack knows enqueue: the two fail together, and
+# are sent again together, in the tick's order. (A refused command of another
+# kind has always been kept and sent again alone: refusals.py.)
+BY_SHA = ("enqueue", "ack")
 
 # Op kinds; a tick sends one group of commands per kind.
 ENQUEUE, ITEM, ACK, PUSH, COMMAND = "enqueue", "item", "ack", "push", "command"
@@ -80,10 +94,9 @@ def add_commands(
                 enqueue_keys, args = enqueue_call(
                     keys.in_lane(lane), entries, seen=seen, now=clock.arg()
                 )
-                # EVAL, not EVALSHA: inside MULTI a NOSCRIPT error (Redis
-                # restarted, script cache empty) would fail this command alone
-                # while the rest of the transaction is applied.
-                pipe.eval(scripts.enqueue.source, len(enqueue_keys), *enqueue_keys, *args)
+                # By SHA (see BY_SHA): a NOSCRIPT fails its kind alone, kept
+                # and sent again once the batcher has loaded the scripts.
+                pipe.evalsha(scripts.enqueue.sha, len(enqueue_keys), *enqueue_keys, *args)
                 enqueued.append((n_commands, entries))
                 n_commands += 1
             name = "script enqueue"
@@ -104,7 +117,7 @@ def add_commands(
                     pages=[(i, n) for i, n in acks if type(n) is int],
                     now=clock.arg(),
                 )
-                pipe.eval(scripts.ack.source, len(ack_keys), *ack_keys, *args)
+                pipe.evalsha(scripts.ack.sha, len(ack_keys), *ack_keys, *args)
                 n_commands += 1
             name = "script ack"
         elif kind == PUSH:
@@ -119,6 +132,24 @@ def add_commands(
             name = str(batch[0][0])
         spans.append((kind, first, n_commands, name))
     return spans, enqueued
+
+
+async def load_by_sha(calls: RedisCalls, scripts: FrontierScripts) -> float:
+    """Load the scripts of BY_SHA into Redis' cache, in that order: 0, or the
+    backoff when Redis could not take them (the tick is then sent again whole)."""
+    for name in BY_SHA:
+        script: LuaScript = getattr(scripts, name)
+
+        def load(source: str = script.source) -> Any:
+            return calls.client.script_load(source)
+
+        try:
+            await calls.call("SCRIPT LOAD", load, retry=False, writes=False)
+        except RedisUnavailable as exc:
+            return exc.delay
+        except Exception:  # noqa: BLE001 - a caller's error, logged by the call path
+            return calls.state.backoff_max
+    return 0.0
 
 
 def by_lane(batch: list[Any], lane_of: Callable[[Any], str]) -> list[tuple[str, list[Any]]]:

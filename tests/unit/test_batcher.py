@@ -148,3 +148,32 @@ def test_one_tick_writes_both_lanes_and_acks_each_in_its_own(redis_url, r):
     assert r.zcard(K.leases) == 0 and r.zcard(render.leases) == 0
     # One seen-set for both: the same URL is not queued again in either lane.
     assert int(r.get(K.seen)) == 2
+
+
+@pytest.mark.redis
+def test_a_lost_script_cache_is_loaded_again_and_nothing_lands_twice(redis_url, r, caplog):
+    """The tick's scripts go by SHA (transaction.BY_SHA). A cache Redis emptied
+    (SCRIPT FLUSH here; a restart or a failover alike) fails them with NOSCRIPT
+    while the tick's items land: the batcher loads the scripts, enqueue first,
+    and sends the failed ops again at once; the items are not sent twice."""
+
+    async def main() -> None:
+        batcher, _ = await batcher_for(redis_url)
+        for n in (1, 2):
+            r.script_flush()
+            batcher.item(b"i%d" % n)
+            batcher.enqueue("h", f"1 12{n}", 0, b'{"url":"http://h/%d"}' % n)
+            batcher.ack(b"gone/%d" % n, items=1)  # a lease long gone: acks nothing
+            assert await batcher.flush() == 0
+            assert len(batcher) == 0
+            assert r.script_exists(batcher.scripts.enqueue.sha, batcher.scripts.ack.sha) == [1, 1]
+        await batcher.client.aclose()
+
+    with caplog.at_level(logging.INFO):
+        run(main())
+    assert r.lrange(K.items, 0, -1) == [b"i1", b"i2"]
+    assert r.llen(K.host_list("h")) + r.zcard(K.host_queue("h")) == 2
+    assert int(r.get(K.requests_size)) == 2
+    lost = [m for m in caplog.messages if m.startswith("Redis lost its scripts")]
+    assert len(lost) == 2
+    assert not any("refused" in m for m in caplog.messages)

@@ -29,8 +29,8 @@ class RecordingPipe:
     def __init__(self) -> None:
         self.commands: list[tuple[str, Any]] = []
 
-    def eval(self, source: str, numkeys: int, *args: Any) -> None:
-        self.commands.append(("EVAL", args[:numkeys]))
+    def evalsha(self, sha: str, numkeys: int, *args: Any) -> None:
+        self.commands.append(("EVALSHA", args[:numkeys]))
 
     def rpush(self, key: str, *values: Any) -> None:
         self.commands.append(("RPUSH", key))
@@ -105,7 +105,9 @@ def test_each_kind_spans_its_own_commands() -> None:
         (PUSH, 5, 7, "LPUSH"),
         (COMMAND, 7, 8, "SET"),
     ]
-    assert [name for name, _ in pipe.commands] == ["RPUSH"] + ["EVAL"] * 4 + ["LPUSH"] * 2 + ["SET"]
+    assert [name for name, _ in pipe.commands] == ["RPUSH"] + ["EVALSHA"] * 4 + ["LPUSH"] * 2 + [
+        "SET"
+    ]
     # Each lane's script writes to that lane's queues.
     render = K.in_lane(RENDER)
     own = [K.requests_size, render.requests_size, K.leases, render.leases]
