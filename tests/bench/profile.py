@@ -133,6 +133,11 @@ def main(argv: list[str] | None = None) -> None:
                     pages = max(1, run.pages_total)
                     for row, (calls, us) in grouped(entries, names[side]).items():
                         table[(side, row)].append((us / pages, calls / pages))
+                    # Redis' own CPU (INFO) over the window, socket reads and
+                    # writes included, which SLOWLOG does not time.
+                    table[(side, "Redis CPU, INFO")].append(
+                        (100 * (run.redis_cpu_per_10k or 0.0), 0.0)
+                    )
                     print(f"round {n + 1}, {side}: {pages:,} pages, {len(entries):,} commands")
         report(table, sides, args.rows)
     finally:
