@@ -23,6 +23,7 @@ from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K as DK
 from tests.support.processes import scrapy_command
 from tests.support.services import RedisClusterGroup
+from tests.support.shards import one_host_per_shard
 
 
 def fill(s: Scripts, host: str, n: int, *, wait_ms: int = 0, start: int = 0, keys=K) -> None:
@@ -190,10 +191,7 @@ def test_on_a_redis_cluster_each_host_is_steered_in_its_own_shard():
         ck = RedisKeys("distributed", cluster=True, shards=3)
         client = group.client
         client.set(ck.frontier_shards, 3)
-        by_shard: dict[int, str] = {}
-        for i in range(100):
-            by_shard.setdefault(ck.shard_of(f"h{i}.example"), f"h{i}.example")
-        hosts = [by_shard[n] for n in range(3)]
+        hosts = one_host_per_shard(ck, 3)
         s = Scripts(client)
         for h in hosts:
             entries = [(h, tok(f"{h}{i}"), 0, f"{h}-{i}".encode()) for i in range(3)]

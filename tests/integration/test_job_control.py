@@ -25,6 +25,7 @@ from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 from tests.integration.test_job_counts import counts, enqueue, request
 from tests.support.processes import scrapy_command
 from tests.support.services import RedisClusterGroup
+from tests.support.shards import one_host_per_shard
 
 
 @pytest.fixture
@@ -187,10 +188,7 @@ def test_on_a_sharded_redis_cluster_pause_and_cancel_reach_every_shard():
         ck = RedisKeys("distributed", cluster=True, shards=3)
         client = group.client
         client.set(ck.frontier_shards, 3)
-        by_shard: dict[int, str] = {}
-        for i in range(100):
-            by_shard.setdefault(ck.shard_of(f"h{i}.example"), f"h{i}.example")
-        hosts = [by_shard[n] for n in range(3)]
+        hosts = one_host_per_shard(ck, 3)
         s = Scripts(client)
         for h in hosts:
             entries = [(h, tok(f"{h}A{i}"), 0, request(f"http://{h}/a{i}", "A")) for i in range(2)]
