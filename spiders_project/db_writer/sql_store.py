@@ -67,7 +67,13 @@ def one_line(exc: BaseException) -> str:
 
 
 def by_table(rows: Sequence[Row]) -> Iterable[tuple[str, list[Row]]]:
-    """The rows of each table, tables in sorted order (the same lock order for every writer)."""
+    """The rows of each table, tables in sorted order (the same lock order for every writer).
+
+    A batch of one table (the usual case: ITEM_TABLES unset) is not sorted.
+    """
+    if rows and all(row.table == rows[0].table for row in rows):
+        yield rows[0].table, list(rows)
+        return
     for table, group in groupby(sorted(rows, key=lambda row: row.table), key=lambda r: r.table):
         yield table, list(group)
 

@@ -51,6 +51,14 @@ from spiders_project.db_writer.sql_store import (
 # write counts as failed and is retried with backoff. Short, because signals
 # are only handled between database calls.
 SQLITE_BUSY_TIMEOUT = 2.0
+# WAL pages after which a commit copies the WAL back into the database file
+# (SQLite's default is 1000, about 4 MB). A checkpoint rewrites every page
+# the WAL holds, and the db_writer's batches touch the same index pages again
+# and again, so checkpointing ten times less often copies most of them once:
+# a pages batch's COMMIT took 8.2 us an entry at 100,000 rows, 4.3 with
+# 10,000; an items batch's 2.2, 1.75. The WAL grows to about 40 MB between
+# checkpoints. Durability is the same: each commit is fsynced in the WAL.
+SQLITE_WAL_AUTOCHECKPOINT = 10_000
 # libpq options used unless DB_URL sets them: fail a connect in 10 s, notice
 # a vanished server within about a minute, and give up on a write blocked for
 # a minute (by another session's row locks, say) so it is logged and retried.
@@ -110,6 +118,7 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
 
     def _start_session(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT}")
 
     def _where(self, table: str) -> str:
         return f"table {table} of {self.path}"
@@ -268,7 +277,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
             cursor = conn.cursor()
             with cursor.copy(self.COPY) as copy:
                 for r in rows:
-                    copy.write_row((r.table, r.item_type, r.item_key, r.url, r.data, r.scraped_at))
+                    copy.write_row(r[:6])  # (table, item_type, item_key, url, data, scraped_at)
             for table in tables:
                 cursor.execute(
                     self.UPSERT.format(table=table, columns=COLUMNS),

@@ -10,6 +10,12 @@ the process' start-up (imports, connects) does not count as throughput.
 (``recrawl.middleware.page_entry``, about 200 bytes), every URL distinct, with
 RECRAWL_AFTER set so each row gets its due time; ``make bench``'s db_writer
 section reports it beside the items (rows "SQLite pages", "PostgreSQL pages").
+
+Both phases run the db_writer and PostgreSQL on every CPU. Before
+2026-11-27 they inherited the benchmark's pinning (CPU 1, with Redis), so
+the db_writer, its database and Redis shared one core while the other was
+idle: a measure of one core, not of this machine. ``pinned=True`` measures
+that way still, to compare with the figures of before.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +38,7 @@ from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
 from spiders_project.recrawl.middleware import page_entry
 from tests.support.processes import PYTHON, ROOT
-from tests.support.services import PostgresServer
+from tests.support.services import PostgresServer, pin
 
 SPIDER = "dbwriterbench"
 
@@ -131,7 +139,28 @@ def run_writer_bench(
     )
 
 
-def writer_phase(redis_url: str, items: int, with_postgres: bool = True) -> list[WriterResult]:
+@contextmanager
+def every_cpu(pinned: bool = False) -> Iterator[None]:
+    """This process on every CPU for the block (unless ``pinned``), so the
+    processes it starts (the db_writer, PostgreSQL) are too; its own pinning
+    comes back after."""
+    before = os.sched_getaffinity(0)
+    if not pinned:
+        pin(os.getpid(), None)
+    try:
+        yield
+    finally:
+        pin(os.getpid(), before)
+
+
+def writer_phase(
+    redis_url: str, items: int, with_postgres: bool = True, pinned: bool = False
+) -> list[WriterResult]:
+    with every_cpu(pinned):
+        return _writer_phase(redis_url, items, with_postgres)
+
+
+def _writer_phase(redis_url: str, items: int, with_postgres: bool) -> list[WriterResult]:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_sqlite_") as tmp:
         db = Path(tmp) / "items.db"
@@ -149,8 +178,15 @@ def writer_phase(redis_url: str, items: int, with_postgres: bool = True) -> list
     return results
 
 
-def pages_phase(redis_url: str, entries: int, with_postgres: bool = True) -> list[WriterResult]:
+def pages_phase(
+    redis_url: str, entries: int, with_postgres: bool = True, pinned: bool = False
+) -> list[WriterResult]:
     """The `pages` table's throughput in the db_writer, per database (see the module)."""
+    with every_cpu(pinned):
+        return _pages_phase(redis_url, entries, with_postgres)
+
+
+def _pages_phase(redis_url: str, entries: int, with_postgres: bool) -> list[WriterResult]:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_sqlite_") as tmp:
         db = f"sqlite:///{Path(tmp) / 'items.db'}"

@@ -1,6 +1,7 @@
 """``make bench-quick``: the hot path's figures in about a minute and a half, against their targets.
 
     python -m tests.bench.quick [--pages 16000] [--window 8000] [--writer-items 100000]
+    python -m tests.bench.quick --writer-only [--writer-items 100000]   # the db_writer alone
 
 Issue 29: ``make bench`` takes too long to run before every change to the hot
 path, so regressions landed unseen. This runs the part that catches them:
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.bench.crawls import Bench, CrawlResult
-from tests.bench.db_writer import writer_phase
+from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
 
@@ -56,10 +57,23 @@ class Target:
         return f"  {mark} {self.title:<44} {value:>10}   target {sign} {limit}"
 
 
-def targets(plain: CrawlResult, worker: CrawlResult, writers: dict[str, float]) -> list[Target]:
-    """Issue 29's targets, from one quick run."""
+def targets(
+    plain: CrawlResult | None, worker: CrawlResult | None, writers: dict[str, float]
+) -> list[Target]:
+    """Issue 29's targets, from one quick run (the crawl's left out with --writer-only)."""
+    out = []
+    if plain is not None and worker is not None:
+        out += crawl_targets(plain, worker)
+    for database, items_per_s in writers.items():
+        out.append(
+            Target(f"db_writer into {database} (items/s)", items_per_s, 100_000, False, "{:,.0f}")
+        )
+    return out
+
+
+def crawl_targets(plain: CrawlResult, worker: CrawlResult) -> list[Target]:
     redis_us = 100 * (worker.redis_cpu_per_10k or 0.0)
-    out = [
+    return [
         Target("Redis CPU per page (µs)", redis_us, 30.0, at_most=True),
         Target("Redis commands per page", worker.commands_per_page or 0.0, 12.0, at_most=True),
         Target(
@@ -70,11 +84,6 @@ def targets(plain: CrawlResult, worker: CrawlResult, writers: dict[str, float]) 
             fmt="{:.2f}",
         ),
     ]
-    for database, items_per_s in writers.items():
-        out.append(
-            Target(f"db_writer into {database} (items/s)", items_per_s, 100_000, False, "{:,.0f}")
-        )
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=8_000)
     parser.add_argument("--writer-items", type=int, default=100_000)
     parser.add_argument("--no-targets", action="store_true", help="print, never fail")
+    parser.add_argument(
+        "--writer-only",
+        action="store_true",
+        help="the db_writer alone: items, then page-state entries (issue 28), no crawl",
+    )
+    parser.add_argument(
+        "--writer-pinned",
+        action="store_true",
+        help="the db_writer and PostgreSQL on CPU 1 with Redis, as measured before 2026-11-27",
+    )
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-quick"))
     args = parser.parse_args(argv)
     if args.window > args.pages:
@@ -94,24 +113,34 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
+    plain = worker = None
     try:
-        site = Site(args.pages, args.log_dir, service_cpus)
-        try:
-            bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
-            plain = bench.plain_phase(args.window)
-            worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
-        finally:
-            site.stop()
-        redis.reset()
-        writers = {w.database: w.items_per_s for w in writer_phase(redis.url, args.writer_items)}
+        if not args.writer_only:
+            site = Site(args.pages, args.log_dir, service_cpus)
+            try:
+                bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
+                plain = bench.plain_phase(args.window)
+                worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
+            finally:
+                site.stop()
+            redis.reset()
+        pinned = args.writer_pinned
+        results = writer_phase(redis.url, args.writer_items, pinned=pinned)
+        if args.writer_only:
+            redis.reset()
+            results += pages_phase(redis.url, args.writer_items, pinned=pinned)
     finally:
         redis.stop()
+    for failed in (w for w in results if w.exit_code != 0):
+        print(f"db_writer into {failed.database} exited {failed.exit_code}: {failed.error}")
+    writers = {w.database: w.items_per_s for w in results}
     figures = targets(plain, worker, writers)
+    window = f"{args.window:,}-page windows of a {args.pages:,}-page site, "
     print(
-        f"\nbench-quick, {args.window:,}-page windows of a {args.pages:,}-page site, "
+        f"\nbench-quick, {'' if args.writer_only else window}"
         f"{args.writer_items:,} items, {time.monotonic() - t0:.0f} s"
     )
-    for crawl in (plain, worker):
+    for crawl in (c for c in (plain, worker) if c is not None):
         print(
             f"  {crawl.name}: {crawl.pages_per_s:,.0f} pages/s, "
             f"{crawl.cpu_ms_per_page:.2f} ms CPU/page"

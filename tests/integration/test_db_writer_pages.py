@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
 import redis
 
 from spiders_project.item_buffer.buffer import encode_entry
@@ -168,3 +169,28 @@ def test_revisits_refused_by_a_full_redis_stay_due_and_items_still_go_in(
     assert log.count("revisits: cannot push") == 1, "said once"
     assert "cannot read the due pages" not in log
     client.close()
+
+
+def test_postgresql_pages_with_an_altered_column_still_take_rows(
+    pg_database: Database, client: redis.Redis, redis_url: str, tmp_path: Path
+):
+    """The binary COPY goes into columns of its own types, then a cast: a column an
+    operator altered (status as smallint, a wider interval) takes the rows, on
+    the first fetch and on the next, whose lookup finds the row by its key."""
+    settings = ("-s", f"RECRAWL_AFTER={AFTER}")
+    client.rpush(KEYS.items, page_entry(A, "default", at(0), "fetched", status=200, digest="d1"))
+    assert run_writer(tmp_path, redis_url, pg_database.url, *settings).returncode == 0
+    with psycopg.connect(pg_database.url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE pages ALTER COLUMN status TYPE smallint")
+        conn.execute("ALTER TABLE pages ALTER COLUMN revisit_interval TYPE numeric")
+    client.rpush(
+        KEYS.items,
+        page_entry(A, "default", at(10), "fetched", status=200, digest="d2"),
+        page_entry(B, "default", at(10), "fetched", status=404),
+    )
+    done = run_writer(tmp_path, redis_url, pg_database.url, *settings)
+    assert done.returncode == 0, done.stderr
+    assert client.llen(KEYS.items_rejected) == 0, done.stderr
+    rows = pages(pg_database)
+    assert rows[A][1:6] == (200, "fetched", None, "d2", 1)  # a change, against the stored row
+    assert rows[B][1] == 404

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -42,6 +41,27 @@ def test_the_worker_s_entry_parses_back():
         200,
     )
     assert (got.etag, got.last_modified, got.digest) == ('"1"', "Tue", "sha1:A")
+
+
+@pytest.mark.parametrize(
+    ("at", "text", "moment"),
+    [
+        # What workers write: kept as the text SQLite stores.
+        ("2026-11-24T10:00:00.000001+00:00", "2026-11-24T10:00:00.000001+00:00", T0),
+        # Anything else is formatted again from the parsed time: no microseconds,
+        # another offset, no offset (UTC), a space.
+        ("2026-11-24T10:00:00+00:00", "", T0),
+        ("2026-11-24T12:00:00.000001+02:00", "", T0),
+        ("2026-11-24T10:00:00.000001", "", T0),
+        ("2026-11-24 10:00:00.000001+00:00", "", T0),
+    ],
+)
+def test_the_time_of_an_entry_is_kept_as_text_only_in_the_stored_form(at, text, moment):
+    got = parse_page({"kind": "page", "url": URL, "at": at, "outcome": "fetched"}, b"")
+    assert got.at_text == text
+    assert got.at.tzinfo is UTC and abs(got.at - moment) < timedelta(milliseconds=1)
+    if text:
+        assert got.at.isoformat(timespec="microseconds") == text
 
 
 @pytest.mark.parametrize(
@@ -139,7 +159,7 @@ def test_a_due_row_goes_back_as_a_seed_the_seed_reader_takes():
     assert row is not None
     seed = parse_seed(revisit_seed(row))
     assert (seed.url, seed.job, seed.revisit) == (URL, "default", row.page_state())
-    other = parse_seed(revisit_seed(replace(row, job="nightly")))
+    other = parse_seed(revisit_seed(row._replace(job="nightly")))
     assert other.job == "nightly"
 
 
