@@ -429,10 +429,11 @@ ITEM_BUFFER_RESUME = 0.8
 # on every write transaction), and while paused (an LLEN each time).
 ITEM_BUFFER_CHECK_INTERVAL = 0.2
 ITEM_BUFFER_PAUSED_CHECK_INTERVAL = 1.0
-# The db_writer commits at most this many items per transaction (1000: about
-# 58,000 items/s into PostgreSQL here, against 53,000 at 500; SQLite the same
-# at either, docs/BENCHMARKS.md) ...
-DB_WRITER_BATCH_SIZE = _env("DB_WRITER_BATCH_SIZE", 1000)
+# The db_writer commits at most this many items per transaction (4000: page
+# entries 69,000-72,000/s into SQLite against 56,000-59,000 at 1000, items and
+# PostgreSQL a few percent faster, docs/BENCHMARKS.md; a crash rewrites at most
+# one batch) ...
+DB_WRITER_BATCH_SIZE = _env("DB_WRITER_BATCH_SIZE", 4000)
 # ... and waits at most this many seconds to fill a batch before writing it.
 DB_WRITER_MAX_WAIT = _env("DB_WRITER_MAX_WAIT", 1.0)
 # Longest single wait for the buffer to fill, in seconds: an idle writer makes
