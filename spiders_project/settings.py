@@ -166,12 +166,11 @@ WORKER_ROLE = _env("WORKER_ROLE", "all")
 SCHEDULER_PERSIST = True
 SCHEDULER_FLUSH_ON_START = False
 # Pending writes (new requests, items, acks) are sent in one pipeline at most
-# this often, in seconds. Larger batches mean fewer round trips per page (0.1
-# took a tenth less Redis CPU a page in the benchmark, docs/BENCHMARKS.md), but
-# a worker learns the item buffer's length from each tick, so a longer tick
-# lets the buffer overshoot ITEM_BUFFER_MAX further before fetching pauses
-# (tests/e2e/test_faults.py's bound failed at 0.1).
-FRONTIER_FLUSH_INTERVAL = 0.05
+# this often, in seconds. Larger batches cost Redis less CPU a page (each
+# script call has a fixed cost: 0.2 against 0.05 took 11-16% less Redis CPU a
+# page, docs/BENCHMARKS.md), and delay nothing that waits: releases of a
+# capped host's slots and items that would pass ITEM_BUFFER_MAX go at once.
+FRONTIER_FLUSH_INTERVAL = 0.2
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
 FRONTIER_PREFETCH = 0

@@ -47,10 +47,10 @@ class ItemBackpressure:
 
     Without it a stopped db_writer lets Redis grow until it runs out of
     memory. The buffer length rides along with every write transaction of the
-    worker (no extra round trip) and is checked as soon as each reply lands,
-    so the bound is overshot by at most about one flush of items plus the
-    requests in flight; while paused, it is read once a second. Fetching
-    resumes below ``ITEM_BUFFER_RESUME`` times the bound.
+    worker (no extra round trip) and is checked as soon as each reply lands;
+    items that would pass the bound are flushed at once, not at the next
+    tick, so the bound is overshot by about the requests in flight; while
+    paused, it is read once a second. Fetching resumes below ``ITEM_BUFFER_RESUME`` times the bound.
     """
 
     def __init__(self, crawler: Crawler, redis: WorkerRedis, config: BackpressureConfig) -> None:
@@ -75,6 +75,7 @@ class ItemBackpressure:
 
     def _opened(self) -> None:
         self.redis.batcher.backlog.subscribe(self._check)
+        self.redis.batcher.items_limit = self.limit
         self._task = spawn_loop("backpressure watch", self._watch())
 
     def _check(self, backlog: int) -> None:

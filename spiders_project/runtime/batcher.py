@@ -123,6 +123,9 @@ class RedisBatcher:
         self.items_backlog = 0
         # Told that length after each flush (backpressure reacts at once).
         self.backlog: Subscribers[[int]] = Subscribers()
+        # ITEM_BUFFER_MAX (backpressure; 0: none): items that would pass it go at
+        # once, so the worker pauses near the bound whatever the tick's length.
+        self.items_limit = 0
         # What Redis refused inside EXEC, and the replicas that must confirm
         # writes (REDIS_WAIT_REPLICAS; 0: none). Both log as this module.
         self._refusals = Refusals(logger)
@@ -160,6 +163,8 @@ class RedisBatcher:
     def item(self, payload: bytes) -> None:
         self._add((ITEM, payload))
         self.pending_items += 1
+        if self.items_limit and self.items_backlog + self.pending_items > self.items_limit:
+            self._wake.set()
 
     def ack(self, lease_id: bytes | str, *, items: int | None = None) -> None:
         """End a lease of this worker for good (``lua/ack.lua``); ``items``: a
