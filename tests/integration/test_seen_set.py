@@ -108,6 +108,23 @@ def test_a_token_of_another_release_is_refused_loudly(r):
         raise AssertionError("accepted a malformed token")
 
 
+def test_a_bad_token_mid_batch_leaves_every_link_before_it_queued(r):
+    """enqueue.lua pushes a batch's new links after its loop: an error in the
+    loop must still push (and count) the links it already marked seen."""
+    good = [EXACT.token(f) for f in fingerprints(3, "before")]
+    entries = [("h", t, 0, f"request {t}".encode()) for t in [*good, "not-a-token"]]
+    keys, args = enqueue_call(K, entries, seen=EXACT.spec)
+    try:
+        r.eval(SCRIPTS.enqueue.source, len(keys), *keys, *args)
+    except Exception as exc:  # noqa: BLE001 - redis' ResponseError
+        assert "not a seen-set token" in str(exc)
+    else:
+        raise AssertionError("accepted a malformed token")
+    assert r.lrange(K.host_list("h"), 0, -1) == [f"request {t}".encode() for t in good]
+    assert int(r.get(K.requests_size)) == 3
+    assert add(r, EXACT, good) == [0, 0, 0], "seen, and queued"
+
+
 # --- RECRAWL_AFTER: the seen-set keeps times --------------------------------------------
 TIMED = SeenConfig("exact", 1, 0.5, recrawl_after=16)  # a unit of 1 s
 

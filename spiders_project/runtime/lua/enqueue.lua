@@ -91,68 +91,87 @@ local enqueued = 0
 local reply = {0}
 local touched = {}
 local swept = false
-for j = 0, n - 1 do
-  local base = first + j * 6
-  local fp = ARGV[base]
-  local i = tonumber(ARGV[base + 3])
-  local seed = ARGV[base + 4]
-  local add = true
-  if seed ~= '' and window then
-    if not swept then
-      redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - window)
-      swept = true
+local pushes = {}  -- host index -> its new list requests, pushed after the loop
+local function each_request()
+  for j = 0, n - 1 do
+    local base = first + j * 6
+    local fp = ARGV[base]
+    local i = tonumber(ARGV[base + 3])
+    local seed = ARGV[base + 4]
+    local add = true
+    if seed ~= '' and window then
+      if not swept then
+        redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - window)
+        swept = true
+      end
+      add = redis.call('ZADD', KEYS[6], 'NX', now, seed) == 1
+    elseif seed ~= '' then
+      add = redis.call('LREM', KEYS[6], -1, seed) == 1
+      if add and i == 0 then
+        redis.call('LPUSH', KEYS[7], seed)
+        reply[#reply + 1] = seed
+        add = false
+      end
     end
-    add = redis.call('ZADD', KEYS[6], 'NX', now, seed) == 1
-  elseif seed ~= '' then
-    add = redis.call('LREM', KEYS[6], -1, seed) == 1
-    if add and i == 0 then
-      redis.call('LPUSH', KEYS[7], seed)
-      reply[#reply + 1] = seed
-      add = false
+    if add and fp ~= '' then
+      local mark = string.sub(fp, 1, 1)
+      if mark == '!' then
+        seen_add(string.sub(fp, 2))
+      elseif mark == '~' then
+        -- A link refused before its queue (frontier/refused.py): counted once per URL.
+        if seen_add(string.sub(fp, 2)) then job_count(ARGV[base + 2], 'refused', 1) end
+        add = false
+      else
+        add = seen_add(fp)
+      end
+    end
+    if add and controlled == nil then controlled = redis.call('HLEN', control) > 0 end
+    if add and controlled then
+      -- After the seen-set: a link found twice is dropped (and counted) once.
+      local job = job_of(ARGV[base + 2])
+      if cancelled[job] == nil then cancelled[job] = redis.call('HGET', control, job) == 'cancelled' end
+      if cancelled[job] then
+        job_count(ARGV[base + 2], 'purged', 1)
+        add = false
+      end
+    end
+    if add then
+      seq = seq + 1
+      local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
+      local due = now + (tonumber(ARGV[base + 5]) or 0)
+      local payload = ARGV[base + 2]
+      if due > now then
+        local added = redis.call(
+          'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. payload)
+        if added == 1 then job_count(payload, 'later', 1) end
+        enqueued = enqueued + added
+      elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and tonumber(ARGV[base + 1]) == 0 then
+        local list = pushes[i]
+        if not list then
+          list = {}
+          pushes[i] = list
+        end
+        list[#list + 1] = payload
+        job_count(payload, 'queued', 1)
+        enqueued = enqueued + 1
+      else
+        local added = redis.call('ZADD', KEYS[7 + i], 'NX', score, payload)
+        if added == 1 then job_count(payload, 'queued', 1) end
+        enqueued = enqueued + added
+      end
+      if not touched[i] or due < touched[i] then touched[i] = due end
     end
   end
-  if add and fp ~= '' then
-    local mark = string.sub(fp, 1, 1)
-    if mark == '!' then
-      seen_add(string.sub(fp, 2))
-    elseif mark == '~' then
-      -- A link refused before its queue (frontier/refused.py): counted once per URL.
-      if seen_add(string.sub(fp, 2)) then job_count(ARGV[base + 2], 'refused', 1) end
-      add = false
-    else
-      add = seen_add(fp)
-    end
-  end
-  if add and controlled == nil then controlled = redis.call('HLEN', control) > 0 end
-  if add and controlled then
-    -- After the seen-set: a link found twice is dropped (and counted) once.
-    local job = job_of(ARGV[base + 2])
-    if cancelled[job] == nil then cancelled[job] = redis.call('HGET', control, job) == 'cancelled' end
-    if cancelled[job] then
-      job_count(ARGV[base + 2], 'purged', 1)
-      add = false
-    end
-  end
-  if add then
-    seq = seq + 1
-    local score = -tonumber(ARGV[base + 1]) * 1099511627776 + seq
-    local due = now + (tonumber(ARGV[base + 5]) or 0)
-    local payload = ARGV[base + 2]
-    if due > now then
-      local added = redis.call(
-        'ZADD', KEYS[7 + h + i], 'NX', due, string.format('%.0f', score) .. ' ' .. payload)
-      if added == 1 then job_count(payload, 'later', 1) end
-      enqueued = enqueued + added
-    elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and tonumber(ARGV[base + 1]) == 0 then
-      redis.call('RPUSH', KEYS[7 + 2 * h + i], payload)
-      job_count(payload, 'queued', 1)
-      enqueued = enqueued + 1
-    else
-      local added = redis.call('ZADD', KEYS[7 + i], 'NX', score, payload)
-      if added == 1 then job_count(payload, 'queued', 1) end
-      enqueued = enqueued + added
-    end
-    if not touched[i] or due < touched[i] then touched[i] = due end
+end
+-- New list requests go out in one RPUSH a host, after the loop (a tenth of
+-- this script's time, issue 29). The loop runs in pcall so that whatever
+-- fails in it (a malformed token, a key of the wrong type), the links it
+-- marked seen are still pushed and counted before the error goes back: Redis
+-- keeps what a script wrote before an error, so none is ever seen but not queued.
+local ok, err = pcall(each_request)
+for i, list in pairs(pushes) do
+  for s = 1, #list, 1000 do
+    redis.call('RPUSH', KEYS[7 + 2 * h + i], unpack(list, s, math.min(s + 999, #list)))
   end
 end
 for i, due in pairs(touched) do
@@ -161,5 +180,6 @@ end
 seen_done()
 if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end
 job_counts_done(KEYS[8 + 3 * h])
+if not ok then error(err, 0) end
 reply[1] = enqueued
 return reply
