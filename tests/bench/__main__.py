@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(summary_line(report.memory), flush=True)
                         continue
                     if phase == "jobs":
-                        # The large site, as before: 2,000-page windows of the small one
+                        # The large site and 5,000 pages, as before: 2,000-page windows
                         # swung the ratios by more than the 5% they judge (BENCHMARKS.md).
                         report.jobs = jobs_phase(
                             bench,

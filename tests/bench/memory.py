@@ -9,10 +9,10 @@ depends on how far into its site a crawl is: at a tenth of the site a worker sen
 13 Redis commands a page, at a fifth 10. So:
 
 - plain Scrapy and one worker keep the large site (``--pages``), whose size plain
-  Scrapy's cost depends on (it keeps its frontier in the process: 3.6 ms of CPU a
-  page on the large site, 2.8-3.1 on a 20,000-page one);
-- every other setup but the jobs phase's (whose ratios need 5,000-page windows of the
-  large site: docs/BENCHMARKS.md) crawls windows of a second site of ``--small-pages`` pages,
+  Scrapy's cost depends on (it keeps its frontier in the process: 3.0-3.6 ms of CPU
+  a page on the large site, 2.65-3.1 on a 20,000-page one, in runs of 2026-11-27);
+- every other setup but the jobs phase's (5,000-page windows of the large site, as
+  before: docs/BENCHMARKS.md) crawls windows of a second site of ``--small-pages`` pages,
   each window the same fraction of it as before of the large one (a fifth: 3,000 of
   15,000 against 20,000 of 100,000), and the memory phase crawls all of it.
 """
