@@ -118,6 +118,7 @@ local CAP_POLL = 20
 local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
+local deadline_s = string.format('%d', deadline)
 local default_cap = tonumber(ARGV[5])
 local owner = ARGV[6]
 local n = tonumber(ARGV[7])
@@ -251,13 +252,16 @@ end
 local function lease_all(host, popped, spare)
   if #popped == 0 then return 0 end
   local scores, infos, spare_ids = {}, {}, {}
+  -- Numbers made strings once a host, not once a lease (each a sprintf).
+  local tail = ' ' .. #host .. ' ' .. host
+  local mark = owner .. '/'
   for j = 1, #popped, 2 do
-    local id = owner .. '/' .. n
+    local id = mark .. n
     n = n + 1
-    scores[#scores + 1] = deadline
+    scores[#scores + 1] = deadline_s
     scores[#scores + 1] = id
     infos[#infos + 1] = id
-    infos[#infos + 1] = popped[j + 1] .. ' ' .. #host .. ' ' .. host .. popped[j]
+    infos[#infos + 1] = popped[j + 1] .. tail .. popped[j]
     leased[#leased + 1] = id
     leased[#leased + 1] = popped[j]
     leased[#leased + 1] = host
