@@ -2,8 +2,8 @@
 
 New requests, items, acknowledgements and rejects are appended in memory by
 the scheduler and the item pipeline (which never wait for Redis) and sent
-together in one MULTI/EXEC every ``FRONTIER_FLUSH_INTERVAL`` (or at once, for
-the release of a slot of a host at its cap: see ``release``). Because one
+together in one MULTI/EXEC every ``FRONTIER_FLUSH_INTERVAL`` (at once for a
+capped host's slot, or items past ``items_limit``: ``release``, ``item``). As one
 transaction carries them, the items and links a page produced reach Redis no
 later than the acknowledgement of that page's lease: a worker killed at any
 moment loses neither. Inside the transaction the writes are grouped by kind
