@@ -195,8 +195,9 @@ class PageTable:
         else:
             missing = not conn.execute(f"PRAGMA table_info({PAGES_TABLE})").fetchall()
         if missing:
-            conn.execute(CREATE.format(**kinds))
-            conn.execute(INDEX)
+            with self.store.creating(conn):  # IF NOT EXISTS: another writer's may be first
+                conn.execute(CREATE.format(**kinds))
+                conn.execute(INDEX)
         if self.postgres:
             conn.execute(PG_STAGING)
         self._prepared = conn

@@ -146,6 +146,16 @@ class SqlStore(Generic[Conn]):
         """One transaction: committed at the end of the block, rolled back on an error."""
         raise NotImplementedError
 
+    def creating(self, conn: Conn) -> AbstractContextManager[None]:
+        """One transaction in which missing tables are created, one writer at a time.
+
+        Two db_writers starting on an empty database create the same tables;
+        a second ``CREATE TABLE IF NOT EXISTS`` running beside the first fails
+        on PostgreSQL (its catalog's unique index), so that writer would not
+        start. SQLite's write transaction is the whole file's already.
+        """
+        return self.transaction(conn)
+
     def _rekey(self, conn: Conn, table: str) -> int:
         """Turn a url-keyed ``table`` into the present one; the rows kept."""
         raise NotImplementedError
@@ -191,7 +201,8 @@ class SqlStore(Generic[Conn]):
         # Only create when missing: CREATE ... IF NOT EXISTS still needs the
         # CREATE privilege on PostgreSQL, which a writer of an existing table may lack.
         if has_item_type is None:
-            conn.execute(self.CREATE.format(table=table, **self.TYPES))
+            with self.creating(conn):  # IF NOT EXISTS: another writer's may be first
+                conn.execute(self.CREATE.format(table=table, **self.TYPES))
         elif not has_item_type:
             self._migrate(conn, table)
         self._tables.add(table)

@@ -26,6 +26,7 @@ supplies only what its database does differently.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -66,6 +67,10 @@ SQLITE_WAL_AUTOCHECKPOINT = 10_000
 # fails after 20 s unacknowledged, so the db_writer says the database is away
 # and reconnects; keepalives cover only an idle connection, and without it the
 # kernel retransmits for about 15 minutes, the db_writer silent all along.
+# The advisory lock db_writers take to create missing tables one at a time
+# (PostgresStore.creating): any bigint other applications of the database
+# are unlikely to pick; these are the bytes of "db_write".
+SCHEMA_LOCK = int.from_bytes(b"db_write", "big")
 PG_CONNECT_DEFAULTS = {
     "connect_timeout": "10",
     "options": "-c statement_timeout=60000",
@@ -117,7 +122,18 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
             raise StoreUnavailable(f"cannot open {self.path}: {one_line(exc)}") from exc
 
     def _start_session(self, conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA journal_mode=WAL")
+        # Turning a new file to WAL takes a lock SQLite does not wait for (its
+        # busy handler is not called): another writer turning it at the same
+        # moment fails this one at once. Tried again for the busy timeout.
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         conn.execute(f"PRAGMA wal_autocheckpoint={SQLITE_WAL_AUTOCHECKPOINT}")
 
     def _where(self, table: str) -> str:
@@ -247,6 +263,15 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     @contextmanager
     def transaction(self, conn: psycopg.Connection) -> Iterator[None]:
         with conn.transaction():
+            yield
+
+    @contextmanager
+    def creating(self, conn: psycopg.Connection) -> Iterator[None]:
+        """A transaction holding the database's schema lock (an advisory lock,
+        released at its end): DDL is transactional here, so the next writer's
+        CREATE ... IF NOT EXISTS, after the wait, finds the table made."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             yield
 
     def _rekey(self, conn: psycopg.Connection, table: str) -> int:

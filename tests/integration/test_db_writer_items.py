@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import threading
+import uuid
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,9 +19,15 @@ import psycopg
 import pytest
 import redis
 import scrapy
+from pytest_postgresql.janitor import DatabaseJanitor
 
+from spiders_project.db_writer.db_url import DbUrl, parse_db_url
+from spiders_project.db_writer.page_store import PageTable
+from spiders_project.db_writer.sql_store import SqlStore
+from spiders_project.db_writer.stores import open_store
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import SPIDERS, RedisKeys
+from spiders_project.recrawl.config import RecrawlConfig
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import KEYS, Database, Writer, run_writer, wait_for
 
@@ -262,3 +270,49 @@ def test_a_writer_thread_that_dies_stops_the_process_loudly(
     assert "the db_writer of broken needs" in line and "WRONGTYPE" in line, done.stderr
     # The other spider's writer was stopped warmly, its lock released.
     assert client.exists(RedisKeys("good").db_writer_lock) == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_writers_preparing_an_empty_database_at_once_all_start(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+):
+    """Several db_writers (the tests run two; supervisor may start more) open a
+    database whose tables do not exist yet at the same moment. PostgreSQL's
+    ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent one (the
+    loser fails on pg_type's unique index), and SQLite turns a new file to WAL
+    under a lock it does not wait for: each writer must wait for the other
+    rather than fail to start. Six threads behind a barrier make the
+    race likely; eight rounds, each on a new database."""
+    for _ in range(8):
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path / uuid.uuid4().hex}.db"
+        else:
+            server = request.getfixturevalue("pg_server")
+            name = f"race_{uuid.uuid4().hex[:8]}"
+            DatabaseJanitor(user="postgres", host=server.host, port=server.port, dbname=name).init()
+            url = f"postgresql://postgres@{server.host}:{server.port}/{name}"
+        assert prepare_at_once(parse_db_url(url), 6) == []
+
+
+def prepare_at_once(db_url: DbUrl, writers: int) -> list[BaseException]:
+    """Open the store and prepare its pages table in ``writers`` threads released
+    together; what each raised."""
+    start = threading.Barrier(writers)
+    failures: list[BaseException] = []
+
+    def prepare() -> None:
+        start.wait(10)
+        try:
+            store = open_store(db_url, "shop")
+            assert isinstance(store, SqlStore)
+            PageTable(store, RecrawlConfig(after=60)).write([])
+            store.close()
+        except BaseException as exc:  # noqa: BLE001 (the caller reports them)
+            failures.append(exc)
+
+    threads = [threading.Thread(target=prepare) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return failures
