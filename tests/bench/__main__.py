@@ -175,18 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
-    crawls = (
-        "plain",
-        "worker",
-        "memory",
-        "wait",
-        "cluster",
-        "stock",
-        "two",
-        "distance",
-        "jobs",
-        "archive",
-    )
+    crawls = PHASES[: PHASES.index("seen")]  # the phases that crawl, in order
     crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:

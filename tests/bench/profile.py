@@ -53,16 +53,21 @@ for path in sorted(pathlib.Path("spiders_project").rglob("*.lua")):
 """
 
 
-def script_names(tree: Path) -> dict[str, str]:
-    """SHA, and the first 100 characters of the source (EVAL), -> script name."""
-    out = subprocess.run(
-        [sys.executable, "-c", _NAMES],
+def run_in_tree(tree: Path, code: str) -> bytes:
+    """What ``code`` prints, run by this Python in the checkout at ``tree`` (its
+    own modules imported, not this checkout's)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
-        text=True,
         check=True,
     ).stdout
+
+
+def script_names(tree: Path) -> dict[str, str]:
+    """SHA, and the first 100 characters of the source (EVAL), -> script name."""
+    out = run_in_tree(tree, _NAMES).decode()
     names: dict[str, str] = {}
     for line in out.splitlines():
         sha, name, head = line.split(" ")

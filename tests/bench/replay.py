@@ -1,6 +1,6 @@
 """Replay a captured crawl's Redis commands against the scripts of several trees.
 
-    python -m tests.bench.replay capture FILE [--pages 3000]
+    python -m tests.bench.replay capture FILE [--pages 3000] [--job ID]
     python -m tests.bench.replay run FILE TREE [TREE ...] [--rounds 4] [--only enqueue]
 
 Issue 29 asks to measure before cutting, and a crawl is a poor instrument for
@@ -11,6 +11,8 @@ scripts still:
 - ``capture`` runs ``make bench``'s one-worker crawl (same pinning, site and
   settings) for ``--pages`` pages with ``redis-cli monitor`` recording every
   command the processes sent (commands run inside scripts are left out);
+  ``--job ID`` seeds it as that crawl job, so every request carries it (a
+  stripped tree, ``tests/bench/no_jobs.py``, then shows what jobs cost);
 - ``run`` sends those commands again, in order and at their own pace (the
   scripts read Redis' clock: a turn, a lease deadline, a host's ready time),
   to a fresh redis-server pinned to CPU 1, once per tree and round,
@@ -34,7 +36,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,7 @@ from pathlib import Path
 import redis
 
 from tests.bench.crawls import Bench
-from tests.bench.profile import script_names
+from tests.bench.profile import run_in_tree, script_names
 from tests.bench.site_proc import Site
 from tests.support.processes import ROOT
 from tests.support.services import RedisServer, pin
@@ -50,8 +51,10 @@ from tests.support.services import RedisServer, pin
 _ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "a": b"\a", "b": b"\b", '"': b'"', "\\": b"\\"}
 _LINE = re.compile(r"^(\d+\.\d+) \[\d+ ([^\]]+)\] (.*)$")
 # Not the crawl's: the benchmark's own reads, and connection set-up.
-_SKIP = {b"MONITOR", b"SCRIPT", b"CLIENT", b"HELLO", b"SELECT", b"INFO", b"CONFIG", b"MEMORY"}
-_SKIP |= {b"SCAN"}
+_SKIP = {
+    *(b"MONITOR", b"SCRIPT", b"CLIENT", b"HELLO", b"SELECT"),
+    *(b"INFO", b"CONFIG", b"MEMORY", b"SCAN"),
+}
 # Each script of a tree, by name, as its loader sends it.
 _SOURCES = """
 import pathlib, sys
@@ -104,7 +107,7 @@ def names_file(capture_file: Path) -> Path:
     return capture_file.with_name(capture_file.name + ".scripts.json")
 
 
-def capture(out: Path, pages: int, log_dir: Path) -> None:
+def capture(out: Path, pages: int, log_dir: Path, job: str | None = None) -> None:
     names_file(out).write_text(json.dumps(script_names(ROOT)))
     pin(os.getpid(), {1})
     server = RedisServer(datadir=log_dir / "redis", cpus={1})
@@ -112,7 +115,9 @@ def capture(out: Path, pages: int, log_dir: Path) -> None:
     with open(out, "wb") as sink:
         monitor = subprocess.Popen(["redis-cli", "-p", str(server.port), "monitor"], stdout=sink)
         try:
-            Bench(site, server, log_dir, {0}, {1}).windowed_worker("captured", "capture", pages)
+            seed = json.dumps({"url": site.url, "job": job}) if job else None
+            bench = Bench(site, server, log_dir, {0}, {1})
+            bench.windowed_worker("captured", "capture", pages, seed=seed)
         finally:
             monitor.terminate()
             monitor.wait()
@@ -122,13 +127,7 @@ def capture(out: Path, pages: int, log_dir: Path) -> None:
 
 def sources(tree: Path) -> dict[str, bytes]:
     """Script name -> source, as ``tree``'s loader makes it."""
-    out = subprocess.run(
-        [sys.executable, "-c", _SOURCES],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        check=True,
-    ).stdout
+    out = run_in_tree(tree, _SOURCES)
     scripts = {}
     for chunk in out.split(b"\0\0"):
         if chunk:
@@ -211,11 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pages", type=int, default=3_000)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--only", help="one script's calls alone, unpaced")
+    parser.add_argument("--job", help="capture: the seed carries this crawl job")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-replay"))
     args = parser.parse_args(argv)
     if args.mode == "capture":
         args.log_dir.mkdir(parents=True, exist_ok=True)
-        capture(args.file, args.pages, args.log_dir)
+        capture(args.file, args.pages, args.log_dir, args.job)
     else:
         run(args.file, args.trees or [ROOT], args.rounds, args.only)
 

@@ -3,8 +3,6 @@ redis-server: exact through enqueue, lease, ack, a resent ack, retries with back
 and expired leases put back; bounded (a few fields per job, no per-URL key).
 """
 
-import json
-
 import pytest
 from scrapy import Request
 
@@ -55,6 +53,32 @@ def test_the_job_is_found_in_the_member_whatever_comes_before_it():
         ).to_dict()
     )
     assert member.index(b'"crawl_job":"j.1-a_b"') < member.index(b"nested")
+
+
+def test_each_request_counts_for_its_own_job_in_one_call(r, s):
+    """Jobs alternating within one call (job_of remembers the last job read), and
+    a "crawl_job" that is not the request's job: in the URL, a cookie or a
+    nested dict of a request without one, or a value that is no job id."""
+    odd = {"x": {"crawl_job": "nested"}}
+    entries = [
+        ("a", tok(f"a{i}"), 0, request(f"http://a/{i}", ["j1", "j2", "j10"][i % 3]))
+        for i in range(9)
+    ]
+    entries += [
+        ("a", tok("u"), 0, dumps(Request('http://a/?"crawl_job":"url"').to_dict())),
+        ("a", tok("c"), 0, dumps(Request("http://a/c", cookies={"crawl_job": "k"}).to_dict())),
+        ("a", tok("n"), 0, request("http://a/n", **odd)),
+        ("a", tok("nj"), 0, request("http://a/nj", "j1", **odd)),
+        ("a", tok("bad"), 0, request("http://a/bad", 'a"b')),
+        ("a", tok("j"), 0, request("http://a/j", "j2")),
+    ]
+    assert enqueue(s, entries) == 15
+    assert counts(r) == {
+        "j1": {"queued": 4},
+        "j2": {"queued": 4},
+        "j10": {"queued": 3},
+        "default": {"queued": 4},
+    }
 
 
 def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
@@ -142,7 +166,7 @@ def test_a_lease_without_readable_host_leaves_leased(r, s):
     enqueue(s, [("a", "", 0, request("http://a/0", "j1"))])
     lease(s, 10, [("a", 0)], ms=1000)
     (lease_id,) = s.last_ids
-    garbled = "garbled " + json.dumps({"crawl_job": "j1"}, separators=(",", ":"))
+    garbled = "garbled " + request("http://a/0", "j1").decode()
     r.hset(K.lease_info, lease_id, garbled)
     s.tick(1001)
     found, rejected = s.expired(*expired_call(K, 100, now=s.now))

@@ -12,19 +12,36 @@
 -- sum the shards (spiders_project/job_keys.py). Bounded: ten fields a job,
 -- no per-URL key.
 --
--- A request's job is its meta's "crawl_job" (meta.JOB), found with one plain
--- find, no JSON decode: serialize.dumps writes the meta right after the URL
--- and the job first in it, and any "crawl_job" inside a string is escaped
--- (\"), so the first match is the job's. Absent: the job "default".
+-- A request's job is its meta's "crawl_job" (meta.JOB), read with plain finds,
+-- no JSON decode and no pattern on the way most requests take.
+-- serialize.dumps writes the URL first and, for a request with a job, the
+-- meta right after it with the job first: '{"u":"<url>","m":{"crawl_job":"'.
+-- Nothing before it can hold ',"m":{"crawl_job":"' (a URL holds no '"':
+-- Scrapy percent-encodes it), so the first one is the job's; a "crawl_job"
+-- inside a string is escaped (\"), and one in a nested dict or a cookie comes
+-- after the job's. Absent, or not a job id: the job "default" (a request
+-- without a job whose meta nests {"m": {"crawl_job": ...}} would count for
+-- that one). Entries with a prefix (a lease's info, a held or a waiting
+-- request) are read the same way. The last job's whole key is tried where
+-- the key was found, so the requests of one job make no new string: about
+-- half the cost of the find-and-match before (0.15-0.2 against 0.3-0.5 us a
+-- request here), six requests a page (issue 27, item 9).
 -- Changes add up in a table and go out as one HINCRBY per field per call,
 -- never one per request (Redis CPU per page: issue 29).
 local job_delta = {}  -- job -> {count -> change}
 local job_order = {}  -- the jobs changed, in order
+local JOB_KEY = ',"m":{"crawl_job":"'
+local last_job, last_key = nil, nil  -- the job read last, and its key with its closing quote
 
 local function job_of(request)
-  local at = string.find(request, '"crawl_job":"', 1, true)
+  local at = string.find(request, JOB_KEY, 1, true)
   if not at then return 'default' end
-  return string.match(request, '^([%w%.%-_]+)"', at + 13) or 'default'
+  if last_key and string.find(request, last_key, at, true) == at then return last_job end
+  local stop = string.find(request, '"', at + 19, true)
+  local job = stop and string.sub(request, at + 19, stop - 1) or ''
+  if not string.find(job, '^[%w%.%-_]+$') then return 'default' end
+  last_job, last_key = job, JOB_KEY .. job .. '"'
+  return job
 end
 
 -- The changes of `job`'s counts in this call (a table count -> change):
