@@ -211,9 +211,11 @@ def read_jobs(calls: Any, keys: RedisKeys) -> list[JobProgress]:
     return job_progress(records, shards, tally, now_ms)
 
 
-# The job of a queue member: the first "crawl_job" in it (serialize.dumps puts
-# the meta right after the URL and the job first in it), as job_counts.lua finds it.
-_JOB_IN = re.compile(rb'"crawl_job":"([A-Za-z0-9._-]+)"')
+# The job of a queue member, as job_counts.lua reads it: what follows its first
+# ',"m":{"crawl_job":"' (serialize.dumps puts the meta right after the URL and
+# the job first in it) up to the next '"', if that is a job id.
+_JOB_IN = re.compile(rb',"m":\{"crawl_job":"([^"]*)"')
+_JOB_ID = re.compile(rb"[A-Za-z0-9._-]+")
 # Hosts whose queues ``show`` reads (the largest), and members read per host.
 HOSTS_READ = 100
 MEMBERS_READ = 10_000
@@ -221,7 +223,9 @@ MEMBERS_READ = 10_000
 
 def _job_in(member: bytes) -> str:
     found = _JOB_IN.search(member)
-    return found.group(1).decode() if found else DEFAULT_JOB
+    if found is None or not _JOB_ID.fullmatch(found.group(1)):
+        return DEFAULT_JOB
+    return found.group(1).decode()
 
 
 def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str, n: int) -> None:

@@ -143,9 +143,9 @@ def dumps(d: dict[str, Any], values: ValueCodec = PLAIN) -> bytes:
     try:
         if meta and JOB in meta:
             # The job first, and the meta right after the URL: the frontier's
-            # scripts take the first "crawl_job" of the entry as its job
-            # (runtime/lua/job_counts.lua), so no nested meta and no cookie
-            # dict may come before it.
+            # scripts read the job from the first ',"m":{"crawl_job":"' of the
+            # entry (runtime/lua/job_counts.lua), so no nested meta and no
+            # cookie dict may come before it.
             meta = {JOB: meta[JOB], **meta}
             out = {URL: url, META: values.encode_fields(meta, "meta"), **out}
         elif meta:

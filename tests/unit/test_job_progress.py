@@ -2,7 +2,10 @@
 
 import json
 
-from spiders_project.job_progress import FIELDS, details, job_progress, summary
+from scrapy import Request
+
+from spiders_project.job_progress import FIELDS, _job_in, details, job_progress, summary
+from spiders_project.runtime.serialize import dumps
 
 NOW = 1_700_000_060_000
 
@@ -35,3 +38,17 @@ def test_rate_sums_the_shards_and_is_zero_a_minute_after_the_last_page():
     (idle,) = job_progress({}, shards, {}, NOW + 60_000)
     assert idle.pages_per_s == 0 and idle.eta_s is None
     assert "ETA unknown" in details(idle)
+
+
+def test_a_members_job_is_read_as_the_scripts_read_it():
+    """``_job_in`` mirrors job_counts.lua: the job right after the URL, never a
+    "crawl_job" of a cookie or a nested dict, nor a value that is no job id."""
+
+    def member(**kw) -> bytes:
+        return dumps(Request("http://a.test/x", **kw).to_dict())
+
+    assert _job_in(member(meta={"crawl_job": "j.1-a_b", "x": {"crawl_job": "n"}})) == "j.1-a_b"
+    assert _job_in(member(meta={"x": {"crawl_job": "nested"}})) == "default"
+    assert _job_in(member(cookies={"crawl_job": "cookie"})) == "default"
+    assert _job_in(member(meta={"crawl_job": 'a"b'})) == "default"
+    assert _job_in(b"-3 6 a.test" + member(meta={"crawl_job": "held"})) == "held"
