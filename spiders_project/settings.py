@@ -170,12 +170,12 @@ SCHEDULER_FLUSH_ON_START = False
 # script call has a fixed cost: 0.2 took 11-16% less Redis CPU a page than
 # 0.05, docs/BENCHMARKS.md), and items that would pass ITEM_BUFFER_MAX go at
 # once whatever the tick, as does the slot of a lease that filled its host's
-# cap (RedisBatcher.release). The e2e failure that held 0.2 back (a second worker never holding a
-# lease of a capped host) was the test's, not the hand-over's: in its 60-page
-# crawl the worker that did not take the seed got no slot before the end in 3
-# runs of 24 under load, at 0.05 as at 0.2, while in 400-page crawls at 0.2 two
-# workers split the pages 206-222 to 180-196 (the test now kills whichever
-# worker holds slots).
+# cap (RedisBatcher.release). The e2e failure that held 0.2 back (a second
+# worker never holding a lease of a capped host) was the test's, not the
+# hand-over's: in its 60-page crawl the worker that did not take the seed got
+# no slot before the end in 3 runs of 24 under load, at 0.05 as at 0.2, while
+# in 400-page crawls at 0.2 two workers split the pages 206-222 to 180-196
+# (the test now kills whichever worker holds slots).
 FRONTIER_FLUSH_INTERVAL = 0.2
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).

@@ -60,6 +60,10 @@ SQLITE_BUSY_TIMEOUT = 2.0
 # 10,000; an items batch's 2.2, 1.75. The WAL grows to about 40 MB between
 # checkpoints. Durability is the same: each commit is fsynced in the WAL.
 SQLITE_WAL_AUTOCHECKPOINT = 10_000
+# The advisory lock db_writers take to create missing tables one at a time
+# (PostgresStore.creating): any bigint other applications of the database
+# are unlikely to pick; these are the bytes of "db_write".
+SCHEMA_LOCK = int.from_bytes(b"db_write", "big")
 # libpq options used unless DB_URL sets them: fail a connect in 10 s, notice
 # a vanished server within about a minute, and give up on a write blocked for
 # a minute (by another session's row locks, say) so it is logged and retried.
@@ -67,10 +71,6 @@ SQLITE_WAL_AUTOCHECKPOINT = 10_000
 # fails after 20 s unacknowledged, so the db_writer says the database is away
 # and reconnects; keepalives cover only an idle connection, and without it the
 # kernel retransmits for about 15 minutes, the db_writer silent all along.
-# The advisory lock db_writers take to create missing tables one at a time
-# (PostgresStore.creating): any bigint other applications of the database
-# are unlikely to pick; these are the bytes of "db_write".
-SCHEMA_LOCK = int.from_bytes(b"db_write", "big")
 PG_CONNECT_DEFAULTS = {
     "connect_timeout": "10",
     "options": "-c statement_timeout=60000",
