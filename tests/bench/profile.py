@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import statistics
@@ -43,13 +44,13 @@ from tests.support.processes import ROOT
 from tests.support.services import RedisServer, pin
 
 SLOWLOG_ENTRIES = 2_000_000
-# Each tree's scripts, as its own loader sends them: "<sha> <name> <source head>".
-_NAMES = """
-import pathlib
+# Each script of a tree, by name, as its own loader sends it.
+_SOURCES = """
+import pathlib, sys
 from spiders_project.redis_calls.lua import load_lua
 for path in sorted(pathlib.Path("spiders_project").rglob("*.lua")):
     script = load_lua(path.parent.resolve(), path.stem)
-    print(script.sha, path.stem, script.source[:100].encode().hex())
+    sys.stdout.buffer.write(path.stem.encode() + b"\\0" + script.source.encode() + b"\\0\\0")
 """
 
 
@@ -65,14 +66,24 @@ def run_in_tree(tree: Path, code: str) -> bytes:
     ).stdout
 
 
+def sources(tree: Path) -> list[tuple[str, bytes]]:
+    """(script name, source) of each script, as ``tree``'s loader makes it; two
+    scripts may share a name (the frontier's ack and the db_writer's)."""
+    scripts = []
+    for chunk in run_in_tree(tree, _SOURCES).split(b"\0\0"):
+        if chunk:
+            name, source = chunk.split(b"\0", 1)
+            scripts.append((name.decode(), source))
+    return scripts
+
+
 def script_names(tree: Path) -> dict[str, str]:
-    """SHA, and the first 100 characters of the source (EVAL), -> script name."""
-    out = run_in_tree(tree, _NAMES).decode()
+    """SHA (Redis': the source's SHA-1), and the first 100 characters of the
+    source (EVAL), -> script name."""
     names: dict[str, str] = {}
-    for line in out.splitlines():
-        sha, name, head = line.split(" ")
-        names[sha] = name
-        names[bytes.fromhex(head).decode()] = name
+    for name, source in sources(tree):
+        names[hashlib.sha1(source).hexdigest()] = name
+        names[source.decode()[:100]] = name
     return names
 
 

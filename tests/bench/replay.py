@@ -43,7 +43,7 @@ from pathlib import Path
 import redis
 
 from tests.bench.crawls import Bench
-from tests.bench.profile import run_in_tree, script_names
+from tests.bench.profile import script_names, sources
 from tests.bench.site_proc import Site
 from tests.support.processes import ROOT
 from tests.support.services import RedisServer, pin
@@ -55,14 +55,6 @@ _SKIP = {
     *(b"MONITOR", b"SCRIPT", b"CLIENT", b"HELLO", b"SELECT"),
     *(b"INFO", b"CONFIG", b"MEMORY", b"SCAN"),
 }
-# Each script of a tree, by name, as its loader sends it.
-_SOURCES = """
-import pathlib, sys
-from spiders_project.redis_calls.lua import load_lua
-for path in sorted(pathlib.Path("spiders_project").rglob("*.lua")):
-    script = load_lua(path.parent.resolve(), path.stem)
-    sys.stdout.buffer.write(path.stem.encode() + b"\\0" + script.source.encode() + b"\\0\\0")
-"""
 
 
 def monitor_args(line: str) -> list[bytes]:
@@ -125,17 +117,6 @@ def capture(out: Path, pages: int, log_dir: Path, job: str | None = None) -> Non
             server.stop()
 
 
-def sources(tree: Path) -> dict[str, bytes]:
-    """Script name -> source, as ``tree``'s loader makes it."""
-    out = run_in_tree(tree, _SOURCES)
-    scripts = {}
-    for chunk in out.split(b"\0\0"):
-        if chunk:
-            name, source = chunk.split(b"\0", 1)
-            scripts[name.decode()] = source
-    return scripts
-
-
 def replay(
     cmds: list[tuple[float, list[bytes]]], tree: Path, names: dict[str, str], paced: bool
 ) -> dict[str, int]:
@@ -143,7 +124,7 @@ def replay(
     server = RedisServer(cpus={1})
     client = redis.Redis(port=server.port)
     try:
-        shas = {name: client.script_load(src) for name, src in sources(tree).items()}
+        shas = {name: client.script_load(src) for name, src in sources(tree)}
         client.config_resetstat()
         start, first = time.monotonic(), cmds[0][0]
         for at, args in cmds:
