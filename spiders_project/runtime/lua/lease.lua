@@ -115,6 +115,7 @@
 local CAP_POLL = 20
 --!include redis_calls/lua/clock.lua
 --!include job_counts.lua
+--!include host_queues.lua
 local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
@@ -137,28 +138,6 @@ local function handed_away(host)
   end
   redis.call('HDEL', KEYS[9], host)
   return nil
-end
-
--- Up to n requests of one host, in its order (see the header), as a flat
--- {request, queue score, ...} list ("L" for the list's), and the error of a
--- key of the wrong type, if any (with what was taken before it).
-local function take_from(queue, list, n)
-  local out = {}
-  local function pop(reply, from_list)
-    if type(reply) == 'table' and reply.err then return reply.err end
-    for _, v in ipairs(reply or {}) do
-      out[#out + 1] = v
-      if from_list then out[#out + 1] = 'L' end
-    end
-    n = n - #(reply or {}) / (from_list and 1 or 2)
-  end
-  local above = redis.pcall('ZCOUNT', queue, '-inf', '(0')
-  if type(above) == 'table' then return out, above.err end
-  local err
-  if above > 0 then err = pop(redis.pcall('ZPOPMIN', queue, math.min(above, n))) end
-  if not err and n > 0 then err = pop(redis.pcall('LPOP', list, n), true) end
-  if not err and n > 0 then err = pop(redis.pcall('ZPOPMIN', queue, n)) end
-  return out, err
 end
 
 local ncand = tonumber(ARGV[8])
