@@ -9,7 +9,7 @@ each with the same columns::
 ``data`` is the item's JSON: JSONB on PostgreSQL, text on SQLite. A batch
 is one upsert per table in one transaction, so a replayed item updates its
 row instead of adding one (on PostgreSQL a batch of new items only is
-COPYed into its tables, which is the same result at two thirds the cost).
+COPYed into its tables: the same rows, at two thirds to four fifths the cost).
 Newer wins: a row is replaced only by an item whose ``scraped_at`` is not
 older (ISO-8601 UTC text in SQLite, in one format, so text order is time
 order), so a late replay of an older fetch changes nothing.
@@ -323,11 +323,12 @@ class PostgresStore(SqlStore[psycopg.Connection]):
 
         Most batches are new items only, and for them this is the whole write:
         no staging table, no ``INSERT ... SELECT``, no speculative insertion of
-        ``ON CONFLICT``. On the bench's items that is 17 us a row against 26
-        (``docs/BENCHMARKS.md``). A row whose identity exists fails the COPY on
-        the primary key (after a concurrent writer's transaction holding it
-        ends); the transaction is rolled back and the caller upserts the batch,
-        so newer-wins holds. ``optimism`` decides which batches are tried.
+        ``ON CONFLICT``. On the bench's items, 14-19 us a row against 22-24
+        through the upsert (``tests/bench/store_paths.py``). A row whose identity
+        exists fails the COPY on the primary key (after a concurrent writer's
+        transaction holding it ends); the transaction is rolled back and the
+        caller upserts the batch, so newer-wins holds. ``optimism`` decides which
+        batches are tried.
         """
         cursor = conn.cursor()
         spider = self.spider

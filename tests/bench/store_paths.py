@@ -18,11 +18,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from spiders_project.db_writer.db_url import parse_db_url
 from spiders_project.db_writer.entries import parse_entries
 from spiders_project.db_writer.sql_store import SqlStore
-from spiders_project.db_writer.stores import open_store
+from spiders_project.db_writer.stores import PostgresStore, open_store
 from tests.bench.db_writer import make_item
 from tests.support.services import PostgresServer
 
@@ -41,8 +42,9 @@ def batches(items: int, batch: int) -> Iterator[list[bytes]]:
         yield entries
 
 
-def measure(store: SqlStore, items: int, batch: int, rewrite: int) -> dict[str, float]:
-    """µs per item: parsing, writing new items, writing existing ones."""
+def measure(store: SqlStore[Any], items: int, batch: int, rewrite: int) -> dict[str, float]:
+    """µs per item: parsing, writing new items, writing existing ones, and on
+    PostgreSQL writing new items through the upsert (into a table of its own)."""
     parse = new = 0.0
     for entries in batches(items, batch):
         t0 = time.perf_counter()
@@ -57,7 +59,18 @@ def measure(store: SqlStore, items: int, batch: int, rewrite: int) -> dict[str, 
         t0 = time.perf_counter()
         store.write_batch(rows)
         old += time.perf_counter() - t0
-    return {"parse": parse / items * 1e6, "new": new / items * 1e6, "existing": old / rewrite * 1e6}
+    figures = {"parse": parse / items * 1e6, "new": new / items * 1e6}
+    figures["existing"] = old / rewrite * 1e6
+    if isinstance(store, PostgresStore):
+        store._insert = lambda conn, rows: False  # type: ignore[method-assign]
+        upserted = 0.0
+        for entries in batches(items, batch):
+            rows, _ = parse_entries(entries, {"PageItem": "items_upserted"})
+            t0 = time.perf_counter()
+            store.write_batch(rows)
+            upserted += time.perf_counter() - t0
+        figures["new, upserted"] = upserted / items * 1e6
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(database: str, figures: dict[str, float]) -> None:
-    print(
-        f"{database:<11} parse {figures['parse']:5.2f} us/item, write new {figures['new']:5.2f},"
-        f" write existing {figures['existing']:5.2f}",
-        flush=True,
-    )
+    line = f"{database:<11} parse {figures['parse']:5.2f} us/item, write new {figures['new']:5.2f}"
+    line += f", write existing {figures['existing']:5.2f}"
+    if "new, upserted" in figures:
+        line += f", write new through the upsert {figures['new, upserted']:5.2f}"
+    print(line, flush=True)
 
 
 if __name__ == "__main__":
