@@ -24,7 +24,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -78,6 +78,19 @@ def make_page(i: int) -> bytes:
     return page_entry(url, "default", at, "fetched", status=200, etag=f'"{i}"', digest=digest)
 
 
+def distinct_chunks(make: Callable[[int], bytes], count: int) -> Iterator[list[bytes]]:
+    """``count`` entries of ``make``, every url distinct, 1,000 at a time.
+
+    1,000 entries are made once and repeated with ``/page/`` changed per chunk:
+    same size, distinct urls. Times in them are those of this call, so a second
+    call makes the same urls, newer.
+    """
+    chunk = [make(i) for i in range(1000)]
+    for start in range(0, count, 1000):
+        page = f"/p{start}/".encode()
+        yield [c.replace(b"/page/", page) for c in chunk]
+
+
 def clear_database(db_url: str) -> None:
     parsed = parse_db_url(db_url)
     if parsed.backend == SQLITE:
@@ -103,11 +116,8 @@ def run_writer_bench(
         client.delete(keys.items, keys.items_processing, keys.items_rejected, keys.db_writer_stats)
         clear_database(db_url)
         pipe = client.pipeline(transaction=False)
-        chunk = [(make_page if pages else make_item)(i) for i in range(1000)]
-        for start in range(0, items, 1000):
-            # Distinct urls, same size: only the url changes between chunks.
-            page = f"/p{start}/".encode()
-            pipe.rpush(keys.items, *(c.replace(b"/page/", page) for c in chunk))
+        for chunk in distinct_chunks(make_page if pages else make_item, items):
+            pipe.rpush(keys.items, *chunk)
         pipe.execute()
 
         env = dict(os.environ, REDIS_URL=redis_url, DB_URL=db_url)

@@ -24,17 +24,15 @@ from spiders_project.db_writer.db_url import parse_db_url
 from spiders_project.db_writer.entries import parse_entries
 from spiders_project.db_writer.sql_store import SqlStore
 from spiders_project.db_writer.stores import PostgresStore, open_store
-from tests.bench.db_writer import make_item
+from tests.bench.db_writer import distinct_chunks, make_item
 from tests.support.services import PostgresServer
 
 
 def batches(items: int, batch: int) -> Iterator[list[bytes]]:
     """``items`` distinct entries in batches; made again, the same urls are newer."""
-    chunk = [make_item(i) for i in range(1000)]
     entries: list[bytes] = []
-    for start in range(0, items, 1000):
-        page = f"/p{start}/".encode()
-        entries += [c.replace(b"/page/", page) for c in chunk]
+    for chunk in distinct_chunks(make_item, items):
+        entries += chunk
         if len(entries) >= batch:
             yield entries
             entries = []
