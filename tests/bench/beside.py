@@ -46,3 +46,10 @@ class Beside(Generic[T]):
             return self._future.result()
         finally:
             self._pool.shutdown()
+
+
+# Said of the phases that ran beside freshness, in their sections of docs/BENCHMARKS.md.
+BESIDE = (
+    " The freshness phase ran at the same time on the other core (CPU 0; this on CPU 1),"
+    " as `tests/bench/beside.py` explains."
+)

@@ -143,3 +143,50 @@ def _seen_bytes(group: RedisClusterGroup) -> float:
         for key in node.client.scan_iter(match=shard.seen_parts, count=1000):
             usage += int(node.client.memory_usage(key, samples=0) or 0)
     return usage / max(1, seen)
+
+
+# Memory of each master given to the seen-set, for the projection's URL column.
+SEEN_GB_PER_MASTER = 10
+
+
+def section(result: ClusterResult) -> list[str]:
+    """The Redis Cluster section of docs/BENCHMARKS.md, with its projection."""
+    lines = [
+        "## Redis Cluster: one worker on 3 masters, and a projection",
+        "",
+        "A Redis Cluster of three masters (`redis-server --cluster-enabled yes`, joined by"
+        " `redis-cli --cluster create`, on CPU 1 with the site) and one worker with"
+        " `REDIS_CLUSTER=true`; the frontier is in three shards (`FRONTIER_SHARDS` auto), and"
+        " the site's one host, so all its requests, in one of them (`tests/bench/cluster.py`)."
+        " Its pages/s are in the throughput table (*Redis Cluster of 3 masters*), against one"
+        " Redis in the same run. Below, each master's Redis CPU per page over the crawl, less"
+        " what it spends idle (cluster bus, cron), measured for"
+        " 3 s before.",
+        "",
+        "| Master | Holds | Redis CPU µs/page | Saturates at |",
+        "|---|---|---:|---:|",
+    ]
+    for i, (held, us) in enumerate(result.masters, 1):
+        ceiling = f"{1e6 / us:,.0f} pages/s" if us > 0 else "n/a"
+        lines.append(f"| {i} | {held} | {us:.1f} | {ceiling} |")
+    lines += [
+        "",
+        "The site has one host, so one shard (one master) does all of the frontier's work per"
+        " page; the others show what an idle shard costs (the worker's lease calls visit every"
+        " shard) and what the spider's own keys cost (items, seeds, stats: the first master"
+        " beyond the least busy other one). **Projection**: the cluster spends"
+        f" {result.total_us:.0f} µs of Redis CPU per page in all (one Redis, above: its"
+        " *Redis CPU s/10k pages*); with N masters, N shards and hosts spread evenly, each"
+        " master takes an N-th of the frontier's share, and the first also the spider's own"
+        f" ({result.own_us:.1f} µs); the cluster saturates when that master does. URLs: the"
+        f" seen-set's bytes per URL measured in the shards' keys ({result.seen_bytes_per_url:.1f}),"
+        f" with {SEEN_GB_PER_MASTER} GB of each master given to it; queued requests cost about"
+        " 80 bytes each on top while they wait (section *The frontier's queues*).",
+        "",
+        "| Masters | Pages/s at saturation | Seen URLs |",
+        "|---:|---:|---:|",
+    ]
+    for n in (1, 3, 10, 30):
+        urls = n * SEEN_GB_PER_MASTER * 1e9 / max(result.seen_bytes_per_url, 1e-9)
+        lines.append(f"| {n} | {result.capacity(n):,.0f} | {urls:.2g} |")
+    return lines

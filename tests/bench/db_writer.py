@@ -106,10 +106,17 @@ def clear_database(db_url: str) -> None:
 
 
 def run_writer_bench(
-    database: str, redis_url: str, db_url: str, items: int, *, pages: bool = False
+    database: str,
+    redis_url: str,
+    db_url: str,
+    items: int,
+    *,
+    pages: bool = False,
+    filled: Callable[[], None] | None = None,
 ) -> WriterResult:
     """Fill the scratch spider's buffer with ``items`` items (page-state entries
-    with ``pages``) and time the drain."""
+    with ``pages``) and time the drain; ``filled`` is called between the two
+    (``writer_budget.py`` reads its CPU counters there)."""
     keys = RedisKeys(SPIDER)
     client = redis.Redis.from_url(redis_url)
     try:
@@ -119,6 +126,8 @@ def run_writer_bench(
         for chunk in distinct_chunks(make_page if pages else make_item, items):
             pipe.rpush(keys.items, *chunk)
         pipe.execute()
+        if filled is not None:
+            filled()
 
         env = dict(os.environ, REDIS_URL=redis_url, DB_URL=db_url)
         command = [PYTHON, "-m", "spiders_project.db_writer", "--spider", SPIDER]
@@ -204,3 +213,42 @@ def _each_database(
         finally:
             pg.stop()
     return results
+
+
+# Issue 29, item 4: items/s into each database on the bench's machine.
+TARGET_WRITER = {"SQLite": 100_000, "PostgreSQL": 100_000}
+
+
+def _writer_target(database: str) -> str:
+    target = TARGET_WRITER.get(database)
+    return f"{target:,} items/s" if target else "–"
+
+
+def section(results: list[WriterResult]) -> list[str]:
+    """The db_writer section of docs/BENCHMARKS.md."""
+    lines = [
+        "## db_writer",
+        "",
+        "Per database (`tests/bench/db_writer.py`): N items (about 400 "
+        "bytes of JSON each) pushed into a scratch item buffer in the private Redis, then the "
+        "real db_writer process drains it (DB_WRITER_BATCH_SIZE as configured, "
+        "DB_WRITER_MAX_WAIT=0). PostgreSQL is a temporary cluster on a free port. The *pages*"
+        " rows are the `pages` table (issue 28): as many page-state entries, one per fetch"
+        " outcome of a distinct URL, drained the same way into one row per URL.",
+        "",
+        "| Database | Items | Items/s (first batch → empty buffer) | Drain time incl. "
+        "process start-up | Target |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for w in results:
+        if w.error:
+            lines.append(
+                f"| {w.database} | failed: {' '.join(w.error.split())[:200]} | | | "
+                f"{_writer_target(w.database)} |"
+            )
+            continue
+        lines.append(
+            f"| {w.database} | {w.items:,} | {w.items_per_s:,.0f} | {w.drain_s:.1f} s "
+            f"| {_writer_target(w.database)} |"
+        )
+    return lines

@@ -40,3 +40,40 @@ def memory_phase(bench: Bench, window: int) -> CrawlResult:
     """The ``worker`` phase's one worker, pinned the same way, over all of ``bench``'s site;
     its first ``window`` pages give the per-page figures a window would."""
     return bench.worker_phase(min(window, bench.site.pages), 2 * bench.site.pages)
+
+
+def section(one: CrawlResult | None, stock: CrawlResult | None) -> list[str]:
+    """The Memory section of docs/BENCHMARKS.md: ``one``, the memory phase's crawl;
+    ``stock``, stock scrapy-redis' (its dupefilter's bytes), if it ran."""
+    lines = ["## Memory", ""]
+    if one is None or not one.full:
+        return lines + ["Not run."]
+    full = one.full
+    fp = one.dupefilter_bytes_per_fp
+    bytes_per_fp = "n/a" if fp is None else f"{fp:.1f} bytes"
+    lines += [
+        f"One worker crawled the whole of the second site, {one.pages_total - 1:,} pages"
+        " (`tests/bench/memory.py`: smaller than the first, to keep `make bench` in 10"
+        " minutes; pinned as in the throughput table, same settings) "
+        f"(the site served {one.pages_total:,} pages, the worker "
+        f"scraped {one.items:,} items; "
+        f"{full['pages_per_s']:,.0f} pages/s, {full['cpu_ms_per_page']:.2f} ms CPU/page, "
+        f"{full['commands_per_page']:.1f} Redis commands/page, "
+        f"{full['redis_cpu_per_10k']:.2f} Redis CPU s/10k pages over the whole crawl).",
+        "",
+        "| Measure | Value |",
+        "|---|---:|",
+        f"| Worker RSS when the first page was served | {one.rss_start / 1e6:.0f} MB |",
+        f"| Worker RSS after {full['pages']:,.0f} pages | {one.rss_end / 1e6:.0f} MB |",
+        f"| Growth | {(one.rss_end - one.rss_start) / 1e6:+.0f} MB |",
+        f"| Redis memory per seen URL (used_memory growth without the item buffer, "
+        f"/ {full['seen']:,.0f} fingerprints; frontier empty) | "
+        f"{full['redis_bytes_per_seen']:.0f} bytes |",
+        f"| of which the seen-set's keys, per fingerprint | {bytes_per_fp} |",
+    ]
+    if stock is not None and stock.dupefilter_bytes_per_fp:
+        lines.append(
+            f"| stock scrapy-redis dupefilter set, per fingerprint | "
+            f"{stock.dupefilter_bytes_per_fp:.0f} bytes |"
+        )
+    return lines

@@ -29,6 +29,7 @@ from spiders_project.runtime import serialize
 from spiders_project.runtime.calls import enqueue_call
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT
+from tests.bench.beside import BESIDE
 from tests.support.services import RedisServer
 
 BATCH = 5000
@@ -144,3 +145,26 @@ def queue_phase(
             results.append(result)
     server.reset()
     return results
+
+
+def section(results: list[QueueResult], beside: bool) -> list[str]:
+    """The queues' section of docs/BENCHMARKS.md (``beside``: the phase ran beside freshness)."""
+    lines = [
+        "## The frontier's queues: Redis memory per queued request",
+        "",
+        "A fresh redis-server queues N requests of the benchmark crawl's shape (a followed"
+        " link: callback, parent as Referer, depth) on one host (`tests/bench/queue_entries.py`)."
+        " *Before* is the previous release's entry (long JSON keys, the Referer whole, `scope`"
+        " in meta) in the host's sorted set; *after* goes through `lua/enqueue.lua` as workers"
+        " send it. *Bytes/request* is `MEMORY USAGE` (SAMPLES 0) of the host's queue keys over"
+        " N; the seen-set is not counted (its own section)." + (BESIDE if beside else ""),
+        "",
+        "| Layout | Requests | Bytes/request | JSON bytes | Redis type (encoding) |",
+        "|---|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {q.layout} | {q.requests:,} | {q.bytes_per_request:.1f} | {q.entry_bytes}"
+        f" | {q.encoding} |"
+        for q in results
+    ]
+    return lines

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import psutil
 
-from spiders_project.config import load_settings
+from tests.bench import memory as memory_section
 from tests.bench.archive import ArchiveResult
 from tests.bench.archive import section as archive_section
 from tests.bench.cluster import ClusterResult
+from tests.bench.cluster import section as cluster_section
 from tests.bench.crawls import CrawlResult
-from tests.bench.db_writer import WriterResult
+from tests.bench.db_writer import TARGET_WRITER, WriterResult
+from tests.bench.db_writer import section as writers_section
 from tests.bench.distance import DistanceResult
 from tests.bench.distance import section as distance_section
 from tests.bench.freshness import FreshnessResult
@@ -32,8 +34,11 @@ from tests.bench.jobs import JobsResult
 from tests.bench.jobs import section as jobs_section
 from tests.bench.jobs import targets as jobs_targets
 from tests.bench.queue_entries import QueueResult
-from tests.bench.rendering import ASSET_LATENCY, MB, RenderingResult
+from tests.bench.queue_entries import section as queue_section
+from tests.bench.rendering import MB, RenderingResult
+from tests.bench.rendering_section import section as rendering_section
 from tests.bench.seen import SeenResult
+from tests.bench.seen import section as seen_section
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
@@ -48,7 +53,6 @@ TARGET_RSS_GROWTH = 100e6
 # fit in 10 minutes: issue 29, item 6), and the growth is not flat in the pages (+16 to
 # +20 MB over 15,000 to 30,000 pages, +27 MB over 100,000 on 2026-11-27).
 RSS_GROWTH_MIN_PAGES = 10_000
-TARGET_WRITER = {"SQLite": 50_000, "PostgreSQL": 50_000}
 TARGET_SECONDS = 600
 # Cores taken by processes outside the benchmark above which a crawl's figures are flagged.
 DISTURBED_CORES = 0.25
@@ -79,12 +83,6 @@ class Report:
     freshness_beside: bool = False
     # Rendering's plain HTTP runs ran on CPU 1 while freshness ended (memory figures only).
     http_beside: bool = False
-
-
-BESIDE = (
-    " The freshness phase ran at the same time on the other core (CPU 0; this on CPU 1),"
-    " as `tests/bench/beside.py` explains."
-)
 
 
 def machine() -> str:
@@ -273,172 +271,6 @@ def throughput(report: Report) -> list[str]:
     return lines
 
 
-def memory(report: Report) -> list[str]:
-    one = report.memory
-    stock = report.crawls.get("stock")
-    lines = ["## Memory", ""]
-    if one is None or not one.full:
-        return lines + ["Not run."]
-    full = one.full
-    lines += [
-        f"One worker crawled the whole of the second site, {one.pages_total - 1:,} pages"
-        " (`tests/bench/memory.py`: smaller than the first, to keep `make bench` in 10"
-        " minutes; pinned as in the throughput table, same settings) "
-        f"(the site served {one.pages_total:,} pages, the worker "
-        f"scraped {one.items:,} items; "
-        f"{full['pages_per_s']:,.0f} pages/s, {full['cpu_ms_per_page']:.2f} ms CPU/page, "
-        f"{full['commands_per_page']:.1f} Redis commands/page, "
-        f"{full['redis_cpu_per_10k']:.2f} Redis CPU s/10k pages over the whole crawl).",
-        "",
-        "| Measure | Value |",
-        "|---|---:|",
-        f"| Worker RSS when the first page was served | {one.rss_start / 1e6:.0f} MB |",
-        f"| Worker RSS after {full['pages']:,.0f} pages | {one.rss_end / 1e6:.0f} MB |",
-        f"| Growth | {(one.rss_end - one.rss_start) / 1e6:+.0f} MB |",
-        f"| Redis memory per seen URL (used_memory growth without the item buffer, "
-        f"/ {full['seen']:,.0f} fingerprints; frontier empty) | "
-        f"{full['redis_bytes_per_seen']:.0f} bytes |",
-        f"| of which the seen-set's keys, per fingerprint "
-        f"| {_f(one.dupefilter_bytes_per_fp, '{:.1f} bytes')} |",
-    ]
-    if stock is not None and stock.dupefilter_bytes_per_fp:
-        lines.append(
-            f"| stock scrapy-redis dupefilter set, per fingerprint | "
-            f"{stock.dupefilter_bytes_per_fp:.0f} bytes |"
-        )
-    return lines
-
-
-def seen_set(report: Report) -> list[str]:
-    lines = [
-        "## The seen-set: Redis memory and CPU per seen URL",
-        "",
-        "A fresh redis-server records N fingerprints (SHA1s, as Scrapy's fingerprinter"
-        " gives) through the script workers run (`lua/seen_add.lua`), 5,000 per call; the"
-        " previous release's layout is scrapy-redis' SADD of 40-hex strings. *Bytes/URL*"
-        " is the growth of `used_memory` over N; *Redis CPU* its user+sys CPU over the"
-        " inserts; *In its keys* the sum of `MEMORY USAGE` (SAMPLES 0) of the set's own keys"
-        " over N, without the fixed costs `used_memory` also grows by (Lua, the key table)."
-        " Bloom is sized for exactly N URLs at an error rate of 1e-7; *timed* is `exact` with"
-        " the time of each URL's last enqueue (`RECRAWL_AFTER` set)."
-        + (BESIDE if report.freshness_beside else ""),
-        "",
-        "| Layout | URLs | Bytes/URL | In its keys | Redis CPU µs/URL | Keys |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {s.layout} | {s.urls:,} | {s.bytes_per_url:.1f} | {s.key_bytes_per_url:.1f}"
-        f" | {s.redis_cpu_us_per_url:.2f} | {s.keys:,} |"
-        for s in report.seen
-    ]
-    return lines
-
-
-def queued(report: Report) -> list[str]:
-    lines = [
-        "## The frontier's queues: Redis memory per queued request",
-        "",
-        "A fresh redis-server queues N requests of the benchmark crawl's shape (a followed"
-        " link: callback, parent as Referer, depth) on one host (`tests/bench/queue_entries.py`)."
-        " *Before* is the previous release's entry (long JSON keys, the Referer whole, `scope`"
-        " in meta) in the host's sorted set; *after* goes through `lua/enqueue.lua` as workers"
-        " send it. *Bytes/request* is `MEMORY USAGE` (SAMPLES 0) of the host's queue keys over"
-        " N; the seen-set is not counted (its own section)."
-        + (BESIDE if report.freshness_beside else ""),
-        "",
-        "| Layout | Requests | Bytes/request | JSON bytes | Redis type (encoding) |",
-        "|---|---:|---:|---:|---|",
-    ]
-    lines += [
-        f"| {q.layout} | {q.requests:,} | {q.bytes_per_request:.1f} | {q.entry_bytes}"
-        f" | {q.encoding} |"
-        for q in report.queue
-    ]
-    return lines
-
-
-# Memory of each master given to the seen-set, for the projection's URL column.
-SEEN_GB_PER_MASTER = 10
-
-
-def cluster(report: Report) -> list[str]:
-    result = report.cluster
-    assert result is not None
-    lines = [
-        "## Redis Cluster: one worker on 3 masters, and a projection",
-        "",
-        "A Redis Cluster of three masters (`redis-server --cluster-enabled yes`, joined by"
-        " `redis-cli --cluster create`, on CPU 1 with the site) and one worker with"
-        " `REDIS_CLUSTER=true`; the frontier is in three shards (`FRONTIER_SHARDS` auto), and"
-        " the site's one host, so all its requests, in one of them (`tests/bench/cluster.py`)."
-        " Its pages/s are in the throughput table (*Redis Cluster of 3 masters*), against one"
-        " Redis in the same run. Below, each master's Redis CPU per page over the crawl, less"
-        " what it spends idle (cluster bus, cron), measured for"
-        " 3 s before.",
-        "",
-        "| Master | Holds | Redis CPU µs/page | Saturates at |",
-        "|---|---|---:|---:|",
-    ]
-    for i, (held, us) in enumerate(result.masters, 1):
-        ceiling = f"{1e6 / us:,.0f} pages/s" if us > 0 else "n/a"
-        lines.append(f"| {i} | {held} | {us:.1f} | {ceiling} |")
-    lines += [
-        "",
-        "The site has one host, so one shard (one master) does all of the frontier's work per"
-        " page; the others show what an idle shard costs (the worker's lease calls visit every"
-        " shard) and what the spider's own keys cost (items, seeds, stats: the first master"
-        " beyond the least busy other one). **Projection**: the cluster spends"
-        f" {result.total_us:.0f} µs of Redis CPU per page in all (one Redis, above: its"
-        " *Redis CPU s/10k pages*); with N masters, N shards and hosts spread evenly, each"
-        " master takes an N-th of the frontier's share, and the first also the spider's own"
-        f" ({result.own_us:.1f} µs); the cluster saturates when that master does. URLs: the"
-        f" seen-set's bytes per URL measured in the shards' keys ({result.seen_bytes_per_url:.1f}),"
-        f" with {SEEN_GB_PER_MASTER} GB of each master given to it; queued requests cost about"
-        " 80 bytes each on top while they wait (section *The frontier's queues*).",
-        "",
-        "| Masters | Pages/s at saturation | Seen URLs |",
-        "|---:|---:|---:|",
-    ]
-    for n in (1, 3, 10, 30):
-        urls = n * SEEN_GB_PER_MASTER * 1e9 / max(result.seen_bytes_per_url, 1e-9)
-        lines.append(f"| {n} | {result.capacity(n):,.0f} | {urls:.2g} |")
-    return lines
-
-
-def _writer_target(database: str) -> str:
-    target = TARGET_WRITER.get(database)
-    return f"{target:,} items/s" if target else "–"
-
-
-def writers(report: Report) -> list[str]:
-    lines = [
-        "## db_writer",
-        "",
-        "Per database (`tests/bench/db_writer.py`): N items (about 400 "
-        "bytes of JSON each) pushed into a scratch item buffer in the private Redis, then the "
-        "real db_writer process drains it (DB_WRITER_BATCH_SIZE as configured, "
-        "DB_WRITER_MAX_WAIT=0). PostgreSQL is a temporary cluster on a free port. The *pages*"
-        " rows are the `pages` table (issue 28): as many page-state entries, one per fetch"
-        " outcome of a distinct URL, drained the same way into one row per URL.",
-        "",
-        "| Database | Items | Items/s (first batch → empty buffer) | Drain time incl. "
-        "process start-up | Target |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for w in report.writers:
-        if w.error:
-            lines.append(
-                f"| {w.database} | failed: {' '.join(w.error.split())[:200]} | | | "
-                f"{_writer_target(w.database)} |"
-            )
-            continue
-        lines.append(
-            f"| {w.database} | {w.items:,} | {w.items_per_s:,.0f} | {w.drain_s:.1f} s "
-            f"| {_writer_target(w.database)} |"
-        )
-    return lines
-
-
 def method(report: Report) -> list[str]:
     return [
         "## How it is measured",
@@ -474,103 +306,20 @@ def method(report: Report) -> list[str]:
     ]
 
 
-def rendering(report: Report) -> list[str]:
-    result = report.rendering
-    assert result is not None
-    chromium = subprocess.run(
-        [load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")["executable_path"], "--version"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    lines = [
-        "## Rendering",
-        "",
-        f"`{report.command}` on {report.started:%Y-%m-%d}, {os.cpu_count()} cores, {chromium}. "
-        f"One worker, RENDER_CONCURRENCY={result.concurrency}, other settings at their "
-        "defaults. Each page of the local site waits for its script's fetch() (150 ms) and "
-        f"then for network idle (500 ms quiet), and asks for {result.images} 256x256 PNG(s), "
-        f"a web font and a tracker script, which answer after {ASSET_LATENCY * 1000:.0f} ms. "
-        "Pages/s is measured from the first item to the last; memory is the peak over the "
-        "worker's process tree (Python + Node driver + Chromium), sampled every 0.5 s; CPU is "
-        "user+sys of the whole tree, Chromium's processes that outlive the browser included "
-        "(the worker runs under a subreaper, tests/bench/reaper.py: runs before 2026-11-26 "
-        "02:45 UTC missed them and reported about two thirds of the CPU), split by kind of "
-        "process from the same samples (a process's last half second is missed). *Steady* "
-        "is the CPU between the first and the last item (interpolated between samples) over "
-        "the pages after the first: what each further page costs a worker that runs for "
-        "days, without the start-up of Python, the driver and Chromium and the shutdown "
-        "that the whole run's figure spreads over its pages. Load is "
-        "the machine's highest 1-minute load average during the run: above the core count, "
-        "other processes competed for the CPU and pages/s is lower than this worker alone "
-        "would get.",
-        "",
-        "| Rendered pages | Pages | Pages/s | Wall s | CPU-s/page, whole run "
-        "| CPU-s/page, steady | of which Chromium / driver / Python | Peak RSS (sum) MB "
-        "| of which Chromium MB | Peak PSS MB | Requests aborted | Load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for run in result.render:
-        split = " / ".join(
-            f"{run.steady_cpu_by_kind.get(kind, 0.0):.3f}"
-            for kind in ("chromium", "node", "python")
-        )
-        lines.append(
-            f"| {run.name} | {run.pages} | {run.steady:.2f} | {run.wall:.0f} "
-            f"| {run.cpu_per_page:.3f} | {run.steady_cpu_per_page:.3f} | {split} "
-            f"| {run.peak.rss / MB:.0f} "
-            f"| {run.peak.by_kind.get('chromium', 0) / MB:.0f} | {run.peak_pss / MB:.0f} "
-            f"| {run.stats['playwright/request_count/aborted']} "
-            f"of {run.stats['render/browser_requests']} | {run.load:.1f} |"
-        )
-    if result.mixed:
-        lines += [
-            "",
-            f"RENDER_MODE=auto against rendering every page and rendering none, on a mixed site "
-            f"of {result.mixed_pages} pages where one page in ten is a script-built shell (the "
-            "others plain HTML with their links; the shells' links exist only once rendered). "
-            "*Content* counts the site's pages stored with their real title; CPU-s per page "
-            "divides the worker tree's CPU by the pages stored.",
-            "",
-            "| Mixed site | Pages stored | Content | Pages/s | CPU-s/page | Renders "
-            "| of which after a failed expectation | Peak PSS MB |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for run in result.mixed:
-            lines.append(
-                f"| {run.name} | {run.pages} | {run.stats['content']} of {result.mixed_pages} "
-                f"| {run.steady:.1f} | {run.cpu_per_page:.3f} | {run.stats['render/pages']} "
-                f"| {run.stats['render/auto/expectation_failed']} | {run.peak_pss / MB:.0f} |"
-            )
-    if result.http:
-        lines += [
-            "",
-            f"A worker that renders nothing (plain HTTP crawl of {result.http[0].pages} pages): "
-            "what configuring a Playwright handler costs."
-            + (
-                " These ran pinned to CPU 1 while the freshness phase ended on CPU 0: their"
-                " figures are memory and processes, which the core does not change."
-                if report.http_beside
-                else ""
-            ),
-            "",
-            "| DOWNLOAD_HANDLERS | Peak RSS (sum) MB | Processes at peak |",
-            "|---|---:|---:|",
-        ]
-        lines += [f"| {r.name} | {r.peak.rss / MB:.0f} | {r.peak.processes} |" for r in result.http]
-    return lines
-
-
 def sections(report: Report) -> list[list[str]]:
     """The sections this run measured, in the file's order."""
     out = [targets(report)]
     if report.crawls:
-        out += [throughput(report), memory(report)]
+        out += [
+            throughput(report),
+            memory_section.section(report.memory, report.crawls.get("stock")),
+        ]
     if report.seen:
-        out.append(seen_set(report))
+        out.append(seen_section(report.seen, report.freshness_beside))
     if report.queue:
-        out.append(queued(report))
+        out.append(queue_section(report.queue, report.freshness_beside))
     if report.cluster is not None:
-        out.append(cluster(report))
+        out.append(cluster_section(report.cluster))
     if report.distance is not None:
         out.append(distance_section(report.distance))
     if report.jobs is not None:
@@ -578,7 +327,7 @@ def sections(report: Report) -> list[list[str]]:
     if report.archive is not None:
         out.append(archive_section(report.archive))
     if report.writers:
-        out.append(writers(report))
+        out.append(writers_section(report.writers))
     if report.freshness is not None:
         fresh = freshness_section(report.freshness)
         if report.freshness_beside:
@@ -588,7 +337,9 @@ def sections(report: Report) -> list[list[str]]:
             )
         out.append(fresh)
     if report.rendering is not None:
-        out.append(rendering(report))
+        out.append(
+            rendering_section(report.rendering, report.command, report.started, report.http_beside)
+        )
     out.append(method(report))
     return out
 

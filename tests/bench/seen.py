@@ -22,6 +22,7 @@ from spiders_project.keys import RedisKeys
 from spiders_project.runtime.calls import seen_add_call
 from spiders_project.runtime.scripts import FrontierScripts
 from spiders_project.runtime.seen import EXACT, SeenConfig
+from tests.bench.beside import BESIDE
 from tests.support.services import RedisServer
 
 BATCH = 5000
@@ -96,3 +97,28 @@ def seen_phase(
             results.append(result)
     server.reset()
     return results
+
+
+def section(results: list[SeenResult], beside: bool) -> list[str]:
+    """The seen-set's section of docs/BENCHMARKS.md (``beside``: the phase ran beside freshness)."""
+    lines = [
+        "## The seen-set: Redis memory and CPU per seen URL",
+        "",
+        "A fresh redis-server records N fingerprints (SHA1s, as Scrapy's fingerprinter"
+        " gives) through the script workers run (`lua/seen_add.lua`), 5,000 per call; the"
+        " previous release's layout is scrapy-redis' SADD of 40-hex strings. *Bytes/URL*"
+        " is the growth of `used_memory` over N; *Redis CPU* its user+sys CPU over the"
+        " inserts; *In its keys* the sum of `MEMORY USAGE` (SAMPLES 0) of the set's own keys"
+        " over N, without the fixed costs `used_memory` also grows by (Lua, the key table)."
+        " Bloom is sized for exactly N URLs at an error rate of 1e-7; *timed* is `exact` with"
+        " the time of each URL's last enqueue (`RECRAWL_AFTER` set)." + (BESIDE if beside else ""),
+        "",
+        "| Layout | URLs | Bytes/URL | In its keys | Redis CPU µs/URL | Keys |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {s.layout} | {s.urls:,} | {s.bytes_per_url:.1f} | {s.key_bytes_per_url:.1f}"
+        f" | {s.redis_cpu_us_per_url:.2f} | {s.keys:,} |"
+        for s in results
+    ]
+    return lines
