@@ -18,6 +18,11 @@ It also measures PostgreSQL's floor: its backend's CPU for ``COPY`` of rows made
 beforehand into the items table, with the table as the writer creates it and two
 lighter shapes for reference (``data`` as text, no primary key). The writer's
 guarantees need the real one: JSONB ``data`` and the key that newer-wins upserts on.
+
+And what Redis spends per item on the writer's take and ack (``db_writer/lua``:
+every entry moved through Lua into the processing list) against reading a
+batch in place (a MULTI of the lock's GET and an LRANGE of the buffer's head)
+and trimming it at the ack, as a writer without a processing list could.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ import psycopg
 import redis
 
 from spiders_project.db_writer.entries import parse_entries
+from spiders_project.db_writer.item_queue import LUA_DIR
 from spiders_project.db_writer.stores import PostgresStore
+from spiders_project.redis_calls import load_lua
 from tests.bench.db_writer import clear_database, distinct_chunks, make_item, run_writer_bench
 from tests.support.services import PostgresServer, RedisServer
 
@@ -151,6 +158,53 @@ def postgres_floor(pg: PostgresServer, items: int) -> dict[str, float]:
     return out
 
 
+def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float]:
+    """Redis' CPU µs per item to take and acknowledge ``items`` in batches, two ways."""
+    client = redis.Redis.from_url(redis_url)
+    take = client.register_script(load_lua(LUA_DIR, "take").source)
+    ack = client.register_script(load_lua(LUA_DIR, "ack").source)
+    keys = ["budget:items", "budget:processing", "budget:rejected", "budget:stats", "budget:lock"]
+    items_key, processing, rejected, stats, lock = keys
+
+    def fill() -> None:
+        client.delete(*keys)
+        client.set(lock, "token")
+        pipe = client.pipeline(transaction=False)
+        for chunk in distinct_chunks(make_item, items):
+            pipe.rpush(items_key, *chunk)
+        pipe.execute()
+
+    def through_lua() -> int:
+        moved = take(keys=[items_key, processing, lock], args=["token", batch])
+        if moved:
+            ack(keys=[processing, rejected, stats, lock], args=["token", 10_000, len(moved), 0, 0])
+        return len(moved)
+
+    def in_place() -> int:
+        pipe = client.pipeline(transaction=True)
+        pipe.get(lock)
+        pipe.lrange(items_key, 0, batch - 1)
+        token, entries = pipe.execute()
+        assert token == b"token"
+        if entries:
+            ack(keys=[items_key, rejected, stats, lock], args=["token", 10_000, len(entries), 0, 0])
+        return len(entries)
+
+    out = {}
+    try:
+        for name, step in (("through Lua, as today", through_lua), ("in place", in_place)):
+            fill()
+            before, done = _redis_cpu(client), 0
+            while taken := step():
+                done += taken
+            assert done == items
+            out[name] = (_redis_cpu(client) - before) / items * 1e6
+        client.delete(*keys)
+    finally:
+        client.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=200_000)
@@ -175,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 "  PostgreSQL's own CPU per row, COPY of rows made beforehand: "
                 + "; ".join(f"{name} {us:.1f} µs" for name, us in floor.items()),
+                flush=True,
+            )
+            paths = take_paths(server.url, args.items // 2)
+            print(
+                "  Redis' CPU per item to take and acknowledge it: "
+                + "; ".join(f"{name} {us:.2f} µs" for name, us in paths.items()),
                 flush=True,
             )
             time.sleep(1)
