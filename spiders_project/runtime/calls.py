@@ -64,12 +64,16 @@ def enqueue_call(
     removes the entry from start_urls afterwards (``batcher._flush_sharded``).
     """
     hosts: dict[str, int] = {}
-    sextuples: list[Any] = []
-    for host, fingerprint, priority, payload, *rest in entries:
+    full: list[Any] = []  # septuples: requests that are not plain links
+    links: list[Any] = []  # triples: the usual followed link (the script's header)
+    for position, (host, fingerprint, priority, payload, *rest) in enumerate(entries):
         index = hosts.setdefault(host, len(hosts) + 1) if host else 0
         seed = rest[0] if rest else b""
         wait = rest[1] if len(rest) > 1 else 0
-        sextuples += (fingerprint, priority, payload, index, seed, wait)
+        if _is_link(fingerprint, priority, seed, wait):
+            links += (fingerprint, payload, index)
+        else:
+            full += (position, fingerprint, priority, payload, index, seed, wait)
     in_shard = keys.sharded and keys.shard >= 0
     return (
         [
@@ -87,8 +91,20 @@ def enqueue_call(
             job_counts(keys),
             job_control(keys),
         ],
-        [now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts, *sextuples],
+        [
+            *(now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts),
+            *(len(full) // 7, *full, *links),
+        ],
     )
+
+
+def _is_link(fingerprint: Any, priority: Any, seed: Any, wait: Any) -> bool:
+    """Whether ``lua/enqueue.lua`` takes this request as a link: three arguments,
+    queued at the end of its host's list if its fingerprint is new."""
+    if not fingerprint or priority != 0 or seed or wait:
+        return False
+    mark = fingerprint[:1]
+    return mark not in ("!", "~", b"!", b"~")
 
 
 def seed_digest(entry: bytes) -> bytes:

@@ -413,6 +413,31 @@ def test_new_priority_0_links_go_to_the_hosts_list_and_the_rest_to_its_sorted_se
     assert drain(s, "h") == [b"high", b"link", b"seed", b"again"]
 
 
+def test_links_and_other_requests_of_one_call_keep_the_calls_order(r, s):
+    """Links go to the script as three arguments and the rest in full (with
+    their place): the order of the call still decides what a repeated
+    fingerprint does and each request's place in the sorted set."""
+    entries = [
+        ("h", tok("f1"), 0, b"link-1"),
+        ("h", "", 0, b"never-filtered"),  # sorted set, after link-1 in the order
+        ("h", tok("f1"), 0, b"link-1-again"),  # seen: dropped
+        ("h", tok("!f2"), 0, b"seed-2"),  # recorded, queued whatever was seen
+        ("h", tok("f2"), 0, b"link-2"),  # after its seed: seen, dropped
+        ("h", tok("f3"), 0, b"link-3"),
+        ("h", tok("!f3"), 0, b"seed-3"),  # after its link: queued too
+    ]
+    keys, args = enqueue_call(K, entries, now=s.now)
+    full = args[5]  # after now, seen, window, H and the one host
+    assert full == 3 and len(args) == 6 + 7 * full + 3 * 4  # four links of three arguments
+    assert s.enqueue(keys, args) == [5]
+    assert r.lrange(K.host_list("h"), 0, -1) == [b"link-1", b"link-3"]
+    scores = dict(r.zrange(K.host_queue("h"), 0, -1, withscores=True))
+    # Scores are the sequence of the requests added, in the call's order.
+    assert scores[b"never-filtered"] < scores[b"seed-2"] < scores[b"seed-3"]
+    assert scores[b"seed-3"] - scores[b"never-filtered"] == 3  # link-3 took one between
+    assert int(r.get(K.requests_size)) == 5 and int(r.get(K.seen)) == 3
+
+
 def test_a_leased_link_put_back_is_the_next_one_leased(r, s):
     enqueue(s, [("a", f"f{i}", 0, f"L{i}".encode()) for i in range(3)])
     lease(s, 0, [])
