@@ -41,6 +41,8 @@ from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer, pin
 
 SPIDER = "dbwriterbench"
+# Issue 29, item 4: items/s into each database on the bench's machine.
+TARGET_WRITER = {"SQLite": 100_000, "PostgreSQL": 100_000}
 
 
 @dataclass
@@ -213,10 +215,6 @@ def _each_database(
         finally:
             pg.stop()
     return results
-
-
-# Issue 29, item 4: items/s into each database on the bench's machine.
-TARGET_WRITER = {"SQLite": 100_000, "PostgreSQL": 100_000}
 
 
 def _writer_target(database: str) -> str:
