@@ -51,8 +51,9 @@
 -- ARGV[H+6+7S..] then triples (fingerprint "<fp>", payload, host index i), one a link:
 --            the usual followed link (a fingerprint, priority 0, no seed, no
 --            wait), the places the septuples leave, in order. Three arguments
---            a link instead of seven, and no checks of the rest: about a fifth
---            of enqueue's time was reading a link's arguments (issue 29).
+--            a link instead of six (every request had six before), and no checks
+--            of the rest: about a fifth of enqueue's time was reading a link's
+--            arguments (issue 29).
 -- Returns    {enqueued, rejected seed...}: enqueued is the number of members
 --            Redis really added, so a payload already queued (a seed pushed
 --            twice, a resent transaction) neither counts twice in size nor
