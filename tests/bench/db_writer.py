@@ -93,6 +93,14 @@ def distinct_chunks(make: Callable[[int], bytes], count: int) -> Iterator[list[b
         yield [c.replace(b"/page/", page) for c in chunk]
 
 
+def fill_buffer(client: redis.Redis, key: str, make: Callable[[int], bytes], count: int) -> None:
+    """RPUSH ``count`` entries of ``make``, every url distinct, to ``key``, in one pipeline."""
+    pipe = client.pipeline(transaction=False)
+    for chunk in distinct_chunks(make, count):
+        pipe.rpush(key, *chunk)
+    pipe.execute()
+
+
 def clear_database(db_url: str) -> None:
     parsed = parse_db_url(db_url)
     if parsed.backend == SQLITE:
@@ -124,10 +132,7 @@ def run_writer_bench(
     try:
         client.delete(keys.items, keys.items_processing, keys.items_rejected, keys.db_writer_stats)
         clear_database(db_url)
-        pipe = client.pipeline(transaction=False)
-        for chunk in distinct_chunks(make_page if pages else make_item, items):
-            pipe.rpush(keys.items, *chunk)
-        pipe.execute()
+        fill_buffer(client, keys.items, make_page if pages else make_item, items)
         if filled is not None:
             filled()
 

@@ -41,7 +41,8 @@ class SeenResult:
     key_bytes_per_url: float = 0.0  # MEMORY USAGE of the set's own keys, per URL
 
 
-def _cpu(client: redis.Redis) -> float:
+def redis_cpu(client: redis.Redis) -> float:
+    """Redis' own CPU seconds so far (``INFO cpu``, user + system)."""
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
@@ -51,7 +52,7 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
     client = server.client
     fingerprints = (hashlib.sha1(f"url {i}".encode()).digest() for i in range(n))
     before = int(client.info("memory")["used_memory"])
-    cpu = _cpu(client)
+    cpu = redis_cpu(client)
     script = FrontierScripts().seen_add
     sha = client.script_load(script.source)
     config = {"bloom": SeenConfig("bloom", n, 1e-7), "timed (RECRAWL_AFTER)": TIMED}.get(
@@ -65,7 +66,7 @@ def _measure(server: RedisServer, layout: str, n: int) -> SeenResult:
             batch = []
     if batch:
         _send(client, layout, config, sha, batch)
-    cpu = _cpu(client) - cpu
+    cpu = redis_cpu(client) - cpu
     # Drop the connection that sent the large calls: its query buffer is not the set's.
     client.connection_pool.disconnect()
     used = int(client.info("memory")["used_memory"]) - before

@@ -28,7 +28,6 @@ and trimming it at the ack, as a writer without a processing list could.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import resource
 import tempfile
@@ -37,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 import redis
 
@@ -44,48 +44,42 @@ from spiders_project.db_writer.entries import parse_entries
 from spiders_project.db_writer.item_queue import LUA_DIR
 from spiders_project.db_writer.stores import PostgresStore
 from spiders_project.redis_calls import load_lua
-from tests.bench.db_writer import clear_database, distinct_chunks, make_item, run_writer_bench
+from tests.bench.db_writer import (
+    clear_database,
+    distinct_chunks,
+    fill_buffer,
+    make_item,
+    run_writer_bench,
+)
+from tests.bench.seen import redis_cpu
 from tests.support.services import PostgresServer, RedisServer
 
 CORES_BUDGET_US = 2 * 1e6 / 100_000  # two cores at 100,000 items/s
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_of_pid(pid: int, reaped: bool = True) -> float:
+def _cpu_of(process: psutil.Process, reaped: bool = True) -> float:
     """A process' CPU seconds, with its reaped children's when ``reaped``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = fields[11:15] if reaped else fields[11:13]
-    return sum(int(t) for t in ticks) / TICK
+    times = process.cpu_times()
+    own = times.user + times.system
+    return own + times.children_user + times.children_system if reaped else own
 
 
 def _postgres_cpu(pg: PostgresServer) -> float:
     """CPU seconds of the cluster's processes: the postmaster with its reaped
     backends, and its live children."""
-    postmaster = int((pg.base / "data" / "postmaster.pid").read_text().split()[0])
-    total = _cpu_of_pid(postmaster)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    postmaster = psutil.Process(int((pg.base / "data" / "postmaster.pid").read_text().split()[0]))
+    total = _cpu_of(postmaster)
+    for child in postmaster.children():
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue  # ended meanwhile
-        if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
-            try:
-                total += _cpu_of_pid(int(entry))
-            except OSError:
-                continue
+            total += _cpu_of(child)
+        except psutil.NoSuchProcess:
+            continue  # ended meanwhile: its CPU is in the postmaster's reaped children now
     return total
 
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def _redis_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 @dataclass
@@ -109,7 +103,7 @@ def measure(
     marks: dict[str, float] = {}
 
     def filled() -> None:
-        marks.update(writer=_children_cpu(), redis=_redis_cpu(client), server=server())
+        marks.update(writer=_children_cpu(), redis=redis_cpu(client), server=server())
 
     try:
         run_writer_bench(database, redis_url, db_url, 0, filled=filled)
@@ -118,12 +112,12 @@ def measure(
         if result.exit_code != 0:
             raise RuntimeError(f"the db_writer failed: {result.error}")
         writer = _children_cpu() - marks["writer"] - start_up
-        redis_cpu = _redis_cpu(client) - marks["redis"]
+        redis_used = redis_cpu(client) - marks["redis"]
         server_cpu = server() - marks["server"]
     finally:
         client.close()
     per = 1e6 / items
-    return Budget(database, result.items_per_s, writer * per, redis_cpu * per, server_cpu * per)
+    return Budget(database, result.items_per_s, writer * per, redis_used * per, server_cpu * per)
 
 
 def postgres_floor(pg: PostgresServer, items: int) -> dict[str, float]:
@@ -140,12 +134,13 @@ def postgres_floor(pg: PostgresServer, items: int) -> dict[str, float]:
     assert len(set(shapes.values())) == 3, "the table's shape changed: update the variants"
     out = {}
     with psycopg.connect(pg.url, autocommit=True) as conn:
-        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        backend = psutil.Process(pid)
         for i, (name, create) in enumerate(shapes.items()):
             table = f"floor_{i}"
             conn.execute(create.format(table=table))
             columns = "spider, item_type, item_key, url, data, scraped_at, written_at"
-            before = _cpu_of_pid(backend, reaped=False)
+            before = _cpu_of(backend, reaped=False)
             for start in range(0, len(rows), 4000):
                 with (
                     conn.transaction(),
@@ -153,7 +148,7 @@ def postgres_floor(pg: PostgresServer, items: int) -> dict[str, float]:
                 ):
                     for r in rows[start : start + 4000]:
                         copy.write_row(("bench", r[1], r[2], r[3], r[4], r[5], "now"))
-            out[name] = (_cpu_of_pid(backend, reaped=False) - before) / len(rows) * 1e6
+            out[name] = (_cpu_of(backend, reaped=False) - before) / len(rows) * 1e6
             conn.execute(f"DROP TABLE {table}")
     return out
 
@@ -169,10 +164,7 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     def fill() -> None:
         client.delete(*keys)
         client.set(lock, "token")
-        pipe = client.pipeline(transaction=False)
-        for chunk in distinct_chunks(make_item, items):
-            pipe.rpush(items_key, *chunk)
-        pipe.execute()
+        fill_buffer(client, items_key, make_item, items)
 
     def through_lua() -> int:
         moved = take(keys=[items_key, processing, lock], args=["token", batch])
@@ -194,11 +186,11 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     try:
         for name, step in (("through Lua, as today", through_lua), ("in place", in_place)):
             fill()
-            before, done = _redis_cpu(client), 0
+            before, done = redis_cpu(client), 0
             while taken := step():
                 done += taken
             assert done == items
-            out[name] = (_redis_cpu(client) - before) / items * 1e6
+            out[name] = (redis_cpu(client) - before) / items * 1e6
         client.delete(*keys)
     finally:
         client.close()

@@ -181,14 +181,14 @@ local function request(base)
 end
 
 local function each_request()
-  local next_full, at = 1, -1  -- the next septuple, and its position
-  if full > 0 then at = tonumber(ARGV[h + 6]) end
+  local next_full = h + 6  -- the next septuple's first argument (its position)
+  local at = full > 0 and tonumber(ARGV[next_full]) or -1
   local link = links_at
   for j = 0, n - 1 do
     if j == at then
-      request(h + 6 + 7 * (next_full - 1))
-      next_full = next_full + 1
-      at = next_full <= full and tonumber(ARGV[h + 6 + 7 * (next_full - 1)]) or -1
+      request(next_full)
+      next_full = next_full + 7
+      at = next_full < links_at and tonumber(ARGV[next_full]) or -1
     else
       -- A link: its queue is its host's list (the septuples' header says why).
       local payload = ARGV[link + 1]
