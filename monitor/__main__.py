@@ -29,8 +29,6 @@ from scrapy.settings import Settings
 
 from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
-from spiders_project.acl import MONITOR
-from spiders_project.acl_check import permission_problem
 from spiders_project.keys import RedisKeys
 from spiders_project.process import (
     command_line,
@@ -39,8 +37,10 @@ from spiders_project.process import (
     redis_calls,
     start,
 )
-from spiders_project.redis_connection import RedisConfig
-from spiders_project.shards import masters_memory_reader, shard_keys_reader
+from spiders_project.redis_access.acl import MONITOR
+from spiders_project.redis_access.acl_check import permission_problem
+from spiders_project.redis_access.connection import RedisConfig
+from spiders_project.redis_access.shards import masters_memory_reader, shard_keys_reader
 
 logger = logging.getLogger("monitor")
 

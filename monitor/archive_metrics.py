@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from spiders_project.cluster_view import SpiderView
-from spiders_project.contract import WARC
+from spiders_project.read_model.cluster_view import SpiderView
+from spiders_project.read_model.contract import WARC
 
 # crawler_warc_<name>_total: what each worker's archive wrote (WARC_ENABLED), from
 # its warc:<name> counters (archive/stats.py), and HELP for each.

@@ -23,8 +23,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.archive_metrics import warc_metrics
-from spiders_project.cluster_view import ClusterView, SpiderView, read_cluster
-from spiders_project.contract import (
+from spiders_project.keys import RedisKeys
+from spiders_project.read_model.cluster_view import ClusterView, SpiderView, read_cluster
+from spiders_project.read_model.contract import (
     ERRORS,
     ITEMS,
     PAGES,
@@ -34,8 +35,7 @@ from spiders_project.contract import (
     REJECTED,
     RESPONSES,
 )
-from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
+from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger("monitor")
 

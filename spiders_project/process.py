@@ -41,8 +41,8 @@ from spiders_project.config import (
     log_level,
     parse_overrides,
 )
-from spiders_project.redis_calls import RedisState, SyncRedisCalls
-from spiders_project.redis_connection import sync_client
+from spiders_project.redis_access import RedisState, SyncRedisCalls
+from spiders_project.redis_access.connection import sync_client
 
 LOG_FORMAT = "%(asctime)s [%(name)s] %(levelname)s: %(message)s"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -101,8 +101,8 @@ SCHEDULER = "spiders_project.frontier.scheduler.FrontierScheduler"
 DUPEFILTER_CLASS = "spiders_project.frontier.dupefilter.FingerprintDupeFilter"
 SCHEDULER_QUEUE_CLASS = "spiders_project.frontier.queue.JsonPriorityQueue"
 # JSON, never pickle: nothing read from Redis is ever unpickled.
-SCHEDULER_SERIALIZER = "spiders_project.runtime.serialize"
-# The shared seen-set (runtime/seen.py). "exact": about 10 bytes of Redis per
+SCHEDULER_SERIALIZER = "spiders_project.frontier.codec.serialize"
+# The shared seen-set (frontier/seen.py). "exact": about 10 bytes of Redis per
 # URL, a false "seen" for about n / 2^73 of new URLs (1e-13 at 10^9). "bloom": a Bloom filter
 # sized for DUPEFILTER_CAPACITY URLs, which wrongly skips DUPEFILTER_ERROR_RATE
 # of new URLs once full (more beyond) and takes its memory up front
@@ -154,7 +154,7 @@ RECRAWL_SCHEDULE_BATCH = 500
 # Item classes (scrapy.Item, dataclass or attrs) that requests may carry in
 # meta or cb_kwargs, as dotted paths, besides those found in the modules of
 # SPIDER_MODULES. Only these classes are ever rebuilt from a frontier entry
-# (spiders_project/runtime/values.py); any other value is refused at
+# (spiders_project/frontier/codec/values.py); any other value is refused at
 # enqueue and kept in <spider>:requests:unserializable.
 ITEM_CLASSES: list[str] = []
 # Which of the frontier's queues this worker takes requests from. Requests
@@ -217,7 +217,7 @@ FRONTIER_CLOSE_TIMEOUT = 10.0
 # leases it: the steps the scheduler runs, {dotted path: order}, lowest order
 # first, as Scrapy builds its middlewares (FRONTIER_STEPS is merged over
 # FRONTIER_STEPS_BASE; a path set to None switches a step off). The scheduler
-# itself knows none of them (runtime/steps.py says what a step may do).
+# itself knows none of them (frontier/steps.py says what a step may do).
 FRONTIER_STEPS_BASE = {
     # A seed's start_urls entry, claimed by the script that enqueues it.
     "spiders_project.scope.steps.SeedEntryStep": 100,
@@ -610,7 +610,7 @@ RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
 RENDER_SLOWDOWN_FACTOR = 4.0
 # A page renders up to this many URLs, navigated from one to the next, before
 # it is closed (1: a new page per URL). Reuse spares Chromium a renderer
-# process start per URL: about a third less CPU per page (rendering/pages.py,
+# process start per URL: about a third less CPU per page (rendering/page_pool.py,
 # docs/BENCHMARKS.md) ...
 RENDER_URLS_PER_PAGE = 20
 # ... and a page left unused this many seconds is closed (its last document's
@@ -668,14 +668,14 @@ DOWNLOAD_DELAY_JITTER = 0
 # Our extensions, in the order they start:
 EXTENSIONS = {
     # First: refuse to run if a Scrapy/Playwright internal we use is missing.
-    "spiders_project.extensions.internals_check.InternalsCheck": 50,
+    "spiders_project.insides.check.InternalsCheck": 50,
     "spiders_project.politeness.extension.ClusterPoliteness": 100,
-    "spiders_project.extensions.backpressure.ItemBackpressure": 110,
+    "spiders_project.item_buffer.backpressure.ItemBackpressure": 110,
     # Items to <spider>:items after every item pipeline (item_scraped).
     "spiders_project.item_buffer.buffer.ItemBuffer": 115,
-    "spiders_project.extensions.shutdown.GracefulShutdown": 120,
+    "spiders_project.worker.shutdown.GracefulShutdown": 120,
     # Heartbeat and stats in Redis for the monitor (see Monitoring below).
-    "spiders_project.extensions.heartbeat.StatsPublisher": 130,
+    "spiders_project.worker.heartbeat.StatsPublisher": 130,
     # Runs the jobs' schedules (see Jobs below).
     "spiders_project.jobs.schedules.JobSchedules": 140,
     # Paused and cancelled jobs, and jobs that finished (see Jobs below).
@@ -738,7 +738,7 @@ DOWNLOADER_MIDDLEWARES["spiders_project.archive.middleware.ArchiveMiddleware"] =
 # --- Monitoring ------------------------------------------------------------------
 # Each worker publishes its Scrapy stats, a heartbeat and its share of the
 # spider's all-time counters to Redis this often (seconds), in one Lua call
-# (spiders_project.extensions.heartbeat).
+# (spiders_project.worker.heartbeat).
 STATS_PUBLISH_ENABLED = True
 STATS_PUBLISH_INTERVAL = 5.0
 # A worker counts as alive while its heartbeat key lives: this many seconds

@@ -1,7 +1,7 @@
 """Closing the archive before the worker's last stats publish, whichever way it stops.
 
 Scrapy runs the ``spider_closed`` handlers side by side, so the heartbeat's
-last publish (``extensions/heartbeat.py``) would race the writer thread's
+last publish (``worker/heartbeat.py``) would race the writer thread's
 last records, and a worker's final ``warc/*`` counts would miss them; and a
 worker whose grace period ran out ends with ``os._exit`` after that publish,
 without ``spider_closed`` at all, which would leave its file ``.open``. So
@@ -18,7 +18,7 @@ from contextlib import suppress
 
 from scrapy.crawler import Crawler
 
-from spiders_project.wiring import shared
+from spiders_project.plumbing.wiring import shared
 
 
 class ArchiveClosing:

@@ -66,9 +66,9 @@ from spiders_project.archive.writer import (
     Restored,
     Written,
 )
-from spiders_project.meta import PAGE_STATE
-from spiders_project.runtime.context import worker_id
-from spiders_project.runtime.pauses import EnginePauses
+from spiders_project.crawl.meta import PAGE_STATE
+from spiders_project.frontier.context import worker_id
+from spiders_project.plumbing.pauses import EnginePauses
 
 logger = logging.getLogger(__name__)
 

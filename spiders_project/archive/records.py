@@ -36,7 +36,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from spiders_project.digests import content_digest
+from spiders_project.crawl.digests import content_digest
 
 WARC_VERSION = "WARC/1.1"
 NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"

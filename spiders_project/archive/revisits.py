@@ -18,7 +18,7 @@ import brotli
 from backports import zstd
 
 from spiders_project.archive.records import IDENTICAL, NOT_MODIFIED, Revisit, warc_date
-from spiders_project.digests import content_digest
+from spiders_project.crawl.digests import content_digest
 
 # A body that inflates past this is not compared (a decompression bomb), as
 # Scrapy's own DOWNLOAD_MAXSIZE default: 1 GiB.

@@ -15,7 +15,7 @@ import weakref
 from scrapy import Request
 from scrapy.crawler import Crawler
 
-from spiders_project.wiring import shared
+from spiders_project.plumbing.wiring import shared
 
 
 class RenderedSources:

@@ -11,27 +11,31 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 
-from spiders_project.acl import WORKER
-from spiders_project.acl_check import permission_problem
 from spiders_project.archive.config import ArchiveConfig
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.dead_letters.config import DeadLettersConfig
-from spiders_project.extensions.backpressure import BackpressureConfig
-from spiders_project.extensions.heartbeat import StatsPublishConfig
-from spiders_project.extensions.shutdown import ShutdownConfig
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.seen import SeenConfig, mode_problem
+from spiders_project.frontier.steps import StepsConfig
+from spiders_project.insides.scrapy_redis_compat import setting_problems
+from spiders_project.item_buffer.backpressure import BackpressureConfig
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.steered import steering_interval
-from spiders_project.redis_connection import RedisConfig, ping_or_message, unreachable_message
+from spiders_project.redis_access.acl import WORKER
+from spiders_project.redis_access.acl_check import permission_problem
+from spiders_project.redis_access.connection import (
+    RedisConfig,
+    ping_or_message,
+    unreachable_message,
+)
+from spiders_project.redis_access.shards import wanted_shards
 from spiders_project.rendering.config import RenderConfig
-from spiders_project.runtime.config import FrontierConfig
-from spiders_project.runtime.seen import SeenConfig, mode_problem
-from spiders_project.runtime.steps import StepsConfig
-from spiders_project.scrapy_redis_compat import setting_problems
-from spiders_project.shards import wanted_shards
 from spiders_project.spiders.sitemaps import SitemapConfig
+from spiders_project.worker.heartbeat import StatsPublishConfig
+from spiders_project.worker.shutdown import ShutdownConfig
 
 
 def check_worker_settings(settings: BaseSettings) -> None:

@@ -47,8 +47,8 @@ from scrapy.commands import ScrapyCommand
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.keys import SPIDERS, RedisKeys
-from spiders_project.redis_connection import sync_client
-from spiders_project.shards import spider_keys
+from spiders_project.redis_access.connection import sync_client
+from spiders_project.redis_access.shards import spider_keys
 
 # Keys read and written per round trip.
 BATCH = 500

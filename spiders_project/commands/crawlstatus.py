@@ -23,7 +23,9 @@ import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from spiders_project.cluster_view import (
+from spiders_project.commands.redis_command import RedisCommand
+from spiders_project.config import SettingsReader
+from spiders_project.read_model.cluster_view import (
     ClusterView,
     SpiderView,
     as_dict,
@@ -31,13 +33,11 @@ from spiders_project.cluster_view import (
     pages_per_second,
     read_cluster,
 )
-from spiders_project.commands.redis_command import RedisCommand
-from spiders_project.config import SettingsReader
-from spiders_project.contract import ERRORS, ITEMS, PAGES, QUEUES
-from spiders_project.extensions.heartbeat import StatsPublishConfig
-from spiders_project.job_progress import summary
-from spiders_project.redis_calls import RedisUnavailable
-from spiders_project.shards import masters_memory_reader, shard_keys_reader
+from spiders_project.read_model.contract import ERRORS, ITEMS, PAGES, QUEUES
+from spiders_project.read_model.job_progress import summary
+from spiders_project.redis_access import RedisUnavailable
+from spiders_project.redis_access.shards import masters_memory_reader, shard_keys_reader
+from spiders_project.worker.heartbeat import StatsPublishConfig
 
 DEFAULT_INTERVAL = 2.0
 DEFAULT_WINDOW = 60.0

@@ -23,9 +23,11 @@ from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import DeadLetter
 from spiders_project.dead_letters.requeue import requeue
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import ValueCodec
 from spiders_project.keys import RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.redis_calls import (
+from spiders_project.redis_access import (
     ErrorKind,
     RedisUnavailable,
     SyncRedisCalls,
@@ -33,11 +35,9 @@ from spiders_project.redis_calls import (
     error_code,
     error_text,
 )
-from spiders_project.redis_connection import unreachable_message
-from spiders_project.rendering.routing import RenderRouting
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.values import ValueCodec
-from spiders_project.shards import spider_keys
+from spiders_project.redis_access.connection import unreachable_message
+from spiders_project.redis_access.shards import spider_keys
+from spiders_project.rendering.queue_choice import RenderRouting
 
 ACTIONS = ("list", "requeue", "purge")
 # Entries ``list`` shows without --limit (newest first).

@@ -3,7 +3,7 @@
 The previous release kept ``<spider>:dupefilter``, a set of 40-hex SHA1
 strings (88 bytes a URL). Workers of this release read it while it exists
 and record new fingerprints only in the compact seen-set
-(``runtime/seen.py``). This command moves its members over in batches,
+(``frontier/seen.py``). This command moves its members over in batches,
 each member removed from the old set in the same atomic step that records it
 (``lua/seen_migrate.lua``), so a worker running meanwhile finds every
 fingerprint in one of the two: no URL is crawled twice and none is lost.
@@ -27,13 +27,13 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
+from spiders_project.frontier.calls import seen_migrate_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig, mode_mismatch
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import LuaScript, RedisUnavailable, SyncRedisCalls
-from spiders_project.redis_connection import unreachable_message
-from spiders_project.runtime.calls import seen_migrate_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import SeenConfig, mode_mismatch
-from spiders_project.shards import spider_keys
+from spiders_project.redis_access import LuaScript, RedisUnavailable, SyncRedisCalls
+from spiders_project.redis_access.connection import unreachable_message
+from spiders_project.redis_access.shards import spider_keys
 
 DEFAULT_BATCH = 1000
 

@@ -32,14 +32,7 @@ from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.config import SettingsReader
-from spiders_project.host_steering import (
-    HostSteer,
-    InvalidSteering,
-    check_cap,
-    check_delay,
-    check_host,
-)
-from spiders_project.hosts import host_key
+from spiders_project.crawl.hosts import host_key
 from spiders_project.keys import LANES, RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.steered import (
@@ -48,9 +41,16 @@ from spiders_project.politeness.steered import (
     steer_call,
     steer_script,
 )
-from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
-from spiders_project.redis_replies import scored, text
-from spiders_project.shards import spider_keys
+from spiders_project.read_model.host_steering import (
+    HostSteer,
+    InvalidSteering,
+    check_cap,
+    check_delay,
+    check_host,
+)
+from spiders_project.read_model.replies import scored, text
+from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls
+from spiders_project.redis_access.shards import spider_keys
 
 # Exit status of a refused host, delay or cap, as for a bad setting.
 REFUSED = 2

@@ -39,7 +39,6 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
-from spiders_project.job_progress import add_top_hosts, details, job_totals, read_jobs, summary
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.control import (
     change_state,
@@ -59,10 +58,17 @@ from spiders_project.jobs.submit import (
     submit_script,
 )
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
-from spiders_project.redis_connection import unreachable_message
-from spiders_project.seeds import InvalidSeed, check_job_id
-from spiders_project.shards import spider_keys
+from spiders_project.read_model.job_progress import (
+    add_top_hosts,
+    details,
+    job_totals,
+    read_jobs,
+    summary,
+)
+from spiders_project.redis_access import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
+from spiders_project.redis_access.connection import unreachable_message
+from spiders_project.redis_access.shards import spider_keys
+from spiders_project.scope.seeds import InvalidSeed, check_job_id
 
 ACTIONS = ("submit", "schedule", "unschedule", "list", "show", "pause", "resume", "cancel", "wait")
 # Actions that take only a job id (and --json, --timeout for wait).

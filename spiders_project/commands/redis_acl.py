@@ -1,6 +1,6 @@
 """``scrapy redis-acl [--spider NAME]...``: print the Redis ACL file of the cluster's users.
 
-One user per role (``spiders_project/acl.py``): ``crawler-worker``,
+One user per role (``spiders_project/redis_access/acl.py``): ``crawler-worker``,
 ``crawler-db-writer``, ``crawler-monitor`` and ``crawler-operator``, each
 with the SHA-256 of its password (REDIS_ACL_*_PASSWORD), only the commands
 its role sends and only the keys of the spiders named, and ``user default
@@ -27,9 +27,9 @@ import sys
 
 from scrapy.spiderloader import get_spider_loader
 
-from spiders_project.acl import AclConfig, acl_file
 from spiders_project.commands.redis_command import DEFAULT_SPIDER, RedisCommand
 from spiders_project.keys import RedisKeys, seeds_key_of
+from spiders_project.redis_access.acl import AclConfig, acl_file
 
 
 class RedisAcl(RedisCommand):

@@ -20,12 +20,12 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from spiders_project.acl import MONITOR, OPERATOR
-from spiders_project.acl_check import permission_problem
 from spiders_project.config import SettingsReader, exit_on_config_error
 from spiders_project.keys import RedisKeys, seeds_key_of
-from spiders_project.redis_calls import SyncRedisCalls, one_shot_calls
-from spiders_project.redis_connection import RedisConfig, mask_url
+from spiders_project.redis_access import SyncRedisCalls, one_shot_calls
+from spiders_project.redis_access.acl import MONITOR, OPERATOR
+from spiders_project.redis_access.acl_check import permission_problem
+from spiders_project.redis_access.connection import RedisConfig, mask_url
 
 DEFAULT_SPIDER = "distributed"
 

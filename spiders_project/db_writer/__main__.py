@@ -27,8 +27,6 @@ from collections.abc import Sequence
 import redis
 from scrapy.settings import Settings
 
-from spiders_project.acl import DB_WRITER
-from spiders_project.acl_check import permission_problem
 from spiders_project.db_writer.db_url import DbUrl, DbUrlError, parse_db_url
 from spiders_project.db_writer.item_queue import ItemQueue
 from spiders_project.db_writer.page_store import PageTable
@@ -47,14 +45,16 @@ from spiders_project.process import (
     start,
 )
 from spiders_project.recrawl.config import RecrawlConfig
-from spiders_project.redis_calls import SyncRedisCalls
-from spiders_project.redis_connection import (
+from spiders_project.redis_access import SyncRedisCalls
+from spiders_project.redis_access.acl import DB_WRITER
+from spiders_project.redis_access.acl_check import permission_problem
+from spiders_project.redis_access.connection import (
     RedisConfig,
     mask_url,
     ping_or_message,
     unreachable_message,
 )
-from spiders_project.shards import spider_keys
+from spiders_project.redis_access.shards import spider_keys
 
 logger = logging.getLogger("spiders_project.db_writer")
 

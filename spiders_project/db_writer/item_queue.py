@@ -14,7 +14,7 @@ successor takes the lock when the holder releases it at a clean stop, or
 when its TTL runs out after a crash; nothing takes a held lock over.
 
 Every call goes through the process' one call path
-(:class:`~spiders_project.redis_calls.SyncRedisCalls`), which classifies
+(:class:`~spiders_project.redis_access.SyncRedisCalls`), which classifies
 errors, backs off and logs Redis' state changes. The lock, take and ack
 scripts carry ``allow-oom``: they keep memory level or free it, and the
 db_writer, the one process that frees Redis memory, must start and drain
@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls, load_lua
+from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls, load_lua
 
 logger = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from spiders_project.job_keys import DEFAULT_JOB
-from spiders_project.page_state import (
+from spiders_project.keys.jobs import DEFAULT_JOB
+from spiders_project.recrawl.config import RecrawlConfig
+from spiders_project.recrawl.page_state import (
     ANSWERED,
     FETCHED,
     NOT_MODIFIED,
     OUTCOMES,
 )
-from spiders_project.recrawl.config import RecrawlConfig
 
 # The value of "kind" that routes an entry of <spider>:items here.
 PAGE_KIND = "page"

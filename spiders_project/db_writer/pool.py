@@ -20,7 +20,7 @@ import redis
 
 from spiders_project.db_writer.sql_store import StoreUnavailable
 from spiders_project.db_writer.writer import ItemWriter
-from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.redis_access import RedisUnavailable
 
 logger = logging.getLogger("spiders_project.db_writer")
 

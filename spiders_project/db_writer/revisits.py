@@ -31,10 +31,10 @@ import orjson
 from spiders_project.db_writer.page_store import PageTable
 from spiders_project.db_writer.pages import PageRow
 from spiders_project.db_writer.sql_store import RowsRefused, StoreUnavailable
-from spiders_project.job_keys import DEFAULT_JOB
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.jobs import DEFAULT_JOB
 from spiders_project.recrawl.config import RecrawlConfig
-from spiders_project.redis_calls import RedisUnavailable, SyncRedisCalls
+from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ class Backoff:
     """Database retry delays: ``first``, doubled after each failure, at most ``cap``.
 
     Redis has its own, shared by the whole process, in
-    :class:`~spiders_project.redis_calls.RedisState`.
+    :class:`~spiders_project.redis_access.RedisState`.
     """
 
     def __init__(self, first: float, cap: float) -> None:

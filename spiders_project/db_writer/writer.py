@@ -30,7 +30,7 @@ from spiders_project.db_writer.pages import PAGES_TABLE, PageEntry
 from spiders_project.db_writer.revisits import RevisitScheduler
 from spiders_project.db_writer.sql_store import TABLE_NAME, RowsRefused, Store, StoreUnavailable
 from spiders_project.db_writer.stopping import SLEEP_SLICE, Backoff, StopFlag, StopRequested
-from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.redis_access import RedisUnavailable
 
 __all__ = ["Backoff", "ItemWriter", "StopFlag", "StopRequested", "WriterConfig"]
 

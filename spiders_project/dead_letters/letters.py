@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from spiders_project.runtime import serialize
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.values import ValueCodec
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import ValueCodec
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,16 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.crawl.meta import OWN_FAILURES
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import make_dead_letter
-from spiders_project.meta import OWN_FAILURES
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import Unstorable, ValueCodec
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.outcomes import request_dead_lettered
+from spiders_project.plumbing.wiring import shared
 from spiders_project.proxies.middleware import forget_proxy
-from spiders_project.runtime import serialize
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import request_dead_lettered
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.values import Unstorable, ValueCodec
-from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class DeadLetters:
         written: Callable[[Request], object] = lambda request: None,
     ) -> None:
         self.sink = sink
-        # Told each request whose letter is written: its job counts it (runtime/outcomes.py).
+        # Told each request whose letter is written: its job counts it (frontier/outcomes.py).
         self.written = written
         # The time a letter is stamped with: Redis' clock in a worker (RedisTime).
         self.clock = clock

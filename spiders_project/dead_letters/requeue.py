@@ -18,14 +18,14 @@ from typing import Any
 
 import redis
 
+from spiders_project.crawl.hosts import host_of
 from spiders_project.dead_letters.letters import DeadLetter
-from spiders_project.hosts import host_of
+from spiders_project.frontier.calls import MAX_PRIORITY, enqueue_call, refuse_guard
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import ValueCodec
+from spiders_project.frontier.scripts import lua_source
 from spiders_project.keys import HTTP, RedisKeys
-from spiders_project.runtime import serialize
-from spiders_project.runtime.calls import MAX_PRIORITY, enqueue_call, refuse_guard
-from spiders_project.runtime.scripts import lua_source
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.values import ValueCodec
 
 # Entries moved per MULTI/EXEC when requeueing, so one transaction stays small.
 REQUEUE_BATCH = 500

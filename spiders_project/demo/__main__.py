@@ -57,7 +57,6 @@ import redis
 
 from spiders_project.commands.crawl import check_worker_settings
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.contract import Work, work_of, work_reads
 from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.demo.items_table import ItemsTable, prepare_db
 from spiders_project.demo.output import DemoError, say, tail
@@ -71,7 +70,8 @@ from spiders_project.demo.redis_server import (
 from spiders_project.demo.site import SiteServer
 from spiders_project.demo.supervisor import ROOT, Supervisor, render_config
 from spiders_project.process import command_line, on_stop_signals
-from spiders_project.redis_connection import mask_url, sync_client
+from spiders_project.read_model.contract import Work, work_of, work_reads
+from spiders_project.redis_access.connection import mask_url, sync_client
 
 # The crawl is over once every queue has stayed empty and nothing changed this long.
 SETTLE_SECONDS = 2.0

@@ -21,7 +21,7 @@ import redis
 from spiders_project.config import load_settings
 from spiders_project.demo.output import DemoError, say, stop_popen, tail
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import RedisConfig, mask_url
+from spiders_project.redis_access.connection import RedisConfig, mask_url
 
 K = RedisKeys("distributed")
 

@@ -17,10 +17,10 @@ from typing import Any
 from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.frontier.codec.serialize import InvalidEntry, Unserializable
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.serialize import InvalidEntry, Unserializable
 
 logger = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ others).
 
 from __future__ import annotations
 
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import SentFingerprints
-from spiders_project.job_keys import job_counts, job_held
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisCalls
-from spiders_project.runtime.context import WorkerRedis
+from spiders_project.keys.jobs import job_counts, job_held
+from spiders_project.redis_access import RedisCalls
 
 
 async def clear_frontier(redis: WorkerRedis, sent: SentFingerprints) -> None:

@@ -11,13 +11,13 @@ from scrapy.crawler import Crawler
 from scrapy.utils.request import RequestFingerprinterProtocol
 from scrapy_redis.dupefilter import RFPDupeFilter
 
+from spiders_project.frontier.calls import seen_add_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import EXACT, SeenConfig
+from spiders_project.frontier.steps import FrontierSteps
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_connection import sync_client
-from spiders_project.runtime.calls import seen_add_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import EXACT, SeenConfig
-from spiders_project.runtime.steps import FrontierSteps
-from spiders_project.shards import spider_keys
+from spiders_project.redis_access.connection import sync_client
+from spiders_project.redis_access.shards import spider_keys
 
 
 class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redis ships no types

@@ -31,13 +31,8 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.signalmanager import SignalManager
 
-from spiders_project import internals
 from spiders_project.frontier.leases import Lease, LeaseKeeper
-from spiders_project.frontier.spares import Leased, Spares
-from spiders_project.frontier.taking import Taken
-from spiders_project.keys import HTTP
-from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.outcomes import (
+from spiders_project.frontier.outcomes import (
     DEAD_LETTER,
     DROPPED,
     HELD,
@@ -48,7 +43,12 @@ from spiders_project.runtime.outcomes import (
     request_refused,
     request_unchanged,
 )
-from spiders_project.runtime.transaction import lease_part
+from spiders_project.frontier.spares import Leased, Spares
+from spiders_project.frontier.taking import Taken
+from spiders_project.frontier.write_behind.batcher import RedisBatcher
+from spiders_project.frontier.write_behind.transaction import lease_part
+from spiders_project.insides import internals
+from spiders_project.keys import HTTP
 
 
 class SlotHandoff:
@@ -88,7 +88,7 @@ class SlotHandoff:
         self.outcomes: dict[bytes, int] = {}
 
     def connect(self, signals: SignalManager) -> None:
-        """Hear Scrapy's signals and the features' outcomes (``runtime/outcomes.py``)."""
+        """Hear Scrapy's signals and the features' outcomes (``frontier/outcomes.py``)."""
         signals.connect(self.download_ended, signal=scrapy_signals.request_left_downloader)
         signals.connect(self.response_received, signal=scrapy_signals.response_received)
         signals.connect(self.unchanged, signal=request_unchanged)

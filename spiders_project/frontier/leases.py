@@ -19,10 +19,10 @@ from typing import Any
 from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.frontier.calls import expired_call, requeue_call
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisCalls, RedisUnavailable
-from spiders_project.runtime.calls import expired_call, requeue_call
-from spiders_project.runtime.context import WorkerRedis
+from spiders_project.redis_access import RedisCalls, RedisUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class LeaseKeeper:
     def give_back(self, unstarted: deque[tuple[Request, Lease]]) -> None:
         """Put the leases of requests this worker took and has not started back in
         their queues, in the background (``unstarted`` is emptied now, so they are
-        no longer renewed): for a pause that may last (``runtime/pauses.py``)."""
+        no longer renewed): for a pause that may last (``plumbing/pauses.py``)."""
         leases = [lease for _, lease in unstarted]
         unstarted.clear()
         if not leases:

@@ -8,12 +8,11 @@ from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 from scrapy_redis.queue import Base
 
-from spiders_project.frontier import callbacks
-from spiders_project.runtime import serialize
-from spiders_project.runtime.calls import MAX_PRIORITY
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.values import ValueCodec
-from spiders_project.scrapy_redis_compat import not_here
+from spiders_project.frontier.calls import MAX_PRIORITY
+from spiders_project.frontier.codec import callbacks, serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import ValueCodec
+from spiders_project.insides.scrapy_redis_compat import not_here
 
 # A callback that is not a method of the spider, left to Scrapy to name (or refuse).
 _UNNAMED = object()

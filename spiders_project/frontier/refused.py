@@ -7,7 +7,7 @@ discovered). The same link refused from ten pages is one URL, so a refusal
 goes to the frontier's enqueue script as an entry that only records a
 fingerprint salted with the refusal's group (its job) in the seen-set and
 counts "refused" for its job if the fingerprint is new ("~" in
-``runtime/lua/enqueue.lua``). The salt keeps the real fingerprint free: a
+``frontier/lua/enqueue.lua``). The salt keeps the real fingerprint free: a
 link refused for one job (too deep there) is still queued when another job,
 or a shorter path, finds it.
 """
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from scrapy import Request
 
-from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.frontier.codec.serialize import InvalidEntry
 
 
 class Frontier(Protocol):
@@ -32,7 +32,7 @@ class Frontier(Protocol):
     stats: Any
 
 
-# The fingerprint mark of a refusal in an enqueue entry (runtime/lua/enqueue.lua).
+# The fingerprint mark of a refusal in an enqueue entry (frontier/lua/enqueue.lua).
 REFUSAL = "~"
 
 

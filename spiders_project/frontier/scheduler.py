@@ -22,7 +22,7 @@ does the Redis work in asyncio tasks:
 
 It knows no feature: what seeds, URL rules, proxies, retries, rendering and
 politeness do to a request on its way in is a list of steps built from
-``FRONTIER_STEPS`` (``runtime/steps.py``). The lease call is in ``taking.py``,
+``FRONTIER_STEPS`` (``frontier/steps.py``). The lease call is in ``taking.py``,
 the checks on the shared seen-set in ``seen_guard.py``.
 """
 
@@ -40,28 +40,28 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet.defer import Deferred
 
-from spiders_project import internals
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.clear import clear_frontier
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
+from spiders_project.frontier.codec.values import ValueCodec
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter, SentFingerprints
 from spiders_project.frontier.handoff import SlotHandoff
 from spiders_project.frontier.leases import LeaseKeeper
+from spiders_project.frontier.outcomes import link_refused
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.refused import RefusedLinks
 from spiders_project.frontier.seen_guard import SeenGuard
 from spiders_project.frontier.spares import Spares
+from spiders_project.frontier.steps import Enqueue, FrontierSteps, Hold
 from spiders_project.frontier.taking import LeaseTaker
-from spiders_project.redis_calls import RedisUnavailable
-from spiders_project.runtime import serialize
-from spiders_project.runtime.config import FrontierConfig
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import link_refused
-from spiders_project.runtime.pauses import EnginePauses
-from spiders_project.runtime.serialize import InvalidEntry
-from spiders_project.runtime.steps import Enqueue, FrontierSteps, Hold
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
-from spiders_project.runtime.values import ValueCodec
-from spiders_project.scrapy_redis_compat import not_here, setting_problems
+from spiders_project.insides import internals
+from spiders_project.insides.scrapy_redis_compat import not_here, setting_problems
+from spiders_project.plumbing.pauses import EnginePauses
+from spiders_project.plumbing.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.redis_access import RedisUnavailable
 
 logger = logging.getLogger(__name__)
 

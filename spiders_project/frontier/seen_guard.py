@@ -14,11 +14,11 @@ import time
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import SentFingerprints
+from spiders_project.frontier.seen import mode_mismatch
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisCalls
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.seen import mode_mismatch
+from spiders_project.redis_access import RedisCalls
 
 logger = logging.getLogger("spiders_project.frontier.scheduler")
 

@@ -18,13 +18,13 @@ from typing import Any
 from scrapy import Request
 
 from spiders_project.frontier.bad_entries import BadEntries
+from spiders_project.frontier.calls import lease_call
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.leases import Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisCalls, RedisUnavailable
-from spiders_project.runtime.calls import lease_call
-from spiders_project.runtime.config import FrontierConfig
-from spiders_project.runtime.context import WorkerRedis
+from spiders_project.redis_access import RedisCalls, RedisUnavailable
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Taken:
 
 
 class LeaseTaker:
-    """This worker's lease calls (``runtime/lua/lease.lua``)."""
+    """This worker's lease calls (``frontier/lua/lease.lua``)."""
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.serialize import ScrapyJSONEncoder
 
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.item_buffer.identity import (
     ItemKeys,
     MissingKey,
@@ -42,7 +43,6 @@ from spiders_project.item_buffer.identity import (
     item_type_of,
     page_fingerprint,
 )
-from spiders_project.runtime.context import WorkerRedis
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from scrapy.settings import BaseSettings
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from spiders_project.config import SettingsReader
-from spiders_project.wiring import shared
+from spiders_project.plumbing.wiring import shared
 
 
 class MissingKey(ValueError):

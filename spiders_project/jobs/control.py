@@ -6,7 +6,7 @@ worker changed it meanwhile), then, on a sharded frontier, the control
 field's copy in every shard; then the queues:
 
 - **pause**: nothing to move. The lease script sets the job's requests aside
-  as they come up (``runtime/lua/lease.lua``), the workers hand back those
+  as they come up (``frontier/lua/lease.lua``), the workers hand back those
   they hold (``watch.JobStep``), and everything stays counted as queued.
 - **resume**: the requests set aside go back to their hosts' queues
   (``lua/restore_held.lua``), a few hundred a call, in every shard and lane.
@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.job_keys import job_counts, job_held
-from spiders_project.job_progress import JobProgress, read_jobs
 from spiders_project.jobs.states import (
     ENDED,
     JobStateError,
@@ -38,7 +36,9 @@ from spiders_project.jobs.states import (
     state_script,
 )
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import SyncRedisCalls
+from spiders_project.keys.jobs import job_counts, job_held
+from spiders_project.read_model.job_progress import JobProgress, read_jobs
+from spiders_project.redis_access import SyncRedisCalls
 
 # Attempts at a state change whose record a worker changed meanwhile.
 ATTEMPTS = 5

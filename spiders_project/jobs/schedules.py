@@ -43,7 +43,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.job_progress import count_keys, job_progress
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.seen import TIME_STEPS
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import run_clears
 from spiders_project.jobs.submit import (
@@ -55,10 +56,9 @@ from spiders_project.jobs.submit import (
     run_args,
 )
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import LuaScript, RedisUnavailable, load_lua
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.seen import TIME_STEPS
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
+from spiders_project.read_model.job_progress import count_keys, job_progress
+from spiders_project.redis_access import LuaScript, RedisUnavailable, load_lua
 
 logger = logging.getLogger(__name__)
 

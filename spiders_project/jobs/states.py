@@ -32,7 +32,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spiders_project.job_keys import (
+from spiders_project.jobs.submit import LUA_DIR
+from spiders_project.keys import RedisKeys
+from spiders_project.keys.jobs import (
     DEFAULT_JOB,
     job_control,
     job_counts,
@@ -40,10 +42,8 @@ from spiders_project.job_keys import (
     job_quiet,
     spider_job_control,
 )
-from spiders_project.job_progress import COUNTS, JobProgress
-from spiders_project.jobs.submit import LUA_DIR
-from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import LuaScript, load_lua
+from spiders_project.read_model.job_progress import COUNTS, JobProgress
+from spiders_project.redis_access import LuaScript, load_lua
 
 RUNNING = "running"
 PAUSED = "paused"

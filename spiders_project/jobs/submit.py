@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import LuaScript, load_lua
-from spiders_project.seeds import InvalidSeed, check_job_id, parse_seed
+from spiders_project.redis_access import LuaScript, load_lua
+from spiders_project.scope.seeds import InvalidSeed, check_job_id, parse_seed
 
 LUA_DIR = Path(__file__).with_name("lua")
 # A job's record keeps its first seeds, for ``scrapy jobs show``; the record
@@ -245,7 +245,7 @@ def submit_call(
     recrawl_after: float | None = None,
     base: dict[str, int] | None = None,
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``runtime/clock.py``).
+    """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``plumbing/clock.py``).
 
     ``recrawl_after``: see :func:`rerun_recrawl_after` (a job submitted again,
     from the time since its previous run started, its record's ``started_at``).

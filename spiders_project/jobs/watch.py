@@ -6,7 +6,7 @@ HGETALL of a hash that is empty unless some job is paused or cancelled. What
 it read serves :class:`JobStep`, for the requests this worker already holds
 (prefetched, spares) when a job is paused or cancelled; those it leases
 afterwards never reach it (the lease script sets a paused job's requests
-aside and drops a cancelled job's, ``runtime/lua/lease.lua``). So from two
+aside and drops a cancelled job's, ``frontier/lua/lease.lua``). So from two
 seconds after ``scrapy jobs pause``, no worker starts a download of the job.
 
 Every few seconds it also looks at every job's counts and turns the verdicts
@@ -29,14 +29,10 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.job_keys import (
-    DEFAULT_JOB,
-    job_held,
-    job_look,
-    job_quiet,
-    spider_job_control,
-)
-from spiders_project.job_progress import count_keys, job_progress, summary
+from spiders_project.crawl.meta import JOB
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.outcomes import request_dropped, request_held
+from spiders_project.frontier.steps import HOLD, Hold
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import (
     CANCELLED,
@@ -50,12 +46,16 @@ from spiders_project.jobs.states import (
     state_call,
     state_script,
 )
-from spiders_project.meta import JOB
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import request_dropped, request_held
-from spiders_project.runtime.steps import HOLD, Hold
-from spiders_project.runtime.tasks import repeat, spawn_loop, stop_tasks
-from spiders_project.wiring import shared
+from spiders_project.keys.jobs import (
+    DEFAULT_JOB,
+    job_held,
+    job_look,
+    job_quiet,
+    spider_job_control,
+)
+from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
+from spiders_project.plumbing.wiring import shared
+from spiders_project.read_model.job_progress import count_keys, job_progress, summary
 
 logger = logging.getLogger(__name__)
 

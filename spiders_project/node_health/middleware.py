@@ -10,7 +10,7 @@ States, each change logged in one line:
   failed, and their published counters say whether they reach it
   (``verdict.py``). An answer that arrives meanwhile ends it.
 - ``cut off``: only this node failed. Its leased, unstarted requests go
-  back to their queues (``runtime/pauses.py``), it fetches nothing, and every
+  back to their queues (``plumbing/pauses.py``), it fetches nothing, and every
   NODE_PROBE_INTERVAL it tries a TCP connection to the last site that failed;
   when one succeeds it fetches again.
 
@@ -41,7 +41,7 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from twisted.internet.error import ConnectError, TCPTimedOutError
 
-from spiders_project.contract import CUT_OFF
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.node_health.config import NodeHealthConfig
 from spiders_project.node_health.verdict import (
     ANSWERS,
@@ -51,11 +51,11 @@ from spiders_project.node_health.verdict import (
     counts_of,
     judge,
 )
-from spiders_project.redis_calls import RedisUnavailable
-from spiders_project.redis_replies import text
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.pauses import EnginePauses
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.plumbing.pauses import EnginePauses
+from spiders_project.plumbing.tasks import spawn_loop, stop_tasks, wait_event
+from spiders_project.read_model.contract import CUT_OFF
+from spiders_project.read_model.replies import text
+from spiders_project.redis_access import RedisUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ this host wait" reads one package:
 
 - ``delays.py``: the delay of each host (``DOWNLOAD_DELAY``,
   ``HOST_DOWNLOAD_DELAYS``, and what the site asked for). The frontier's lease
-  script (``runtime/lua/lease.lua``) spaces a host's turns by it: leasing a
+  script (``frontier/lua/lease.lua``) spaces a host's turns by it: leasing a
   request and taking the host's turn must be one atomic step, so that script
   stays with the frontier's other lease scripts and takes its delays from here.
 - ``turns.py`` and ``lua/gate.lua``: the dispatch gate, the cluster-wide turn

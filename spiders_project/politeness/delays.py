@@ -11,10 +11,10 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.hosts import host_key
+from spiders_project.crawl.hosts import host_key
+from spiders_project.plumbing.wiring import shared
 from spiders_project.politeness.groups import MODES, PolitenessKey
 from spiders_project.politeness.steered import SteeredHosts
-from spiders_project.wiring import shared
 
 
 class HostPoliteness:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scrapy import signals
 from scrapy.crawler import Crawler
 
-from spiders_project import internals
+from spiders_project.insides import internals
 
 
 class ClusterPoliteness:

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import tldextract
 
-from spiders_project.hosts import host_of
+from spiders_project.crawl.hosts import host_of
 
 MODES = ("host", "domain", "ip")
 IP_CACHE_TTL = 300.0

@@ -10,12 +10,12 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.plumbing.clock import RedisTime
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR, HostTurns
-from spiders_project.redis_calls import load_lua
-from spiders_project.runtime.clock import RedisTime
-from spiders_project.runtime.context import WorkerRedis
+from spiders_project.redis_access import load_lua
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ first, as many times as RETRY_TIMES allows within a second. Here a retry
 back into the shared frontier with a wait of ``RETRY_BACKOFF_BASE`` x
 2^(attempt-1), plus up to a quarter more at random (so retries of one outage
 spread out), capped at ``RETRY_BACKOFF_MAX``. The frontier keeps it in its
-host's "later" set until then (``runtime/lua/enqueue.lua``, ``lease.lua``):
+host's "later" set until then (``frontier/lua/enqueue.lua``, ``lease.lua``):
 no worker fetches it earlier, and it holds no download slot while it waits.
 
 A 429 or 503 with ``Retry-After`` is retried without backoff of its own:
@@ -33,8 +33,8 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.response import response_status_message
 
 from spiders_project.config import SettingsReader
+from spiders_project.crawl.meta import BLOCKED, OWN_FAILURES, RETRY_WAIT
 from spiders_project.dead_letters.middleware import DeadLetters
-from spiders_project.meta import BLOCKED, OWN_FAILURES, RETRY_WAIT
 from spiders_project.politeness.bans import BanRules
 
 logger = logging.getLogger(__name__)

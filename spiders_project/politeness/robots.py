@@ -41,16 +41,16 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.misc import build_from_crawler
 
-from spiders_project.hosts import host_of
-from spiders_project.meta import GUARDED, OWN_FAILURES
+from spiders_project.crawl.hosts import host_of
+from spiders_project.crawl.meta import GUARDED, OWN_FAILURES
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.outcomes import request_refused
+from spiders_project.plumbing.wiring import shared
 from spiders_project.politeness.bans import BanRules
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.turns import LUA_DIR
-from spiders_project.redis_calls import load_lua
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import request_refused
-from spiders_project.wiring import shared
+from spiders_project.redis_access import load_lua
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class ClusterRobotsTxt(RobotsTxtMiddleware):
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
         """Scrapy's check; a request it refuses is told to the frontier, whose
-        ack counts it as refused for its job (``runtime/outcomes.py``)."""
+        ack counts it as refused for its job (``frontier/outcomes.py``)."""
         try:
             super().process_request_2(rp, request)
         except IgnoreRequest:

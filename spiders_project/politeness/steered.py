@@ -12,7 +12,7 @@ instead of a Redis command per link or per lease. What it read then serves:
 
 So a change reaches every worker within the interval plus one round trip,
 well inside the 2 s the operator is promised. The cap needs no worker: the
-lease script reads it from the host's shard (``runtime/lua/lease.lua``).
+lease script reads it from the host's shard (``frontier/lua/lease.lua``).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.host_steering import HostSteer, parse_steering
-from spiders_project.job_keys import job_counts
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.keys import LANES, RedisKeys
-from spiders_project.redis_calls import LuaScript, load_lua
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.tasks import repeat, spawn_loop, stop_tasks
-from spiders_project.wiring import shared
+from spiders_project.keys.jobs import job_counts
+from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
+from spiders_project.plumbing.wiring import shared
+from spiders_project.read_model.host_steering import HostSteer, parse_steering
+from spiders_project.redis_access import LuaScript, load_lua
 
 logger = logging.getLogger(__name__)
 

@@ -7,19 +7,19 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.meta import RETRY_WAIT
+from spiders_project.crawl.meta import RETRY_WAIT
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.steps import Enqueue
+from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.steered import SteeredHosts
-from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.steps import Enqueue
 
 
 class RetryWaitStep:
     """A retry's backoff (``retries.py``) becomes the enqueue's wait.
 
     The frontier keeps the request in its host's later-set for that many
-    milliseconds (``runtime/lua/enqueue.lua``): no worker fetches it earlier
+    milliseconds (``frontier/lua/enqueue.lua``): no worker fetches it earlier
     and it holds no download slot meanwhile. The meta key is popped, so it is
     never stored with the request.
     """

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from scrapy.crawler import Crawler
 
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.politeness.config import PacingConfig
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.redis_calls import load_lua
-from spiders_project.runtime.context import WorkerRedis
+from spiders_project.redis_access import load_lua
 
 LUA_DIR = Path(__file__).with_name("lua")
 

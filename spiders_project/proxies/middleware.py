@@ -39,7 +39,7 @@ from scrapy.http import Response
 from twisted.internet.error import ConnectError, TimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
-from spiders_project.meta import PROXY_NAME
+from spiders_project.crawl.meta import PROXY_NAME
 from spiders_project.politeness.bans import BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.proxies.config import ProxyConfig

@@ -22,10 +22,10 @@ from pathlib import Path
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.plumbing.wiring import shared
 from spiders_project.proxies.config import Proxy, ProxyConfig
-from spiders_project.redis_calls import RedisUnavailable, load_lua
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.wiring import shared
+from spiders_project.redis_access import RedisUnavailable, load_lua
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from scrapy import Request
 
+from spiders_project.frontier.steps import Enqueue
 from spiders_project.proxies.middleware import forget_proxy
-from spiders_project.runtime.steps import Enqueue
 
 
 class ForgetProxyStep:

@@ -38,9 +38,13 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.digests import content_digest
-from spiders_project.meta import OWN_FAILURES, PAGE_STATE, UNCHANGED
-from spiders_project.page_state import (
+from spiders_project.crawl.digests import content_digest
+from spiders_project.crawl.meta import OWN_FAILURES, PAGE_STATE, UNCHANGED
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.outcomes import request_dead_lettered, request_unchanged
+from spiders_project.politeness.bans import BanRules
+from spiders_project.recrawl.config import RecrawlConfig
+from spiders_project.recrawl.page_state import (
     DEAD_LETTER,
     FETCH_ERROR,
     FETCHED,
@@ -49,11 +53,7 @@ from spiders_project.page_state import (
     outcome_of,
     validator_headers,
 )
-from spiders_project.politeness.bans import BanRules
-from spiders_project.recrawl.config import RecrawlConfig
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import request_dead_lettered, request_unchanged
-from spiders_project.seeds import job_of
+from spiders_project.scope.seeds import job_of
 
 logger = logging.getLogger(__name__)
 

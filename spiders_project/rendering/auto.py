@@ -42,12 +42,12 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.meta import RENDER as RENDER_META
-from spiders_project.redis_calls import RedisUnavailable
+from spiders_project.crawl.meta import RENDER as RENDER_META
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.plumbing.wiring import shared
+from spiders_project.redis_access import RedisUnavailable
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.rules import to_render_queue
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 

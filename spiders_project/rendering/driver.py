@@ -6,7 +6,7 @@ of RSS). Once started, the driver can die under the worker (killed, out of
 memory); Playwright's public API has no event for that, and without one
 every later rendered page would fail until the worker restarts. Its private
 connection to the driver emits "close", reached through
-:mod:`spiders_project.internals` (which raises InternalsMissing at the first
+:mod:`spiders_project.insides.internals` (which raises InternalsMissing at the first
 rendered page if it is gone): the handler then forgets the driver and its
 browser, retries the pages in flight, and the next page starts a new driver
 here.
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from scrapy_playwright.provider import BrowserProvider
 
-from spiders_project import internals
+from spiders_project.insides import internals
 
 logger = logging.getLogger(__name__)
 

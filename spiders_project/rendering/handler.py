@@ -62,7 +62,8 @@ from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
 from spiders_project.archive.sources import RenderedSources
-from spiders_project.meta import GUARDED, RENDER_WAIT_SELECTOR
+from spiders_project.crawl.meta import GUARDED, RENDER_WAIT_SELECTOR
+from spiders_project.plumbing.wiring import shared
 from spiders_project.politeness.turns import HostTurns
 from spiders_project.rendering.attempts import Attempts, current_attempt
 from spiders_project.rendering.background import CLOSE_TIMEOUT, Background
@@ -74,12 +75,11 @@ from spiders_project.rendering.blocking import (
 )
 from spiders_project.rendering.config import RenderConfig, executable_problem
 from spiders_project.rendering.driver import Driver
+from spiders_project.rendering.page_interception import RouteSwitch
+from spiders_project.rendering.page_reuse import PageReuse
 from spiders_project.rendering.restarts import BrowserRestarts
-from spiders_project.rendering.reuse import PageReuse
-from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.slots import RenderSlots
 from spiders_project.scope.networks import NetworkGuard
-from spiders_project.wiring import shared
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 
 from scrapy.statscollectors import StatsCollector
 
+from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.rendering.health import MEMORY_EVERY, BrowserHealth, browser_rss_mb
 from spiders_project.rendering.recycle import Recycler
-from spiders_project.runtime.tasks import spawn_loop, stop_tasks
 
 logger = logging.getLogger(__name__)
 

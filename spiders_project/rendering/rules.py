@@ -32,13 +32,13 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project import internals
+from spiders_project.crawl.meta import RENDER as RENDER_META
+from spiders_project.crawl.meta import RENDER_WAIT_SELECTOR
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.insides import internals
 from spiders_project.keys import RENDER
-from spiders_project.meta import RENDER as RENDER_META
-from spiders_project.meta import RENDER_WAIT_SELECTOR
 from spiders_project.rendering.config import RenderConfig, UrlRule
 from spiders_project.rendering.slots import RenderSlots
-from spiders_project.runtime.config import FrontierConfig
 
 logger = logging.getLogger(__name__)
 

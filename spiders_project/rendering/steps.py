@@ -5,8 +5,8 @@ from __future__ import annotations
 from scrapy import Request
 from scrapy.crawler import Crawler
 
-from spiders_project.rendering.routing import RenderRouting
-from spiders_project.runtime.steps import Enqueue
+from spiders_project.frontier.steps import Enqueue
+from spiders_project.rendering.queue_choice import RenderRouting
 
 
 class RenderRouteStep:

@@ -55,7 +55,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.error import DNSLookupError
 
 from spiders_project.config import SettingsReader
-from spiders_project.meta import GUARDED
+from spiders_project.crawl.meta import GUARDED
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
-from spiders_project.job_keys import DEFAULT_JOB
-from spiders_project.meta import COUNTED, GUARDED, JOB, SCOPE_META
-from spiders_project.redis_calls import load_lua
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.outcomes import link_refused, request_refused
-from spiders_project.wiring import shared
+from spiders_project.crawl.meta import COUNTED, GUARDED, JOB, SCOPE_META
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.outcomes import link_refused, request_refused
+from spiders_project.keys.jobs import DEFAULT_JOB
+from spiders_project.plumbing.wiring import shared
+from spiders_project.redis_access import load_lua
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,6 @@ class SeedBudget:
                 scope["max_pages"],
             )
         stats.inc_value("seeds/over_budget")
-        # Leased and not fetched: its job counts it refused (runtime/outcomes.py).
+        # Leased and not fetched: its job counts it refused (frontier/outcomes.py).
         self.crawler.signals.send_catch_log(request_refused, request=request)
         raise IgnoreRequest(f"seed {seed_id} reached max_pages={scope['max_pages']}")

@@ -1,6 +1,6 @@
 """Frontier steps of a request's scope: its seed's entry, its URL, its seed's limits.
 
-Run by the scheduler in the order FRONTIER_STEPS gives (``runtime/steps.py``),
+Run by the scheduler in the order FRONTIER_STEPS gives (``frontier/steps.py``),
 before a request is fingerprinted, so what is fingerprinted and stored is
 the URL these steps settled on.
 """
@@ -13,14 +13,14 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.meta import SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.crawl.meta import SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.seen import SeenConfig
+from spiders_project.frontier.steps import Enqueue
+from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.recrawl.config import RecrawlConfig
-from spiders_project.runtime.batcher import RedisBatcher
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.seen import SeenConfig
-from spiders_project.runtime.steps import Enqueue
+from spiders_project.scope.seeds import seed_reached
 from spiders_project.scope.urls import UrlRules
-from spiders_project.seeds import seed_reached
 
 logger = logging.getLogger(__name__)
 

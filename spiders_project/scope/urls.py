@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.hosts import host_of
+from spiders_project.crawl.hosts import host_of
 
 
 @dataclass(frozen=True)

@@ -31,16 +31,16 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy_redis import spiders as scrapy_redis_spiders
 
-from spiders_project import internals
-from spiders_project.contract import work_of, work_reads
-from spiders_project.job_keys import DEFAULT_JOB
-from spiders_project.meta import JOB, PAGE_STATE, SCOPE_META, SEED, SEED_ENTRY
-from spiders_project.redis_calls import RedisUnavailable
-from spiders_project.runtime.config import FrontierConfig
-from spiders_project.runtime.context import WorkerRedis
-from spiders_project.runtime.pauses import EnginePauses
-from spiders_project.scrapy_redis_compat import not_here
-from spiders_project.seeds import Seed, parse_seed, seed_reached
+from spiders_project.crawl.meta import JOB, PAGE_STATE, SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.context import WorkerRedis
+from spiders_project.insides import internals
+from spiders_project.insides.scrapy_redis_compat import not_here
+from spiders_project.keys.jobs import DEFAULT_JOB
+from spiders_project.plumbing.pauses import EnginePauses
+from spiders_project.read_model.contract import work_of, work_reads
+from spiders_project.redis_access import RedisUnavailable
+from spiders_project.scope.seeds import Seed, parse_seed, seed_reached
 from spiders_project.spiders.sitemaps import sitemap_requests
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
     """Seeds from ``<name>:start_urls`` (or ``redis_key``); subclasses define ``parse``."""
 
-    # Its names (and its bases') are never callbacks read from Redis (frontier/callbacks.py).
+    # Its names (and its bases') are never callbacks read from Redis (frontier/codec/callbacks.py).
     _callback_machinery = True
     redis_batch_size: int | None = None
     max_idle_time: float | None = None

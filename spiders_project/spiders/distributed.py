@@ -10,10 +10,10 @@ from scrapy import Request
 from scrapy.http import Response, TextResponse
 from w3lib.url import canonicalize_url
 
-from spiders_project.hosts import host_key, host_of
+from spiders_project.crawl.hosts import host_key, host_of
+from spiders_project.crawl.meta import RENDER, SPIDER_SCOPE
 from spiders_project.items import PageItem
-from spiders_project.meta import RENDER, SPIDER_SCOPE
-from spiders_project.seeds import Seed
+from spiders_project.scope.seeds import Seed
 from spiders_project.spiders.base import RedisSpider
 
 

@@ -29,8 +29,8 @@ from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 
 from spiders_project.config import SettingsReader
-from spiders_project.hosts import host_of
-from spiders_project.meta import SCOPE_META, SITEMAP_META
+from spiders_project.crawl.hosts import host_of
+from spiders_project.crawl.meta import SCOPE_META, SITEMAP_META
 from spiders_project.politeness.robots import ClusterRobotsTxt, origin_of
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Both read seeds as :class:`~.base.RedisSpider` does. Everything else is
 Scrapy's own CrawlSpider or SitemapSpider: their requests name their
 callbacks (``_callback``, ``_errback``, ``_parse_sitemap``, the rule
 callbacks) by method name, which the frontier accepts for any method of the
-spider's classes (``frontier/callbacks.py``).
+spider's classes (``frontier/codec/callbacks.py``).
 
 scrapy-redis' ``RedisCrawlSpider`` is ``RedisMixin`` + ``CrawlSpider``; this
 one is our ``RedisSpider`` (which replaces the mixin's seed reading) +
@@ -16,7 +16,7 @@ from __future__ import annotations
 from scrapy import Request
 from scrapy.spiders import CrawlSpider, SitemapSpider
 
-from spiders_project.seeds import Seed
+from spiders_project.scope.seeds import Seed
 from spiders_project.spiders.base import RedisSpider
 
 

@@ -15,7 +15,7 @@ from spiders_project.rendering.handler import RenderingDownloadHandler
 
 class RoutePerUrlHandler(RenderingDownloadHandler):
     """A reused page's request interception turned off and on again for each URL
-    (scrapy-playwright's unroute/route reach Playwright): before rendering/routes.py."""
+    (scrapy-playwright's unroute/route reach Playwright): before rendering/page_interception.py."""
 
     route_switch = False
 

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spiders_project.job_keys import job_counts
+from spiders_project.keys.jobs import job_counts
 from tests.bench.crawls import OURS, Bench, CrawlResult
 from tests.bench.no_jobs import strip_jobs
 from tests.support.processes import ROOT

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-LUA = "spiders_project/runtime/lua/"
+LUA = "spiders_project/frontier/lua/"
 SETTINGS = "spiders_project/settings.py"
 
 # (file, text found once, its replacement)

@@ -47,7 +47,7 @@ SLOWLOG_ENTRIES = 2_000_000
 # Each script of a tree, by name, as its own loader sends it.
 _SOURCES = """
 import pathlib, sys
-from spiders_project.redis_calls.lua import load_lua
+from spiders_project.redis_access.lua import load_lua
 for path in sorted(pathlib.Path("spiders_project").rglob("*.lua")):
     script = load_lua(path.parent.resolve(), path.stem)
     sys.stdout.buffer.write(path.stem.encode() + b"\\0" + script.source.encode() + b"\\0\\0")

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 from scrapy import Request, Spider
 
+from spiders_project.frontier.calls import enqueue_call
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import EXACT
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime import serialize
-from spiders_project.runtime.calls import enqueue_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import EXACT
 from tests.bench.beside import BESIDE
 from tests.support.services import RedisServer
 

@@ -66,9 +66,9 @@ def one_tree(tree: Path, capture: Path) -> float:
     sys.path[:] = [str(tree), *(p for p in sys.path if Path(p or ".").resolve() != MODULE.parent)]
     import redis
 
+    from spiders_project.frontier.calls import enqueue_call
+    from spiders_project.frontier.scripts import FrontierScripts
     from spiders_project.keys import RedisKeys
-    from spiders_project.runtime.calls import enqueue_call
-    from spiders_project.runtime.scripts import FrontierScripts
     from tests.bench.replay import commands, names_file
     from tests.support.services import RedisServer, pin
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import redis
 
+from spiders_project.frontier.calls import seen_add_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.calls import seen_add_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import EXACT, SeenConfig
 from tests.bench.beside import BESIDE
 from tests.support.services import RedisServer
 

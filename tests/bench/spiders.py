@@ -21,7 +21,7 @@ from scrapy.crawler import Crawler
 from scrapy.utils.serialize import ScrapyJSONEncoder
 from scrapy_redis.spiders import RedisSpider
 
-from spiders_project.hosts import host_of
+from spiders_project.crawl.hosts import host_of
 from spiders_project.spiders.distributed import DistributedSpider
 
 
@@ -30,7 +30,7 @@ def _local_now() -> datetime:
 
 
 # DistributedSpider.parse stamps fetched_at with the worker's Redis clock
-# (self.redis.time, runtime/clock.py). Neither baseline has a WorkerRedis, so
+# (self.redis.time, plumbing/clock.py). Neither baseline has a WorkerRedis, so
 # both stamp with the local clock: the same call, one datetime per item.
 LOCAL_CLOCK = SimpleNamespace(time=SimpleNamespace(now_datetime=_local_now))
 

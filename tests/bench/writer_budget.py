@@ -43,7 +43,7 @@ import redis
 from spiders_project.db_writer.entries import parse_entries
 from spiders_project.db_writer.item_queue import LUA_DIR
 from spiders_project.db_writer.stores import PostgresStore
-from spiders_project.redis_calls import load_lua
+from spiders_project.redis_access import load_lua
 from tests.bench.db_writer import (
     clear_database,
     distinct_chunks,

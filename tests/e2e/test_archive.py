@@ -15,8 +15,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from spiders_project.archive.recovery import complete_length
-from spiders_project.digests import content_digest
-from spiders_project.meta import PAGE_STATE
+from spiders_project.crawl.digests import content_digest
+from spiders_project.crawl.meta import PAGE_STATE
 from tests.support.archive import GzipSite, Pywb, records, warc_paths
 from tests.support.processes import K, published_stats, scrapy_command, stat, wait_until, worker
 from tests.support.site import TRACKER_HOST, JsSite, TestSite

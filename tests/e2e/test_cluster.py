@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from spiders_project.hosts import host_of
+from spiders_project.crawl.hosts import host_of
+from spiders_project.frontier.calls import seed_digest
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.calls import seed_digest
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
     db_writer,

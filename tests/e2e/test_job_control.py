@@ -20,8 +20,8 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 import redis
 
-from spiders_project.job_keys import job_held
 from spiders_project.jobs.control import change_state
+from spiders_project.keys.jobs import job_held
 from tests.integration.test_frontier_scripts import Scripts
 from tests.support.processes import (
     K,

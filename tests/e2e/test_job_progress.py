@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from spiders_project.job_progress import FIELDS
+from spiders_project.read_model.job_progress import FIELDS
 from tests.support.processes import K, scrapy_command, wait_until, worker
 from tests.support.site import TestSite
 

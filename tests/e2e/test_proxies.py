@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from spiders_project.cluster_view import read_cluster
 from spiders_project.proxies.config import proxy_name
+from spiders_project.read_model.cluster_view import read_cluster
 from tests.support.processes import K, stat, wait_until, worker
 from tests.support.proxy import TestProxy
 from tests.support.services import free_port

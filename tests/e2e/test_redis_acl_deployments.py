@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from spiders_project.acl import REPLICA, SENTINEL, role_named
+from spiders_project.redis_access.acl import REPLICA, SENTINEL, role_named
 from tests.e2e.test_cluster import CK, crawled_once, sites_on_every_shard
 from tests.e2e.test_rendering_crawl import (
     BLOCK_TEST_TRACKER,

@@ -1,6 +1,6 @@
 """The batched ack script ends in the same state as the command-by-command one.
 
-``runtime/lua/ack.lua`` reads the state of every lease and host it names
+``frontier/lua/ack.lua`` reads the state of every lease and host it names
 first, runs the releases, transfers and ends on copies, and writes each key
 once (issue 29: 8 commands a lease before). The previous version, which ran
 each step as Redis commands, is kept in ``lua_reference/ack_stepwise.lua``.
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from spiders_project.frontier.calls import ack_call
+from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls.lua import load_lua, read_lua, without_comments
-from spiders_project.runtime.calls import ack_call
-from spiders_project.runtime.scripts import FrontierScripts
+from spiders_project.redis_access.lua import load_lua, read_lua, without_comments
 
 K = RedisKeys("t")
 T0 = 1_700_000_000_000

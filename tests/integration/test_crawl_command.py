@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from spiders_project.scrapy_redis_compat import UNSUPPORTED_SETTINGS
+from spiders_project.insides.scrapy_redis_compat import UNSUPPORTED_SETTINGS
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import free_port
 

@@ -7,10 +7,10 @@ import subprocess
 
 import redis
 
+from spiders_project.frontier.calls import enqueue_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.calls import enqueue_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import SeenConfig
 from tests.support.processes import scrapy_command
 
 K = RedisKeys("distributed")

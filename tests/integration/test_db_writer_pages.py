@@ -18,7 +18,7 @@ import redis
 
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.recrawl.middleware import page_entry
-from spiders_project.seeds import parse_seed
+from spiders_project.scope.seeds import parse_seed
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import KEYS, Database, Writer, run_writer, wait_for
 

@@ -22,7 +22,7 @@ from mirakuru import TCPExecutor
 from port_for import get_port
 
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
-from spiders_project.redis_calls import RedisState, SyncRedisCalls
+from spiders_project.redis_access import RedisState, SyncRedisCalls
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import (
     KEYS,

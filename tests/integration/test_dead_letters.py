@@ -25,7 +25,7 @@ from spiders_project.config import load_settings
 from spiders_project.dead_letters.letters import DeadLetter, make_dead_letter
 from spiders_project.dead_letters.middleware import DeadLetterMiddleware, DeadLetters
 from spiders_project.dead_letters.requeue import requeue
-from spiders_project.runtime import serialize
+from spiders_project.frontier.codec import serialize
 from tests.support.crawlers import project_crawler
 from tests.support.processes import PYTHON, ROOT, K, Proc, stat, worker
 

@@ -11,11 +11,7 @@ import logging
 import pytest
 from scrapy import Request
 
-from spiders_project.frontier.dupefilter import FingerprintDupeFilter
-from spiders_project.keys import RedisKeys
-from spiders_project.politeness.turns import LUA_DIR as POLITENESS_LUA
-from spiders_project.redis_calls import RedisState, SyncRedisCalls, load_lua
-from spiders_project.runtime.calls import (
+from spiders_project.frontier.calls import (
     SEED_TAKEN_MS,
     ack_call,
     enqueue_call,
@@ -24,8 +20,12 @@ from spiders_project.runtime.calls import (
     requeue_call,
     seed_digest,
 )
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import SeenConfig
+from spiders_project.frontier.dupefilter import FingerprintDupeFilter
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import SeenConfig
+from spiders_project.keys import RedisKeys
+from spiders_project.politeness.turns import LUA_DIR as POLITENESS_LUA
+from spiders_project.redis_access import RedisState, SyncRedisCalls, load_lua
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from spiders_project.host_steering import HostSteer
+from spiders_project.frontier.calls import enqueue_call, lease_call
 from spiders_project.keys import RedisKeys
 from spiders_project.politeness.steered import (
     KEEP_LIMITS,
@@ -17,7 +17,7 @@ from spiders_project.politeness.steered import (
     steer_call,
     steer_script,
 )
-from spiders_project.runtime.calls import enqueue_call, lease_call
+from spiders_project.read_model.host_steering import HostSteer
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K as DK

@@ -17,9 +17,9 @@ import pytest
 import scrapy
 from playwright.async_api import PlaywrightContextManager
 
-from spiders_project import internals
 from spiders_project.config import load_settings
-from spiders_project.extensions.internals_check import EXIT_INTERNALS_MISSING
+from spiders_project.insides import internals
+from spiders_project.insides.check import EXIT_INTERNALS_MISSING
 from tests.support.processes import worker
 
 

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from spiders_project.job_keys import job_control, job_held, spider_job_control
-from spiders_project.job_progress import read_jobs
+from spiders_project.frontier.calls import enqueue_call, lease_call
 from spiders_project.jobs.control import (
     change_state,
     clear_control,
@@ -20,7 +19,8 @@ from spiders_project.jobs.control import (
 from spiders_project.jobs.states import JobStateError
 from spiders_project.jobs.submit import JobSpec, submit_call, submit_script
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.calls import enqueue_call, lease_call
+from spiders_project.keys.jobs import job_control, job_held, spider_job_control
+from spiders_project.read_model.job_progress import read_jobs
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 from tests.integration.test_job_counts import counts, enqueue, request
 from tests.support.processes import scrapy_command

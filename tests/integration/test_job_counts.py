@@ -6,16 +6,16 @@ and expired leases put back; bounded (a few fields per job, no per-URL key).
 import pytest
 from scrapy import Request
 
-from spiders_project.job_keys import job_counts, sum_counts
-from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
-from spiders_project.runtime.calls import (
+from spiders_project.frontier.calls import (
     ack_call,
     enqueue_call,
     expired_call,
     requeue_call,
 )
-from spiders_project.runtime.outcomes import DEAD_LETTER, DROPPED, REFUSED
-from spiders_project.runtime.serialize import dumps
+from spiders_project.frontier.codec.serialize import dumps
+from spiders_project.frontier.outcomes import DEAD_LETTER, DROPPED, REFUSED
+from spiders_project.keys.jobs import job_counts, sum_counts
+from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 
 

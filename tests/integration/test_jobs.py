@@ -17,7 +17,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 
 from spiders_project.jobs.schedules import JobSchedules, Schedule, tick_call, tick_script
 from spiders_project.jobs.submit import JobSpec
-from spiders_project.seeds import parse_seed
+from spiders_project.scope.seeds import parse_seed
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 from tests.support.processes import K, scrapy_command

@@ -27,19 +27,19 @@ from pathlib import Path
 import pytest
 import redis
 
-from spiders_project.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.config import load_settings
-from spiders_project.contract import CLOSED, RUNNING
-from spiders_project.extensions.heartbeat import (
+from spiders_project.keys import RENDER
+from spiders_project.keys.jobs import job_counts, job_tally
+from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
+from spiders_project.read_model.contract import CLOSED, RUNNING
+from spiders_project.read_model.host_steering import HostSteer
+from spiders_project.redis_access import RedisState, SyncRedisCalls
+from spiders_project.worker.heartbeat import (
     StatsPublishConfig,
     metric_counters,
     publish_call,
     publish_script,
 )
-from spiders_project.host_steering import HostSteer
-from spiders_project.job_keys import job_counts, job_tally
-from spiders_project.keys import RENDER
-from spiders_project.redis_calls import RedisState, SyncRedisCalls
 from tests.support.monitoring import Exporter, Metrics
 from tests.support.processes import PYTHON, ROOT, K, Proc, wait_until
 from tests.support.services import free_port

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from spiders_project.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
+from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from spiders_project.dead_letters.letters import make_dead_letter
-from spiders_project.runtime import serialize
+from spiders_project.frontier.codec import serialize
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K, scrapy_command
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from spiders_project.redis_calls import (
+from spiders_project.redis_access import (
     ErrorKind,
     LuaScript,
     RedisCalls,
@@ -206,7 +206,7 @@ def test_a_background_loop_that_ends_exits_the_process_loudly():
     code = textwrap.dedent(
         """
         import asyncio, logging
-        from spiders_project.runtime.tasks import spawn_loop
+        from spiders_project.plumbing.tasks import spawn_loop
 
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
@@ -236,7 +236,7 @@ def test_a_background_loop_that_ends_exits_the_process_loudly():
 
 def test_a_cancelled_loop_is_not_a_death():
     async def main() -> None:
-        from spiders_project.runtime.tasks import spawn_loop, stop_tasks
+        from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 
         task = spawn_loop("idle", asyncio.sleep(10))
         await asyncio.sleep(0.01)

@@ -14,8 +14,8 @@ from playwright.async_api import async_playwright
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.rendering.blocking import ResourceBlocker, with_switches
 from spiders_project.rendering.config import RenderConfig, parse_rules
+from spiders_project.rendering.page_interception import RouteSwitch
 from spiders_project.rendering.recycle import Recycler
-from spiders_project.rendering.routes import RouteSwitch
 from spiders_project.rendering.rules import RenderRules
 from tests.support.processes import K, stat, worker
 from tests.support.site import TRACKER_HOST, JsSite

@@ -1,4 +1,4 @@
-"""The compact seen-set (runtime/lua/seen.lua) against a real redis-server."""
+"""The compact seen-set (frontier/lua/seen.lua) against a real redis-server."""
 
 import hashlib
 
@@ -6,10 +6,10 @@ import pytest
 import redis
 from scrapy import Request
 
+from spiders_project.frontier.calls import enqueue_call, seen_add_call, seen_migrate_call
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.seen import EXACT, SeenConfig, mode_mismatch
 from spiders_project.keys import RedisKeys
-from spiders_project.runtime.calls import enqueue_call, seen_add_call, seen_migrate_call
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.seen import EXACT, SeenConfig, mode_mismatch
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 

@@ -7,7 +7,7 @@ host's count of slots never moves for it.
 
 import pytest
 
-from spiders_project.runtime.calls import ack_call, expired_call, requeue_call
+from spiders_project.frontier.calls import ack_call, expired_call, requeue_call
 from tests.integration.test_frontier_scripts import K, Scripts, enqueue, lease
 
 

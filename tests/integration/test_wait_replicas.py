@@ -11,9 +11,9 @@ import signal
 import pytest
 import redis.asyncio
 
+from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_calls import RedisCalls, RedisState
-from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.redis_access import RedisCalls, RedisState
 from tests.support.processes import wait_until
 from tests.support.services import RedisServer
 

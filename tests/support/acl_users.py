@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from spiders_project.acl import ROLES, SERVER_ROLES, role_named
+from spiders_project.redis_access.acl import ROLES, SERVER_ROLES, role_named
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import RedisServer
 

@@ -1,7 +1,7 @@
 """Unit tests: one module, one file named after it, as Scrapy names its tests.
 
 - The unit tests of ``<module>.py`` sit in ``tests/unit/test_<module>.py``:
-  test_hosts.py tests spiders_project/hosts.py, test_turns.py
+  test_hosts.py tests spiders_project/crawl/hosts.py, test_turns.py
   politeness/turns.py, test_collector.py monitor/collector.py.
 - Where two packages of spiders_project/ and monitor/ have a module of the
   same file name (config.py, calls.py, pages.py, errors.py, dupefilter.py,

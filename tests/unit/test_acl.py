@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from spiders_project.acl import (
+from spiders_project.config import ConfigError, load_settings
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_access.acl import (
     DB_WRITER,
     FORBIDDEN,
     MONITOR,
@@ -24,18 +26,17 @@ from spiders_project.acl import (
     spider_patterns,
     user_line,
 )
-from spiders_project.config import ConfigError, load_settings
-from spiders_project.keys import RedisKeys
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spiders_project"
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
 # seen.lua picks one of two commands at run time.
-DYNAMIC = {"runtime": {"hgetall", "smembers", "hset", "sadd"}}
+DYNAMIC = {"frontier": {"hgetall", "smembers", "hset", "sadd"}}
 
 
 def _script_commands(*folders: str) -> set[str]:
     found: set[str] = set()
     for folder in folders:
+        assert (PACKAGE / folder / "lua").is_dir(), folder
         for path in (PACKAGE / folder / "lua").glob("*.lua"):
             found |= {name.lower() for name in CALL.findall(path.read_text())}
         found |= DYNAMIC.get(folder, set())
@@ -44,11 +45,11 @@ def _script_commands(*folders: str) -> set[str]:
 
 def test_every_command_of_a_roles_scripts_is_granted_to_it():
     worker = _script_commands(
-        "runtime", "politeness", "proxies", "scope", "extensions", "redis_calls", "jobs"
+        "frontier", "politeness", "proxies", "scope", "worker", "redis_access", "jobs"
     )
     assert worker - set(WORKER.commands) == set()
     assert (
-        _script_commands("db_writer", "redis_calls") - {"time"} - set(DB_WRITER.commands) == set()
+        _script_commands("db_writer", "redis_access") - {"time"} - set(DB_WRITER.commands) == set()
     )
 
 

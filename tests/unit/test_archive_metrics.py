@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from monitor.archive_metrics import warc_metrics
-from spiders_project.contract import counters_of
-from spiders_project.extensions.heartbeat import metric_counters
+from spiders_project.read_model.contract import counters_of
+from spiders_project.worker.heartbeat import metric_counters
 
 
 def test_warc_stats_become_published_counters():

@@ -17,8 +17,8 @@ from spiders_project.archive.middleware import BACKLOG_HOLDER, ArchiveMiddleware
 from spiders_project.archive.records import IDENTICAL, NOT_MODIFIED
 from spiders_project.archive.stats import BACKLOG_PAUSES, DROPPED, RECORDS
 from spiders_project.archive.writer import ArchiveWriter, Failed
-from spiders_project.digests import content_digest
-from spiders_project.meta import PAGE_STATE
+from spiders_project.crawl.digests import content_digest
+from spiders_project.crawl.meta import PAGE_STATE
 
 NOW = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)
 HTML = b"<html><body>x</body></html>"

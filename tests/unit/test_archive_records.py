@@ -19,7 +19,7 @@ from spiders_project.archive.records import (
     status_line,
 )
 from spiders_project.archive.revisits import decoded, refers_to_date, revisit_of
-from spiders_project.digests import content_digest
+from spiders_project.crawl.digests import content_digest
 
 WHEN = datetime.datetime(2026, 11, 27, 1, 2, 3, 456789, tzinfo=datetime.UTC)
 HTML = b"<html><body>hello</body></html>"

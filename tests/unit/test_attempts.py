@@ -15,8 +15,8 @@ from spiders_project.rendering.background import Background
 from spiders_project.rendering.config import RenderConfig
 from spiders_project.rendering.driver import Driver
 from spiders_project.rendering.errors import BrowserCrashed, RenderTimeout
+from spiders_project.rendering.page_reuse import PageReuse
 from spiders_project.rendering.restarts import BrowserRestarts
-from spiders_project.rendering.reuse import PageReuse
 from spiders_project.rendering.slots import RenderSlots
 
 

@@ -1,11 +1,11 @@
-"""The item buffer's bound (extensions/backpressure.py): its defaults read, a bad value named."""
+"""The item buffer's bound (item_buffer/backpressure.py): its defaults read, a bad value named."""
 
 from __future__ import annotations
 
 import pytest
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.extensions.backpressure import BackpressureConfig
+from spiders_project.item_buffer.backpressure import BackpressureConfig
 
 
 def test_the_project_defaults_are_valid():

@@ -8,9 +8,9 @@ import logging
 import pytest
 import redis.asyncio
 
+from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.keys import RENDER, RedisKeys
-from spiders_project.redis_calls import RedisCalls, RedisState
-from spiders_project.runtime.batcher import RedisBatcher
+from spiders_project.redis_access import RedisCalls, RedisState
 
 K = RedisKeys("b")
 

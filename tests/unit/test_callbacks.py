@@ -7,10 +7,10 @@ from scrapy import Request
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 
-from spiders_project.frontier.callbacks import refusal
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.callbacks import refusal
+from spiders_project.frontier.codec.serialize import InvalidEntry
 from spiders_project.frontier.queue import JsonPriorityQueue
-from spiders_project.runtime import serialize
-from spiders_project.runtime.serialize import InvalidEntry
 from spiders_project.spiders import RedisCrawlSpider
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spiders_project.runtime.clock import RedisTime, ScriptClock
+from spiders_project.plumbing.clock import RedisTime, ScriptClock
 
 
 def test_the_scripts_read_redis_clock_unless_a_test_sets_one():

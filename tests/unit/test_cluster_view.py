@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spiders_project.cluster_view import as_dict, read_cluster
-from spiders_project.contract import Work
+from spiders_project.read_model.cluster_view import as_dict, read_cluster
+from spiders_project.read_model.contract import Work
 
 
 def test_a_cluster_read_from_raw_replies() -> None:

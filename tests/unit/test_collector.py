@@ -3,7 +3,7 @@
 
 def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
     from monitor.collector import spider_metrics
-    from spiders_project.cluster_view import read_cluster
+    from spiders_project.read_model.cluster_view import read_cluster
 
     def send(name, commands):
         if name == "read_cluster workers":
@@ -67,9 +67,9 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
 
 def test_the_exporter_shows_steered_hosts_with_bounded_series():
     from monitor.collector import HOST_SERIES_MAX, host_metrics
-    from spiders_project.cluster_view import SpiderView
-    from spiders_project.contract import Work
-    from spiders_project.host_steering import HostSteer
+    from spiders_project.read_model.cluster_view import SpiderView
+    from spiders_project.read_model.contract import Work
+    from spiders_project.read_model.host_steering import HostSteer
 
     steered = {f"h{i:03}.example": HostSteer(delay=1.5) for i in range(HOST_SERIES_MAX + 10)}
     steered["zz.example"] = HostSteer(cap=2, blocked=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from monitor.config import MonitorConfig
 from spiders_project.config import load_settings
 from spiders_project.db_writer.writer import WriterConfig
-from spiders_project.extensions.backpressure import BackpressureConfig
-from spiders_project.extensions.heartbeat import StatsPublishConfig
+from spiders_project.item_buffer.backpressure import BackpressureConfig
+from spiders_project.worker.heartbeat import StatsPublishConfig
 
 
 def test_values_arrive_typed_from_text_as_the_environment_gives_them():

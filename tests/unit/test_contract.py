@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from spiders_project.contract import Work, counters_of, work_of, work_reads
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.read_model.contract import Work, counters_of, work_of, work_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,24 +25,30 @@ def imports_of(path: Path) -> set[str]:
     return names
 
 
+def source(module: str) -> Path:
+    """The file of a dotted module name: a module's .py, or a package's __init__.py."""
+    path = ROOT / module.replace(".", "/")
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 # The contract's modules: what workers publish, the cluster's snapshot, replies,
 # and the operator's host steering records.
 CONTRACT = (
-    "spiders_project.contract",
-    "spiders_project.cluster_view",
-    "spiders_project.redis_replies",
-    "spiders_project.host_steering",
-    "spiders_project.job_progress",
-    "spiders_project.job_keys",
+    "spiders_project.read_model.contract",
+    "spiders_project.read_model.cluster_view",
+    "spiders_project.read_model.replies",
+    "spiders_project.read_model.host_steering",
+    "spiders_project.read_model.job_progress",
+    "spiders_project.keys.jobs",
 )
 
 
 def test_the_contract_imports_only_the_standard_library_and_keys() -> None:
     allowed = {*CONTRACT, "spiders_project.keys"}
     for module in CONTRACT:
-        for name in imports_of(ROOT / (module.replace(".", "/") + ".py")):
+        for name in imports_of(source(module)):
             assert name.split(".")[0] in sys.stdlib_module_names or name in allowed, (module, name)
-    for name in imports_of(ROOT / "spiders_project" / "keys.py"):
+    for name in imports_of(source("spiders_project.keys")):
         assert name.split(".")[0] in sys.stdlib_module_names, name
 
 
@@ -57,7 +63,7 @@ def test_the_monitor_reads_workers_through_the_contract_not_their_extensions() -
         worker_side = {
             n
             for n in imports_of(path)
-            if n.startswith(("spiders_project.extensions", "spiders_project.frontier"))
+            if n.startswith(("spiders_project.worker", "spiders_project.frontier"))
         }
         assert not worker_side, (path, worker_side)
 

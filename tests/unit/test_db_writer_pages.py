@@ -14,7 +14,7 @@ from spiders_project.db_writer.revisits import revisit_seed
 from spiders_project.db_writer.writer import WriterConfig
 from spiders_project.recrawl.config import RecrawlConfig
 from spiders_project.recrawl.middleware import page_entry
-from spiders_project.seeds import InvalidSeed, parse_seed
+from spiders_project.scope.seeds import InvalidSeed, parse_seed
 
 T0 = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
 URL = "https://example.com/p/1"

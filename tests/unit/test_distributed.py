@@ -6,8 +6,8 @@ import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse
 
+from spiders_project.crawl.meta import JOB
 from spiders_project.items import PageItem
-from spiders_project.meta import JOB
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 

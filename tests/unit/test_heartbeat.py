@@ -1,4 +1,4 @@
-"""extensions/heartbeat.py: the stats publisher's settings, read and checked.
+"""worker/heartbeat.py: the stats publisher's settings, read and checked.
 
 Publishing against a real Redis is in tests/integration/test_monitor.py.
 """
@@ -11,7 +11,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.extensions.heartbeat import StatsPublishConfig, StatsPublisher
+from spiders_project.worker.heartbeat import StatsPublishConfig, StatsPublisher
 
 
 class _Spider(Spider):

@@ -7,7 +7,12 @@ from scrapy import Request
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from spiders_project.host_steering import (
+from spiders_project.frontier.steps import Enqueue
+from spiders_project.keys import RedisKeys, key_slot
+from spiders_project.politeness.delays import HostPoliteness
+from spiders_project.politeness.steered import SteeredHosts, steer_call
+from spiders_project.politeness.steps import BLOCKED_DROPPED, BLOCKED_REFUSED, BlockedHostStep
+from spiders_project.read_model.host_steering import (
     HostSteer,
     InvalidSteering,
     check_cap,
@@ -15,11 +20,6 @@ from spiders_project.host_steering import (
     check_host,
     parse_steering,
 )
-from spiders_project.keys import RedisKeys, key_slot
-from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.politeness.steered import SteeredHosts, steer_call
-from spiders_project.politeness.steps import BLOCKED_DROPPED, BLOCKED_REFUSED, BlockedHostStep
-from spiders_project.runtime.steps import Enqueue
 
 
 def test_a_record_round_trips_and_gives_the_lease_scripts_limits():

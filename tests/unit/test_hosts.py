@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scrapy import Request
 
-from spiders_project.hosts import host_key, host_of
+from spiders_project.crawl.hosts import host_key, host_of
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import scrapy
 from scrapy.crawler import AsyncCrawlerRunner
 from scrapy.http import Response
 
-from spiders_project import internals
+from spiders_project.insides import internals
 
 ROOT = Path(__file__).resolve().parents[2]
 

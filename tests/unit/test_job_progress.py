@@ -4,8 +4,8 @@ import json
 
 from scrapy import Request
 
-from spiders_project.job_progress import FIELDS, _job_in, details, job_progress, summary
-from spiders_project.runtime.serialize import dumps
+from spiders_project.frontier.codec.serialize import dumps
+from spiders_project.read_model.job_progress import FIELDS, _job_in, details, job_progress, summary
 
 NOW = 1_700_000_060_000
 

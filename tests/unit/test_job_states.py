@@ -3,7 +3,6 @@ writes, and the workers' verdict on each job after a look at its counts."""
 
 import json
 
-from spiders_project.job_progress import JobProgress
 from spiders_project.jobs.states import (
     FINISHED,
     RUNNING,
@@ -14,6 +13,7 @@ from spiders_project.jobs.states import (
     seeds_pending,
     state_of,
 )
+from spiders_project.read_model.job_progress import JobProgress
 
 GRACE = 30_000
 
@@ -78,7 +78,7 @@ def test_seeds_waiting_in_start_urls_are_found_by_job():
 
 
 def test_a_run_counts_its_own_pages_from_the_base_in_its_record():
-    from spiders_project.job_progress import job_progress
+    from spiders_project.read_model.job_progress import job_progress
 
     counts = {b"j|pages": b"30", b"j|items": b"25", b"j|acked": b"31", b"j|queued": b"4"}
     record = json.dumps({"id": "j", "state": "running", "base": {"pages": 20, "items": 18}})

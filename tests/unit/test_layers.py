@@ -23,27 +23,38 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("spiders_project", "monitor")
 
-RUNTIME = "spiders_project.runtime"
-FRONTIER = "spiders_project.frontier"
-FEATURES = tuple(
-    f"spiders_project.{name}"
-    for name in (
-        "politeness",
-        "scope",
-        "proxies",
-        "rendering",
-        "item_buffer",
-        "dead_letters",
-        "node_health",
-        "jobs",
-        "archive",
-        "recrawl",
-    )
+# The house's floors, bottom up: a module imports its own floor and those below.
+# A package is a folder right under spiders_project/ (or monitor/); a module at
+# the root of spiders_project/ stands for itself.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "base",
+        ("spiders_project", "config", "settings", "settings_doc", "items")
+        + ("keys", "crawl", "insides"),
+    ),
+    ("redis", ("redis_access",)),
+    ("shared", ("read_model", "plumbing", "process")),
+    ("frontier", ("frontier",)),
+    (
+        "feature",
+        (
+            "politeness",
+            "scope",
+            "proxies",
+            "rendering",
+            "item_buffer",
+            "dead_letters",
+            "node_health",
+            "jobs",
+            "archive",
+            "recrawl",
+        ),
+    ),
+    ("top", ("spiders", "commands", "worker", "db_writer", "demo", "templates", "monitor")),
 )
-TOP = tuple(
-    f"spiders_project.{name}"
-    for name in ("spiders", "commands", "extensions", "db_writer", "demo", "templates")
-) + ("monitor",)
+FLOOR_NAMES = [name for name, _ in FLOORS]
+# The monitor reads the read model: it may import these floors' packages only.
+MONITOR_READS = {"base", "redis", "shared"}
 
 
 def modules() -> dict[str, Path]:
@@ -123,29 +134,21 @@ def loops(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to: the folder right under the product's root,
+    or the module itself at the root of spiders_project/."""
+    parts = module.split(".")
+    if parts[0] == "monitor":
+        return "monitor"
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
 def layer_of(module: str) -> str:
-    def inside(prefixes: tuple[str, ...]) -> bool:
-        return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-    if inside((RUNTIME,)):
-        return "runtime"
-    if inside((FRONTIER,)):
-        return "frontier"
-    if inside(FEATURES):
-        return "feature"
-    if inside(TOP):
-        return "top"
-    return "base"
-
-
-# What each layer may import, besides itself.
-ALLOWED = {
-    "base": {"base"},
-    "runtime": {"base", "runtime"},
-    "frontier": {"base", "runtime", "frontier"},
-    "feature": {"base", "runtime", "feature"},
-    "top": {"base", "runtime", "frontier", "feature", "top"},
-}
+    package = package_of(module)
+    for name, packages in FLOORS:
+        if package in packages:
+            return name
+    raise AssertionError(f"{module}: its package {package} is on no floor of FLOORS")
 
 
 def violations(edges: dict[str, set[str]]) -> list[str]:
@@ -153,12 +156,60 @@ def violations(edges: dict[str, set[str]]) -> list[str]:
     for module, targets in sorted(edges.items()):
         layer = layer_of(module)
         for target in sorted(targets):
-            if layer_of(target) not in ALLOWED[layer]:
-                wrong.append(f"{module} ({layer}) imports {target} ({layer_of(target)})")
-            elif module.startswith("monitor") and layer_of(target) not in ("base", "top"):
-                wrong.append(f"{module} imports {target}: the monitor reads base modules only")
-            elif module.startswith("monitor") is False and target.startswith("monitor"):
+            there = layer_of(target)
+            if FLOOR_NAMES.index(there) > FLOOR_NAMES.index(layer):
+                wrong.append(f"{module} ({layer}) imports {target} ({there})")
+            elif module.startswith("monitor") and not (
+                there in MONITOR_READS or target.startswith("monitor")
+            ):
+                wrong.append(f"{module} imports {target}: the monitor reads the read model only")
+            elif not module.startswith("monitor") and target.startswith("monitor"):
                 wrong.append(f"{module} imports the monitor ({target})")
+    return wrong
+
+
+def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph folded onto packages: an arrow where any module of one
+    imports any module of the other."""
+    folded: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            if package_of(module) != package_of(target):
+                folded.setdefault(package_of(module), set()).add(package_of(target))
+    return folded
+
+
+INCLUDE = "--!include "
+
+
+def lua_includes() -> dict[str, set[str]]:
+    """Each Lua file's ``--!include`` lines, as package-relative paths (the rule of
+    ``redis_access/lua.py``: a bare name is in the including file's folder, a
+    name with a folder is below spiders_project/)."""
+    root = ROOT / "spiders_project"
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.lua"):
+        here = path.relative_to(root).as_posix()
+        for line in path.read_text().splitlines():
+            if line.startswith(INCLUDE):
+                name = line[len(INCLUDE) :].strip()
+                target = (
+                    name if "/" in name else f"{path.parent.relative_to(root).as_posix()}/{name}"
+                )
+                assert (root / target).is_file(), f"{here} includes {name}, which is not there"
+                found.setdefault(here, set()).add(target)
+    return found
+
+
+def lua_violations(includes: dict[str, set[str]]) -> list[str]:
+    """An include is an import: it runs downward only, as the Python does."""
+    wrong = []
+    for here, targets in sorted(includes.items()):
+        module = "spiders_project." + here.rpartition("/")[0].replace("/", ".")
+        for target in sorted(targets):
+            other = "spiders_project." + target.rpartition("/")[0].replace("/", ".")
+            if FLOOR_NAMES.index(layer_of(other)) > FLOOR_NAMES.index(layer_of(module)):
+                wrong.append(f"{here} ({layer_of(module)}) includes {target} ({layer_of(other)})")
     return wrong
 
 
@@ -168,6 +219,17 @@ def test_there_is_no_import_loop():
 
 def test_layers_import_downward_only():
     assert violations(graph()) == []
+
+
+def test_lua_includes_run_downward_only():
+    includes = lua_includes()
+    assert includes, "no --!include found: the walk is broken"
+    assert lua_violations(includes) == []
+
+
+def test_every_package_is_on_a_floor():
+    for module in modules():
+        layer_of(module)
 
 
 def test_the_graph_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
@@ -195,12 +257,20 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     ]
 
 
+def test_an_include_up_a_floor_is_found():
+    assert lua_violations({"frontier/lua/a.lua": {"jobs/lua/b.lua"}}) == [
+        "frontier/lua/a.lua (frontier) includes jobs/lua/b.lua (feature)"
+    ]
+    assert lua_violations({"jobs/lua/b.lua": {"frontier/lua/a.lua"}}) == []
+
+
 @pytest.mark.parametrize(
     ("module", "layer"),
     [
         ("spiders_project.keys", "base"),
-        ("spiders_project.redis_calls.calls", "base"),
-        ("spiders_project.runtime.batcher", "runtime"),
+        ("spiders_project.redis_access.calls", "redis"),
+        ("spiders_project.read_model.contract", "shared"),
+        ("spiders_project.frontier.write_behind.batcher", "frontier"),
         ("spiders_project.frontier.scheduler", "frontier"),
         ("spiders_project.politeness.delays", "feature"),
         ("spiders_project.dead_letters.letters", "feature"),

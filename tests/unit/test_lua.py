@@ -1,4 +1,4 @@
-"""Lua scripts read from files (redis_calls/lua.py): includes from the same folder and
+"""Lua scripts read from files (redis_access/lua.py): includes from the same folder and
 from below the package root, each file once per script."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spiders_project.redis_calls.lua import (
+from spiders_project.redis_access.lua import (
     INCLUDE,
     PACKAGE_ROOT,
     LuaIncludeError,
@@ -17,7 +17,7 @@ from spiders_project.redis_calls.lua import (
     without_comments,
 )
 
-CLOCK = "redis_calls/lua/clock.lua"
+CLOCK = "redis_access/lua/clock.lua"
 # The scripts that read the time through the shared clock (the seen-set's
 # scripts through seen.lua as well).
 CLOCK_USERS = [
@@ -25,14 +25,14 @@ CLOCK_USERS = [
     ("politeness", "pause_host"),
     ("proxies", "ban"),
     ("proxies", "banned"),
-    ("runtime", "ack"),
-    ("runtime", "enqueue"),
-    ("runtime", "expired"),
-    ("runtime", "lease"),
-    ("runtime", "renew"),
-    ("runtime", "requeue"),
-    ("runtime", "seen_add"),
-    ("runtime", "seen_migrate"),
+    ("frontier", "ack"),
+    ("frontier", "enqueue"),
+    ("frontier", "expired"),
+    ("frontier", "lease"),
+    ("frontier", "renew"),
+    ("frontier", "requeue"),
+    ("frontier", "seen_add"),
+    ("frontier", "seen_migrate"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Every request-meta key the project defines is spelled once, in spiders_project/meta.py.
+"""Every request-meta key the project defines is spelled once, in spiders_project/crawl/meta.py.
 
 Read from the code: a string literal used as a meta key anywhere in the
 product (``meta["x"]``, ``meta.get("x")``, ``.pop``, ``.setdefault``, ``"x" in
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from spiders_project import meta
+from spiders_project.crawl import meta
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def test_the_product_names_its_own_meta_keys_only_through_meta_py():
 
 
 def test_each_key_of_meta_py_is_distinct_and_says_who_writes_and_reads_it():
-    source = (ROOT / "spiders_project" / "meta.py").read_text().splitlines()
+    source = (ROOT / "spiders_project" / "crawl" / "meta.py").read_text().splitlines()
     names = [n for n in vars(meta) if n.isupper()]
     values = [getattr(meta, n) for n in names]
     assert len(set(values)) == len(values)

@@ -13,12 +13,12 @@ import pytest
 from scrapy import Request
 from scrapy.http import Response
 
+from spiders_project.plumbing.clock import RedisTime
 from spiders_project.politeness.middlewares import (
     SitePacingMiddleware,
     retry_after_seconds,
     site_now,
 )
-from spiders_project.runtime.clock import RedisTime
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 from tests.support.processes import K

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spiders_project.page_state import (
+from spiders_project.recrawl.page_state import (
     BLOCKED,
     FETCH_ERROR,
     FETCHED,

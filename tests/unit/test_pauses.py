@@ -7,7 +7,7 @@ import warnings
 from scrapy.core.engine import ExecutionEngine
 from scrapy.exceptions import ScrapyDeprecationWarning
 
-from spiders_project.runtime.pauses import EnginePauses
+from spiders_project.plumbing.pauses import EnginePauses
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 

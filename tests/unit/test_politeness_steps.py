@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from spiders_project.meta import RETRY_WAIT
+from spiders_project.crawl.meta import RETRY_WAIT
+from spiders_project.frontier.steps import Enqueue
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.politeness.groups import PolitenessKey
 from spiders_project.politeness.steps import PolitenessKeyStep, RetryWaitStep
-from spiders_project.runtime.steps import Enqueue
 
 
 def test_a_retry_waits_its_backoff_and_the_key_is_never_stored():

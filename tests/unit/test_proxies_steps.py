@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from spiders_project.meta import PROXY_NAME
+from spiders_project.crawl.meta import PROXY_NAME
+from spiders_project.frontier.steps import Enqueue
 from spiders_project.proxies.steps import ForgetProxyStep
-from spiders_project.runtime.steps import Enqueue
 
 
 def test_a_pool_proxy_and_its_credentials_are_taken_off():

@@ -1,4 +1,4 @@
-"""Every error a Redis call can raise has one kind, and its reply's code (redis_calls/errors.py).
+"""Every error a Redis call can raise has one kind, and its reply's code (redis_access/errors.py).
 
 Pure logic: errors are the exception objects redis-py raises for each reply
 (tests/integration/test_redis_calls.py gets the same ones from a real server).
@@ -20,7 +20,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from spiders_project.redis_calls import (
+from spiders_project.redis_access import (
     ErrorKind,
     classify,
     error_code,

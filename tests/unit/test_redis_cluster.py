@@ -9,7 +9,11 @@ import pytest
 import redis
 import redis.asyncio
 
-from spiders_project.redis_cluster import PinnedConnection, PinnedSSLConnection, pinned_async_client
+from spiders_project.redis_access.cluster import (
+    PinnedConnection,
+    PinnedSSLConnection,
+    pinned_async_client,
+)
 from tests.support.processes import wait_until
 from tests.support.services import RedisServer
 

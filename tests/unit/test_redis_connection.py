@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from spiders_project import redis_connection
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.redis_connection import RedisConfig, ping_or_message
+from spiders_project.redis_access import connection as redis_connection
+from spiders_project.redis_access.connection import RedisConfig, ping_or_message
 from tests.support.services import RedisServer
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spiders_project.redis_replies import (
+from spiders_project.read_model.replies import (
     fullest,
     hash_fields,
     info,

@@ -15,9 +15,9 @@ import pytest
 import redis.asyncio.sentinel
 import redis.sentinel
 
-from spiders_project import redis_sentinel
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.redis_connection import (
+from spiders_project.redis_access import sentinel as redis_sentinel
+from spiders_project.redis_access.connection import (
     RedisConfig,
     _sentinel_kwargs,
     async_client,

@@ -1,5 +1,5 @@
-"""What Redis refused inside one tick's EXEC (runtime/refusals.py): the kinds kept, the wait,
-and one log line per state change."""
+"""What Redis refused inside one tick's EXEC (frontier/write_behind/refusals.py): the kinds kept,
+the wait, and one log line per state change."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import logging
 
 from redis.exceptions import OutOfMemoryError, ResponseError
 
-from spiders_project.redis_calls import RedisState
-from spiders_project.runtime.refusals import Refusals
-from spiders_project.runtime.transaction import ACK, ENQUEUE, ITEM
+from spiders_project.frontier.write_behind.refusals import Refusals
+from spiders_project.frontier.write_behind.transaction import ACK, ENQUEUE, ITEM
+from spiders_project.redis_access import RedisState
 
 LOG = logging.getLogger("test.refusals")
 SPANS = [(ITEM, 0, 1, "RPUSH items"), (ENQUEUE, 1, 3, "script enqueue"), (ACK, 3, 4, "script ack")]

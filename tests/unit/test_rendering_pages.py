@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spiders_project.rendering.pages import PagePool
+from spiders_project.rendering.page_pool import PagePool
 
 
 class Page:

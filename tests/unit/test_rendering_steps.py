@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from scrapy import Request
 
+from spiders_project.crawl.meta import RENDER as RENDER_META
+from spiders_project.frontier.steps import Enqueue
 from spiders_project.keys import HTTP, RENDER
-from spiders_project.meta import RENDER as RENDER_META
 from spiders_project.rendering.steps import RenderRouteStep
-from spiders_project.runtime.steps import Enqueue
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 

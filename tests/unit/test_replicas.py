@@ -1,5 +1,5 @@
-"""Writes confirmed by replicas (runtime/replicas.py): when INFO is read, when WAIT is asked,
-and one log line each way."""
+"""Writes confirmed by replicas (frontier/write_behind/replicas.py): when INFO is read, when WAIT
+is asked, and one log line each way."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spiders_project.runtime import replicas
-from spiders_project.runtime.replicas import ReplicaWait
+from spiders_project.frontier.write_behind import replicas
+from spiders_project.frontier.write_behind.replicas import ReplicaWait
 
 LOG = logging.getLogger("test.replicas")
 SLOT = "s:"

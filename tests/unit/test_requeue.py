@@ -8,12 +8,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from spiders_project.crawl.hosts import host_of
 from spiders_project.dead_letters.letters import make_dead_letter
 from spiders_project.dead_letters.requeue import _Batch, requeued_request
-from spiders_project.hosts import host_of
+from spiders_project.frontier.calls import MAX_PRIORITY
+from spiders_project.frontier.codec import serialize
 from spiders_project.keys import HTTP, RENDER, RedisKeys
-from spiders_project.runtime import serialize
-from spiders_project.runtime.calls import MAX_PRIORITY
 
 K = RedisKeys("distributed")
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)

@@ -10,7 +10,7 @@ from scrapy import Request
 from spiders_project.config import load_settings
 from spiders_project.rendering.background import Background
 from spiders_project.rendering.config import RenderConfig
-from spiders_project.rendering.reuse import PageReuse
+from spiders_project.rendering.page_reuse import PageReuse
 
 
 class Stats(dict):

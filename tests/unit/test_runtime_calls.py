@@ -1,11 +1,11 @@
-"""Each frontier script's call touches the keys of one slot (runtime/calls.py)."""
+"""Each frontier script's call touches the keys of one slot (frontier/calls.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from spiders_project.frontier.calls import ack_call, enqueue_call, lease_call, requeue_call
 from spiders_project.keys import LANES, RedisKeys, key_slot
-from spiders_project.runtime.calls import ack_call, enqueue_call, lease_call, requeue_call
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 

@@ -1,11 +1,11 @@
-"""The frontier's typed config (runtime/config.py): the defaults read, a bad value named."""
+"""The frontier's typed config (frontier/config.py): the defaults read, a bad value named."""
 
 from __future__ import annotations
 
 import pytest
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.runtime.config import FrontierConfig
+from spiders_project.frontier.config import FrontierConfig
 
 
 def test_the_project_defaults_are_valid():

@@ -7,8 +7,8 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
 from spiders_project.config import ConfigError, load_settings
+from spiders_project.frontier.steps import Enqueue, FrontierSteps, StepsConfig
 from spiders_project.keys import HTTP
-from spiders_project.runtime.steps import Enqueue, FrontierSteps, StepsConfig
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 

@@ -16,11 +16,11 @@ import pytest
 from scrapy import Request
 
 from spiders_project.config import ConfigError, load_settings
+from spiders_project.frontier.calls import lease_call
+from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.scheduler import FrontierScheduler
 from spiders_project.keys import HTTP, RENDER, RedisKeys
-from spiders_project.runtime.calls import lease_call
-from spiders_project.runtime.config import FrontierConfig
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
 

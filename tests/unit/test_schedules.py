@@ -18,7 +18,7 @@ from spiders_project.jobs.schedules import (
 )
 from spiders_project.jobs.submit import JobSpec
 from spiders_project.keys import RedisKeys
-from spiders_project.seeds import parse_seed
+from spiders_project.scope.seeds import parse_seed
 
 DAY = 86_400_000
 

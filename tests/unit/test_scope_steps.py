@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from spiders_project.meta import RETRY_WAIT, SCOPE_META, SEED, SEED_ENTRY
-from spiders_project.runtime.steps import Enqueue, FrontierSteps
+from spiders_project.crawl.meta import RETRY_WAIT, SCOPE_META, SEED, SEED_ENTRY
+from spiders_project.frontier.steps import Enqueue, FrontierSteps
+from spiders_project.scope.seeds import seed_reached
 from spiders_project.scope.steps import SeedEntryStep, SeedLimitsStep, UrlRulesStep
-from spiders_project.seeds import seed_reached
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 

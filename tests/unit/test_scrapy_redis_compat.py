@@ -9,7 +9,7 @@ from scrapy.settings import Settings
 from spiders_project.config import load_settings
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.scheduler import FrontierScheduler
-from spiders_project.scrapy_redis_compat import (
+from spiders_project.insides.scrapy_redis_compat import (
     UNSUPPORTED_SETTINGS,
     NotSupportedHere,
     setting_problems,

@@ -4,7 +4,7 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.meta import JOB, SCOPE_META
+from spiders_project.crawl.meta import JOB, SCOPE_META
 from spiders_project.scope.seed_limits import SeedScope
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler

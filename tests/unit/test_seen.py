@@ -1,11 +1,11 @@
-"""The seen-set's typed config (runtime/seen.py): the project's defaults read, bad values named."""
+"""The seen-set's typed config (frontier/seen.py): the project's defaults read, bad values named."""
 
 from __future__ import annotations
 
 import pytest
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.runtime.seen import SeenConfig
+from spiders_project.frontier.seen import SeenConfig
 
 
 def test_the_project_defaults_are_valid():

@@ -6,8 +6,8 @@ from scrapy import Request, Spider
 from scrapy.http import FormRequest
 from scrapy.utils.request import request_from_dict
 
-from spiders_project.runtime import serialize
-from spiders_project.runtime.serialize import InvalidEntry
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry
 
 
 class _Spider(Spider):

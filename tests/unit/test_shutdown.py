@@ -1,11 +1,11 @@
-"""extensions/shutdown.py: the grace period a SIGTERM's drain gets, read and checked."""
+"""worker/shutdown.py: the grace period a SIGTERM's drain gets, read and checked."""
 
 from __future__ import annotations
 
 import pytest
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.extensions.shutdown import ShutdownConfig
+from spiders_project.worker.shutdown import ShutdownConfig
 
 
 def test_the_grace_period_arrives_typed_from_text():

@@ -1,12 +1,12 @@
-"""The write batcher over a sharded frontier (runtime/slots.py): the slot each op writes to,
-and the seeds claimed once their requests are in."""
+"""The write batcher over a sharded frontier (frontier/write_behind/slots.py): the slot each op
+writes to, and the seeds claimed once their requests are in."""
 
 from __future__ import annotations
 
+from spiders_project.frontier.calls import seed_digest
+from spiders_project.frontier.write_behind.slots import by_slot, seed_claims, slot_keys
+from spiders_project.frontier.write_behind.transaction import ACK, COMMAND, ENQUEUE, ITEM, PUSH
 from spiders_project.keys import HTTP, RedisKeys
-from spiders_project.runtime.calls import seed_digest
-from spiders_project.runtime.slots import by_slot, seed_claims, slot_keys
-from spiders_project.runtime.transaction import ACK, COMMAND, ENQUEUE, ITEM, PUSH
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis.exceptions import BusyLoadingError, OutOfMemoryError, ReadOnlyError
 
-from spiders_project.redis_calls import ALLOW_OOM, READ, WRITE, RedisState
+from spiders_project.redis_access import ALLOW_OOM, READ, WRITE, RedisState
 
 LOGGER = "test.redis_state"
 

@@ -15,7 +15,7 @@ from spiders_project.jobs.submit import (
     resubmit_recrawl_after,
     run_args,
 )
-from spiders_project.seeds import parse_seed
+from spiders_project.scope.seeds import parse_seed
 
 
 def test_every_seed_of_a_run_shares_one_budget_and_names_its_job():

@@ -1,14 +1,12 @@
-"""One tick's MULTI/EXEC (runtime/transaction.py): ops grouped by kind and lane, and the
-commands that carry them."""
+"""One tick's MULTI/EXEC (frontier/write_behind/transaction.py): ops grouped by kind and lane, and
+the commands that carry them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from spiders_project.keys import HTTP, RENDER, RedisKeys
-from spiders_project.runtime.clock import ScriptClock
-from spiders_project.runtime.scripts import FrontierScripts
-from spiders_project.runtime.transaction import (
+from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.write_behind.transaction import (
     ACK,
     COMMAND,
     ENQUEUE,
@@ -19,6 +17,8 @@ from spiders_project.runtime.transaction import (
     group,
     lease_part,
 )
+from spiders_project.keys import HTTP, RENDER, RedisKeys
+from spiders_project.plumbing.clock import ScriptClock
 
 K = RedisKeys("t")
 

@@ -14,10 +14,10 @@ from scrapy import Request, Spider
 from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError
+from spiders_project.frontier.codec import serialize
+from spiders_project.frontier.codec.serialize import InvalidEntry, Unserializable
+from spiders_project.frontier.codec.values import ValueCodec, item_classes_in
 from spiders_project.frontier.queue import JsonPriorityQueue
-from spiders_project.runtime import serialize
-from spiders_project.runtime.serialize import InvalidEntry, Unserializable
-from spiders_project.runtime.values import ValueCodec, item_classes_in
 
 
 class ProductItem(scrapy.Item):
@@ -164,8 +164,8 @@ def test_the_allow_list_is_the_spider_modules_and_item_classes():
     assert NotListed not in codec.classes.values()
     assert "spiders_project.items.PageItem" in codec.classes  # imported by distributed.py
     # Dataclasses the spider modules import that are not items stay out.
-    assert "spiders_project.seeds.Seed" not in codec.classes
-    assert "spiders_project.runtime.config.FrontierConfig" not in codec.classes
+    assert "spiders_project.scope.seeds.Seed" not in codec.classes
+    assert "spiders_project.frontier.config.FrontierConfig" not in codec.classes
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 from scrapy import Spider
 from scrapy.utils.test import get_crawler
 
+from spiders_project.plumbing.wiring import Subscribers, shared
 from spiders_project.rendering.slots import RenderSlots
-from spiders_project.wiring import Subscribers, shared
 
 
 class _Thing:

@@ -18,7 +18,7 @@
 -- Each host's queues are read whole, once: the job's requests are found with
 -- job_counts.lua's job_of (no JSON decode). A list that holds some is written
 -- again without them, in one step.
---!include runtime/lua/job_counts.lua
+--!include frontier/lua/job_counts.lua
 local job = ARGV[1]
 local hosts = (#KEYS - 3) / 3
 local queued, later, held = 0, 0, 0

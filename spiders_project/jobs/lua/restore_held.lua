@@ -17,8 +17,8 @@
 -- Returns     the number of requests put back in a queue. A request held still
 --             counts as queued for its job; one already queued again (the same
 --             payload) is not queued twice and leaves the count.
---!include redis_calls/lua/clock.lua
---!include runtime/lua/job_counts.lua
+--!include redis_access/lua/clock.lua
+--!include frontier/lua/job_counts.lua
 local now = now_ms(ARGV[1])
 local members = #ARGV - 1
 local restored = 0

@@ -20,7 +20,7 @@
 -- Returns   1: this call ran the tick; 0: the entry changed since it was read
 --           (another worker ran the tick, or the schedule was changed or
 --           removed); -1: the tick is later than now.
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 --!include submit_job.lua
 local now = now_ms(ARGV[1])
 if tonumber(ARGV[2]) > now then

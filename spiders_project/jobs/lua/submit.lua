@@ -8,7 +8,7 @@
 --           command passes "" (one clock for every node); tests pass a time
 -- ARGV[2..] the run's arguments (submit_job.lua)
 -- Returns   the run's started_at (ms).
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 --!include submit_job.lua
 local now = now_ms(ARGV[1])
 submit_job(KEYS[1], KEYS[2], KEYS[3], now, 2)

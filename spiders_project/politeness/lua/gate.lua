@@ -20,7 +20,7 @@
 -- ARGV[4]  delay (ms) the site asked this worker for (robots.txt Crawl-delay),
 --          or 0: stored again, as the lease script forgets it with the host
 -- Returns  0 if granted (and recorded), else milliseconds to wait first.
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 local known = tonumber(ARGV[4])
 if known > 0 then redis.call('HSET', KEYS[2], ARGV[2], known) end

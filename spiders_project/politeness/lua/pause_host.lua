@@ -7,6 +7,6 @@
 -- ARGV[2]  the host
 -- ARGV[3]  pause in milliseconds from now
 -- Returns  1 if the host's time moved, else 0 (it was already later).
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 return redis.call('ZADD', KEYS[1], 'GT', 'CH', now + tonumber(ARGV[3]), ARGV[2])

@@ -23,7 +23,7 @@
 --
 -- A purge reads the requests it drops, to count them per job: one pass over
 -- the host's queues, paid only by the operator's purge or block.
---!include runtime/lua/job_counts.lua
+--!include frontier/lua/job_counts.lua
 local host = ARGV[1]
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], host)

@@ -7,7 +7,7 @@
 -- ARGV[2]  the proxy's name (scheme://host:port, never its credentials)
 -- ARGV[3]  ban time (ms)
 -- Returns  1 if this call banned it or made its ban longer, else 0.
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return redis.call('ZADD', KEYS[1], 'GT', 'CH', now + tonumber(ARGV[3]), ARGV[2])

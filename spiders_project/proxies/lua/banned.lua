@@ -4,7 +4,7 @@
 -- KEYS[1]  banned proxies: sorted set of proxy name -> time (ms) its ban ends
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME)
 -- Returns  {name, ms left, name, ms left, ...}
---!include redis_calls/lua/clock.lua
+--!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
 local out = {}

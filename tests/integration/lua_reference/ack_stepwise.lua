@@ -62,8 +62,8 @@
 -- Allowed under OOM: it frees more than it writes.
 local HANDOVER = 30
 local RATE_MARK = 30000
---!include redis_calls/lua/clock.lua
---!include runtime/lua/job_counts.lua
+--!include redis_access/lua/clock.lua
+--!include frontier/lua/job_counts.lua
 local now = now_ms(ARGV[1])
 
 local function give_slot_back(id, info)
@@ -117,7 +117,7 @@ local paged = {}  -- job -> pages this call ended
 -- End one lease; items: nil if no page of it was fetched, else its items,
 -- or -1: it failed for good (a dead letter), -2: it was refused after its
 -- lease (robots.txt), -3: a step dropped it (a blocked host's: purged)
--- (runtime/outcomes.py).
+-- (frontier/outcomes.py).
 local function finish(id, items)
   if redis.call('ZREM', KEYS[1], id) ~= 1 then return end
   ended = ended + 1
@@ -154,7 +154,7 @@ job_counts_done(KEYS[8])
 -- "<t0> <p0> <t1> <p1> <last>", the job's pages count at two times at least
 -- RATE_MARK ms apart (the newer shifts down when it is that old) and the time
 -- of its last page, so a reader computes pages/s over the last 30-60 s
--- (spiders_project/job_keys.py) with no sample list. Once per job per call:
+-- (spiders_project/keys/jobs.py) with no sample list. Once per job per call:
 -- an HGET and an HSET besides the HINCRBY.
 for job, count in pairs(paged) do
   local total = redis.call('HINCRBY', KEYS[8], job .. '|pages', count)

@@ -1,0 +1,1 @@
+"""The crawl's nouns every part shares: request meta keys, a URL's host, a body's digest."""

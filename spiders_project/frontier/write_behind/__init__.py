@@ -1,0 +1,1 @@
+"""The write batcher: every write of a worker, in order, one MULTI/EXEC a tick."""

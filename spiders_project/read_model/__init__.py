@@ -1,0 +1,3 @@
+"""The cluster's read model: what workers publish, and how the monitor, crawlstatus and jobs
+read it.
+"""
