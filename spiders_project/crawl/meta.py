@@ -11,6 +11,13 @@ Whether a key is stored with the request in the frontier is said for each:
 the frontier stores a request's whole meta as JSON (``frontier/codec/serialize.py``).
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spiders_project.keys import jobs as _jobs
+
 # --- Seeds and their scope -----------------------------------------------------
 # True on a seed's request. Written by the seed-reading spider
 # (spiders/base.py, make_request_from_seed); read by the frontier, which
@@ -43,7 +50,7 @@ SITEMAP_META = "sitemap_seed"
 # nothing. Written by the seed reader (spiders/base.py, make_request_from_seed)
 # from a JSON seed's "job"; copied to every request crawled from the seed by
 # SeedScope (scope/seed_limits.py), as the seed's limits are, which reads it
-# for that; seeds.job_of gives any request's job from it. Stored.
+# for that; job_of below gives any request's job from it. Stored.
 JOB = "crawl_job"
 
 # --- Scope of the network --------------------------------------------------------
@@ -73,7 +80,7 @@ OWN_FAILURES = "_own_failures"
 # The name of the pool proxy a request goes through. Written by
 # ProxyMiddleware (proxies/middleware.py); read by it and removed, with the
 # proxy's credentials, by forget_proxy before the frontier or a dead letter
-# stores the request (ForgetProxyStep, proxies/steps.py). Never stored.
+# stores the request (ForgetProxyStep.stored, proxies/steps.py). Never stored.
 PROXY_NAME = "_proxy_name"
 
 # --- Rendering -------------------------------------------------------------------------
@@ -110,3 +117,9 @@ PAGE_STATE = "page_state"
 # applies the same rule itself (archive/revisits.py): it sees the response
 # before that middleware does. Never stored.
 UNCHANGED = "_unchanged"
+
+
+def job_of(meta: Mapping[str, Any]) -> str:
+    """The job of a request, from its meta (``JOB``; none: the job ``default``)."""
+    job = meta.get(JOB)
+    return job if isinstance(job, str) else _jobs.DEFAULT_JOB

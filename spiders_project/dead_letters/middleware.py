@@ -27,8 +27,8 @@ from spiders_project.frontier.codec.serialize import InvalidEntry
 from spiders_project.frontier.codec.values import Unstorable, ValueCodec
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.outcomes import request_dead_lettered
+from spiders_project.frontier.steps import FrontierSteps
 from spiders_project.plumbing.wiring import shared
-from spiders_project.proxies.middleware import forget_proxy
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,12 @@ class DeadLetters:
         values: ValueCodec = serialize.PLAIN,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         written: Callable[[Request], object] = lambda request: None,
+        stored: Callable[[Request], Request] = lambda request: request,
     ) -> None:
         self.sink = sink
+        # What a request loses before it is stored (the frontier steps' ``stored``
+        # hooks: a pool proxy's credentials, proxies/steps.py).
+        self.stored = stored
         # Told each request whose letter is written: its job counts it (frontier/outcomes.py).
         self.written = written
         # The time a letter is stamped with: Redis' clock in a worker (RedisTime).
@@ -86,6 +90,7 @@ class DeadLetters:
                 written=lambda request: crawler.signals.send_catch_log(
                     request_dead_lettered, request=request
                 ),
+                stored=FrontierSteps.of(crawler).stored,
             )
             crawler.signals.connect(letters.spider_opened, signal=signals.spider_opened)
             return letters
@@ -108,7 +113,7 @@ class DeadLetters:
                 error,
             )
             return
-        payload = self._payload(forget_proxy(request.copy()))
+        payload = self._payload(self.stored(request.copy()))
         if payload is None:
             return
         letter = make_dead_letter(

@@ -22,6 +22,10 @@ defines one or more of these hooks:
   the step says why with a stat. :data:`HOLD` keeps it queued, not fetched
   now: it goes back to its queue with its slot (a paused job's, which the
   lease script then keeps aside).
+- ``stored(request) -> Request``: what a request loses before anything stores
+  it for other workers or an operator to read (the frontier, a dead letter):
+  credentials and this worker's own meta. Run in order on every request the
+  frontier queues (before ``admit``) and on every dead letter.
 - ``group_of(url) -> str``: the politeness group (queue) of a URL, used for
   every request queued and, on a sharded frontier, for the shard of its
   fingerprint. The last step that defines it wins; without any, the host.
@@ -50,7 +54,7 @@ from spiders_project.crawl.hosts import host_of
 from spiders_project.keys import HTTP
 from spiders_project.plumbing.wiring import shared
 
-HOOKS = ("admit", "route", "leased", "group_of", "delay_ms")
+HOOKS = ("stored", "admit", "route", "leased", "group_of", "delay_ms")
 
 
 class Hold:
@@ -129,6 +133,7 @@ class FrontierSteps:
                     f"defines none of the hooks {', '.join(HOOKS)}"
                 )
         self.steps = list(steps)
+        self._stored = self._hooks("stored")
         self._admit = self._hooks("admit")
         self._route = self._hooks("route")
         self._leased = self._hooks("leased")
@@ -150,8 +155,16 @@ class FrontierSteps:
 
         return shared(crawler, cls, build)
 
+    def stored(self, request: Request) -> Request:
+        """Run every ``stored`` hook in order: ``request`` as it may be stored."""
+        for stored in self._stored:
+            request = stored(request)
+        return request
+
     def admit(self, request: Request, entry: Enqueue) -> Request | None:
-        """Run every ``admit`` hook in order; None once one drops the request."""
+        """Run every ``stored`` hook, then every ``admit`` hook, in order; None once
+        one drops the request."""
+        request = self.stored(request)
         for admit in self._admit:
             admitted = admit(request, entry)
             if admitted is None:

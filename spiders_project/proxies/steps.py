@@ -1,10 +1,10 @@
-"""The proxies' frontier step: a pool proxy is never stored with a request."""
+"""The proxies' frontier step: a pool proxy is never stored with a request,
+in the frontier or in a dead letter (the ``stored`` hook, frontier/steps.py)."""
 
 from __future__ import annotations
 
 from scrapy import Request
 
-from spiders_project.frontier.steps import Enqueue
 from spiders_project.proxies.middleware import forget_proxy
 
 
@@ -18,5 +18,5 @@ class ForgetProxyStep:
     next worker's ProxyMiddleware picks one afresh.
     """
 
-    def admit(self, request: Request, entry: Enqueue) -> Request:
+    def stored(self, request: Request) -> Request:
         return forget_proxy(request)

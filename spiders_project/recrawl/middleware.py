@@ -39,7 +39,7 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
 from spiders_project.crawl.digests import content_digest
-from spiders_project.crawl.meta import OWN_FAILURES, PAGE_STATE, UNCHANGED
+from spiders_project.crawl.meta import OWN_FAILURES, PAGE_STATE, UNCHANGED, job_of
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.outcomes import request_dead_lettered, request_unchanged
 from spiders_project.politeness.bans import BanRules
@@ -53,7 +53,6 @@ from spiders_project.recrawl.page_state import (
     outcome_of,
     validator_headers,
 )
-from spiders_project.scope.seeds import job_of
 
 logger = logging.getLogger(__name__)
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from spiders_project.crawl.meta import JOB
 from spiders_project.keys.jobs import DEFAULT_JOB
 from spiders_project.recrawl.page_state import InvalidPageState, check_page_state
 
@@ -60,12 +58,6 @@ class Seed:
     job: str = DEFAULT_JOB
     # A revisit's last fetch (page_state.check_page_state), for meta.PAGE_STATE.
     revisit: dict[str, Any] | None = None
-
-
-def job_of(meta: Mapping[str, Any]) -> str:
-    """The job of a request, from its meta (``meta.JOB``; none: the job ``default``)."""
-    job = meta.get(JOB)
-    return job if isinstance(job, str) else DEFAULT_JOB
 
 
 def check_job_id(job: Any) -> str:

@@ -2,14 +2,17 @@
 
 Every ``import`` and ``from ... import`` statement anywhere in a module (at
 the top, in a function, under ``TYPE_CHECKING``) is an edge, resolved to a
-module of ``spiders_project`` or ``monitor``. Two rules hold on that graph:
+module of ``spiders_project`` or ``monitor``. The rules on that graph:
 
-- no import loop: a loop is a set of modules that cannot be read, tested or
-  moved one at a time;
-- layers import downward only (README "Layout", docs/CONTRIBUTING.md):
-  base modules < runtime/ < frontier/ and the feature packages < the top.
-  runtime/ imports no feature and not frontier/; frontier/ imports no
-  feature; a feature imports no part of frontier/ or the top.
+- no import loop between modules: a loop is a set of modules that cannot be
+  read, tested or moved one at a time;
+- no import loop between packages either (a folder right under
+  spiders_project/): three packages in a ring are one concern that no reader
+  can take apart, even when no two files import each other;
+- floors import downward only (README "Layout", docs/CONTRIBUTING.md, FLOORS
+  below): base < redis_access < read_model, plumbing < frontier < the
+  features < the top (spiders, commands, worker, db_writer, monitor);
+- a Lua ``--!include`` is an import and follows the same floors.
 """
 
 from __future__ import annotations
@@ -217,6 +220,12 @@ def test_there_is_no_import_loop():
     assert loops(graph()) == []
 
 
+def test_there_is_no_import_loop_between_packages():
+    """A loop of packages (proxies -> politeness -> dead_letters -> proxies) is
+    one even when no two files import each other."""
+    assert loops(package_edges(graph())) == []
+
+
 def test_layers_import_downward_only():
     assert violations(graph()) == []
 
@@ -255,6 +264,20 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
     assert violations(edges) == [
         "spiders_project.frontier.a (frontier) imports spiders_project.spiders.b (top)"
     ]
+
+
+def test_a_package_loop_without_a_file_loop_is_found():
+    """Three packages in a ring, no two files importing each other: the file
+    graph has no loop, the package graph has one."""
+    edges = {
+        "spiders_project.proxies.middleware": {"spiders_project.politeness.bans"},
+        "spiders_project.politeness.retries": {"spiders_project.dead_letters.middleware"},
+        "spiders_project.dead_letters.middleware": {"spiders_project.proxies.config"},
+        "spiders_project.politeness.bans": set(),
+        "spiders_project.proxies.config": set(),
+    }
+    assert loops(edges) == []
+    assert loops(package_edges(edges)) == [["dead_letters", "politeness", "proxies"]]
 
 
 def test_an_include_up_a_floor_is_found():

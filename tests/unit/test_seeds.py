@@ -3,7 +3,8 @@
 import pytest
 
 from spiders_project.crawl.meta import JOB
-from spiders_project.scope.seeds import DEFAULT_JOB, InvalidSeed, Seed, job_of, parse_seed
+from spiders_project.crawl.meta import job_of
+from spiders_project.scope.seeds import DEFAULT_JOB, InvalidSeed, Seed, parse_seed
 
 
 def test_plain_url():
