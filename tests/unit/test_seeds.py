@@ -2,8 +2,7 @@
 
 import pytest
 
-from spiders_project.crawl.meta import JOB
-from spiders_project.crawl.meta import job_of
+from spiders_project.crawl.meta import JOB, job_of
 from spiders_project.scope.seeds import DEFAULT_JOB, InvalidSeed, Seed, parse_seed
 
 
