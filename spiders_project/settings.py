@@ -236,7 +236,7 @@ FRONTIER_STEPS_BASE = {
     # Hosts an operator blocked at runtime are neither queued nor fetched.
     "spiders_project.politeness.steps.BlockedHostStep": 800,
     # Requests of a paused job go back to their queue, a cancelled job's are dropped.
-    "spiders_project.jobs.watch.JobStep": 900,
+    "spiders_project.jobs.pause_step.JobStep": 900,
 }
 FRONTIER_STEPS: dict[str, int | None] = {}
 
@@ -299,7 +299,7 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
     # After the host's turn, right before the download: a job paused or cancelled
     # while its request waited for that turn does not start it.
-    "spiders_project.jobs.watch.JobGate": 995,
+    "spiders_project.jobs.fetch_gate.JobGate": 995,
 }
 
 # A JSON seed's "max_pages" is counted per page fetched, cluster-wide, just
@@ -679,7 +679,7 @@ EXTENSIONS = {
     # Runs the jobs' schedules (see Jobs below).
     "spiders_project.jobs.schedules.JobSchedules": 140,
     # Paused and cancelled jobs, and jobs that finished (see Jobs below).
-    "spiders_project.jobs.watch.JobWatch": 150,
+    "spiders_project.jobs.state_loop.JobWatch": 150,
 }
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).

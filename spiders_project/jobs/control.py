@@ -7,7 +7,7 @@ field's copy in every shard; then the queues:
 
 - **pause**: nothing to move. The lease script sets the job's requests aside
   as they come up (``frontier/lua/lease.lua``), the workers hand back those
-  they hold (``watch.JobStep``), and everything stays counted as queued.
+  they hold (``pause_step.JobStep``), and everything stays counted as queued.
 - **resume**: the requests set aside go back to their hosts' queues
   (``lua/restore_held.lua``), a few hundred a call, in every shard and lane.
   Run again, it finishes what a resume cut short left.

@@ -1,22 +1,21 @@
 """A crawl job's states, and the one script that changes them (``lua/job_state.lua``).
 
-A job is ``running``, ``paused``, ``cancelled`` or ``finished`` (issue 27,
-item 2). Its state lives in its record in ``<spider>:jobs``; paused and
-cancelled jobs also have a field in the job control hash
-(``job_keys.spider_job_control``), which the workers read each second for
-the requests they already hold, and which the frontier's lease and enqueue
-scripts read for the requests they move (a sharded frontier has a copy per
-shard: :func:`control_writes`).
+A job is ``running``, ``paused``, ``cancelled`` or ``finished``. Its state
+lives in its record in ``<spider>:jobs``; paused and cancelled jobs also have
+a field in the job control hash (``job_keys.spider_job_control``), which the
+workers read each second for the requests they already hold, and which the
+frontier's lease and enqueue scripts read for the requests they move (a
+sharded frontier has a copy per shard: :func:`control_writes`).
 
 Who changes what:
 
 - the operator (``scrapy jobs pause|resume|cancel``): running <-> paused,
   running or paused -> cancelled; ``scrapy jobs submit`` (or a schedule's
   tick) makes any job running again;
-- the workers (``watch.py``): running -> finished once nothing of the job has
-  been queued, backing off or in flight for ``JOB_FINISH_GRACE`` seconds;
-  finished -> running when the job is seeded again (a raw seed naming it),
-  and a job seen only in the counts (seeded raw) gets its record.
+- the workers (``state_loop.py``): running -> finished once nothing of the
+  job has been queued, backing off or in flight for ``JOB_FINISH_GRACE``
+  seconds; finished -> running when the job is seeded again (a raw seed
+  naming it), and a job seen only in the counts (seeded raw) gets its record.
 
 Every change is a compare-and-set of the record the caller read, with the
 control field, the quiet mark's removal and one event carrying the job's
@@ -203,7 +202,7 @@ def run_clears(keys: RedisKeys, job: str) -> list[tuple[Any, ...]]:
     """The commands a new run of ``job`` (a submit, a schedule's tick) sends first:
     neither the spider nor a shard keeps it paused or cancelled, and its quiet
     mark goes. Requests a pause set aside go back with the workers' next look
-    (``watch.py``), or with ``scrapy jobs resume``."""
+    (``state_loop.py``), or with ``scrapy jobs resume``."""
     return [
         ("HDEL", spider_job_control(keys), job),
         ("HDEL", job_quiet(keys), job),
@@ -224,7 +223,7 @@ def check_change(job: str, state: str | None, to: str) -> None:
         raise JobStateError(f"job {job} {now}: cannot {verb} it")
 
 
-# --- finish detection (the workers, ``watch.py``) ----------------------------------------
+# --- finish detection (the workers, ``state_loop.py``) -----------------------------------
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,10 @@ EDITS: tuple[tuple[str, str, str], ...] = (
             f'"spiders_project.jobs.{name}": None',
         )
         for name, order in (
-            ("watch.JobStep", 900),
-            ("watch.JobGate", 995),
+            ("pause_step.JobStep", 900),
+            ("fetch_gate.JobGate", 995),
             ("schedules.JobSchedules", 140),
-            ("watch.JobWatch", 150),
+            ("state_loop.JobWatch", 150),
         )
     ),
 )

@@ -1,13 +1,15 @@
-"""The jobs as every worker sees them: paused and cancelled jobs, and jobs that finished.
+"""The jobs as every worker sees them, and the worker's looks that find jobs finished.
 
-:class:`JobWatch` (one per crawler) reads the spider's job control hash
-(``job_keys.spider_job_control``) every ``JOBS_STATE_INTERVAL`` (1 s): one
-HGETALL of a hash that is empty unless some job is paused or cancelled. What
-it read serves :class:`JobStep`, for the requests this worker already holds
-(prefetched, spares) when a job is paused or cancelled; those it leases
-afterwards never reach it (the lease script sets a paused job's requests
-aside and drops a cancelled job's, ``frontier/lua/lease.lua``). So from two
-seconds after ``scrapy jobs pause``, no worker starts a download of the job.
+:class:`JobWatch` (one per crawler, an extension) reads the spider's job
+control hash (``job_keys.spider_job_control``) every ``JOBS_STATE_INTERVAL``
+(1 s): one HGETALL of a hash that is empty unless some job is paused or
+cancelled. What it read serves the two checks on the requests this worker
+already holds (prefetched, spares) when a job is paused or cancelled:
+``pause_step.JobStep`` as the engine takes a request, and
+``fetch_gate.JobGate`` right before its download. Those it leases afterwards
+never reach them (the lease script sets a paused job's requests aside and
+drops a cancelled job's, ``frontier/lua/lease.lua``). So from two seconds
+after ``scrapy jobs pause``, no worker starts a download of the job.
 
 Every few seconds it also looks at every job's counts and turns the verdicts
 of ``states.judge`` into state changes (finished, running again): one worker
@@ -26,16 +28,12 @@ from typing import Any
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
 from scrapy.statscollectors import StatsCollector
 
-from spiders_project.crawl.meta import JOB
+from spiders_project.crawl.meta import job_of
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.outcomes import request_dropped, request_held
-from spiders_project.frontier.steps import HOLD, Hold
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.states import (
-    CANCELLED,
     FINISHED,
     PAUSED,
     held_job,
@@ -47,7 +45,6 @@ from spiders_project.jobs.states import (
     state_script,
 )
 from spiders_project.keys.jobs import (
-    DEFAULT_JOB,
     job_held,
     job_look,
     job_quiet,
@@ -102,12 +99,15 @@ class JobWatch:
         return shared(crawler, cls, build)
 
     # Also an extension (EXTENSIONS): the finish looks run in every worker,
-    # whether or not FRONTIER_STEPS has JobStep.
+    # whether or not FRONTIER_STEPS has JobStep or the downloader JobGate.
     from_crawler = of
 
-    def state(self, job: str) -> str | None:
-        """ "paused", "cancelled", or None for a job that may be fetched."""
-        return self.states.get(job)
+    def state_of(self, request: Request) -> str | None:
+        """ "paused" or "cancelled" for a request of such a job; None for one that may
+        be fetched. With no job controlled (most crawls) it reads no meta."""
+        if not self.states:
+            return None
+        return self.states.get(job_of(request.meta))
 
     def update(self, entries: dict[Any, Any]) -> None:
         """Take a HGETALL of the job control hash; one line per change."""
@@ -275,80 +275,3 @@ class JobWatch:
                 SEEDS_READ,
             )
         return seeds_pending(entries, job)
-
-
-# Stats of JobStep: requests of a paused job a worker held when the pause
-# reached it (handed back, set aside), and of a cancelled job (dropped, purged).
-HELD_BACK = "jobs/paused/held_back"
-DROPPED = "jobs/cancelled/dropped"
-
-
-class JobStep:
-    """Requests of a paused or cancelled job that this worker already holds are not fetched.
-
-    ``leased`` runs as the engine takes a request: a paused job's goes back to
-    its queue (the lease script then sets it aside until the job resumes), a
-    cancelled job's lease ends, counted purged for its job.
-    """
-
-    def __init__(self, watch: JobWatch, stats: StatsCollector) -> None:
-        self.watch = watch
-        self.stats = stats
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> JobStep:
-        assert crawler.stats is not None
-        return cls(JobWatch.of(crawler), crawler.stats)
-
-    def leased(self, request: Request) -> Request | Hold | None:
-        if not self.watch.states:
-            return request
-        state = self.watch.state(request.meta.get(JOB, DEFAULT_JOB))
-        if state == PAUSED:
-            self.stats.inc_value(HELD_BACK)
-            return HOLD
-        if state == CANCELLED:
-            self.stats.inc_value(DROPPED)
-            return None
-        return request
-
-
-# Stats of JobGate: requests stopped right before their download.
-GATE_HELD = "jobs/paused/held_at_download"
-GATE_DROPPED = "jobs/cancelled/dropped_at_download"
-
-
-class JobGate:
-    """The last check before a download: a request of a job paused or cancelled
-    meanwhile does not start.
-
-    A request passes ``JobStep`` when the engine takes it, then may wait for its
-    host's turn (``HostGateMiddleware``, just before this one): a pause that
-    comes during that wait is caught here. The request is not fetched; a paused
-    job's lease goes back to its queue (``outcomes.request_held``), a cancelled
-    job's counts purged (``outcomes.request_dropped``). The host's turn it took
-    is lost: one turn per request that was on its way when the pause came.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        assert crawler.stats is not None
-        self.crawler = crawler
-        self.stats = crawler.stats
-        self.watch = JobWatch.of(crawler)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> JobGate:
-        return cls(crawler)
-
-    def process_request(self, request: Request) -> None:
-        if not self.watch.states:
-            return
-        state = self.watch.state(request.meta.get(JOB, DEFAULT_JOB))
-        if state == PAUSED:
-            self.stats.inc_value(GATE_HELD)
-            self.crawler.signals.send_catch_log(request_held, request=request)
-            raise IgnoreRequest(f"job {request.meta.get(JOB, DEFAULT_JOB)} is paused")
-        if state == CANCELLED:
-            self.stats.inc_value(GATE_DROPPED)
-            self.crawler.signals.send_catch_log(request_dropped, request=request)
-            raise IgnoreRequest(f"job {request.meta.get(JOB, DEFAULT_JOB)} is cancelled")
