@@ -1,16 +1,16 @@
-"""Whether a fetch is a revisit: the rule shared with the ``pages`` table (issue 28).
+"""Whether a fetch is a WARC revisit, by the rule the ``pages`` table uses too.
 
 A fetch is a revisit when its status is 304, or when the body the spider
 sees (Content-Encoding undone) has the content digest the URL's last fetch
-left in ``meta.PAGE_STATE``. The archive decides this itself, from the body
-as received, so it depends on no other middleware's order.
+left in ``meta.PAGE_STATE``. The rule is the recrawl's (``recrawl.unchanged``),
+so that a page the ``pages`` table calls unchanged is a revisit record here.
+The archive applies it to the body as received, undoing the Content-Encoding
+itself (:func:`decoded`), so it depends on no other middleware's order.
 """
 
 from __future__ import annotations
 
-import datetime
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 # Scrapy's own requirements, as it advertises br and zstd in Accept-Encoding.
@@ -19,10 +19,14 @@ from backports import zstd
 
 from spiders_project.archive.records import IDENTICAL, NOT_MODIFIED, Revisit, warc_date
 from spiders_project.crawl.digests import content_digest
+from spiders_project.recrawl.page_state import last_fetched
+from spiders_project.recrawl.unchanged import Unchanged, unchanged
 
 # A body that inflates past this is not compared (a decompression bomb), as
 # Scrapy's own DOWNLOAD_MAXSIZE default: 1 GiB.
 MAX_DECODED = 1024 * 1024 * 1024
+# The WARC 1.1 revisit profile of each reason an answer is unchanged.
+PROFILES = {Unchanged.NOT_MODIFIED: NOT_MODIFIED, Unchanged.SAME_DIGEST: IDENTICAL}
 
 
 def decoded(body: bytes, content_encoding: str) -> bytes | None:
@@ -50,18 +54,10 @@ def decoded(body: bytes, content_encoding: str) -> bytes | None:
     return data
 
 
-def refers_to_date(state: Mapping[str, Any]) -> str | None:
+def refers_to_date(state: Any) -> str | None:
     """The last fetch's time (``fetched_at``, ISO 8601) as a WARC date, if it reads."""
-    fetched_at = state.get("fetched_at")
-    if not isinstance(fetched_at, str):
-        return None
-    try:
-        when = datetime.datetime.fromisoformat(fetched_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return warc_date(when)
+    when = last_fetched(state)
+    return warc_date(when) if when is not None else None
 
 
 def revisit_of(
@@ -71,13 +67,12 @@ def revisit_of(
 
     ``state`` is the request's ``meta.PAGE_STATE`` (None on a first fetch).
     """
-    known = state if isinstance(state, Mapping) else {}
-    if status == 304:
-        return Revisit(NOT_MODIFIED, url, refers_to_date(known))
-    digest = known.get("digest")
-    if not isinstance(digest, str) or not digest or not 200 <= status < 300:
+
+    def digest() -> str | None:
+        plain = decoded(body, content_encoding)
+        return content_digest(plain) if plain is not None else None
+
+    why = unchanged(status, state, digest)
+    if why is None:
         return None
-    plain = decoded(body, content_encoding)
-    if plain is None or content_digest(plain) != digest:
-        return None
-    return Revisit(IDENTICAL, url, refers_to_date(known))
+    return Revisit(PROFILES[why], url, refers_to_date(state))

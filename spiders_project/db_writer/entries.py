@@ -10,7 +10,7 @@ ITEM_TABLES names for the type (``items`` by default). An entry of the
 previous release (the item object itself, always a PageItem with a ``url``)
 is still accepted: its row is ``("PageItem", url)``, as the migration of the
 old url-keyed table makes its rows. An object with ``"kind": "page"`` is a
-page-state entry for the ``pages`` table (``pages.py``), parsed there when
+page-state entry for the ``pages`` table (``recrawl/pages_row.py``), parsed there when
 the caller asks for them. Anything else is rejected with a reason.
 """
 
@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from spiders_project.db_writer.pages import (
+from spiders_project.recrawl.pages_row import (
     CANONICAL_TIME,
     PAGE_KIND,
     BadPageEntry,

@@ -11,25 +11,33 @@ format, so text order is time order), as the item tables keep them.
 
 A batch of page entries is one transaction: read the rows of its URLs (``FOR
 UPDATE`` on PostgreSQL), advance each with its entries in time order
-(``pages.advance``), upsert the rows that moved, newer wins in SQL too.
+(``recrawl.revisit_rules.advance``), upsert the rows that moved, newer wins
+in SQL too.
 :meth:`PageTable.take_due` is the revisit scheduler's read: due rows, oldest
 due first (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so two schedulers never
 take the same row; SQLite's write transaction is the whole file's), handed to
 a callback that pushes them to Redis, and their due time moved by their
-interval in the same transaction, committed only once the push succeeded.
+interval in the same transaction (``revisit_rules.due_after_push``),
+committed only once the push succeeded. What a row holds and when it is due
+are ``recrawl``'s (``pages_row``, ``revisit_rules``); this module is how
+they are stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from spiders_project.db_writer.pages import PAGES_TABLE, PageEntry, PageRow, advance
 from spiders_project.db_writer.sql_store import SqlStore
 from spiders_project.recrawl.config import RecrawlConfig
+from spiders_project.recrawl.pages_row import PageEntry, PageRow
+from spiders_project.recrawl.revisit_rules import advance, due_after_push
+
+# The table's name: ITEM_TABLES may not give it to an item type.
+PAGES_TABLE = "pages"
 
 # Columns after (spider, url), in the order PageRow holds them.
 _COLUMNS = (
@@ -277,10 +285,7 @@ class PageTable:
                 push(due)
                 conn.cursor().executemany(
                     self._sql(move),
-                    [
-                        (self._time(now + timedelta(seconds=row.interval)), self.spider, row.url)
-                        for row in due
-                    ],
+                    [(self._time(due_after_push(row, now)), self.spider, row.url) for row in due],
                 )
             return due
 

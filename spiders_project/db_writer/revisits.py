@@ -26,25 +26,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import orjson
-
 from spiders_project.db_writer.page_store import PageTable
-from spiders_project.db_writer.pages import PageRow
 from spiders_project.db_writer.sql_store import RowsRefused, StoreUnavailable
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import DEFAULT_JOB
 from spiders_project.recrawl.config import RecrawlConfig
+from spiders_project.recrawl.pages_row import PageRow, revisit_seed
 from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls
 
 logger = logging.getLogger(__name__)
-
-
-def revisit_seed(row: PageRow) -> bytes:
-    """The start_urls entry that revisits ``row``'s URL with its last fetch's state."""
-    seed: dict[str, object] = {"url": row.url, "revisit": row.page_state()}
-    if row.job != DEFAULT_JOB:
-        seed["job"] = row.job
-    return orjson.dumps(seed)
 
 
 class RevisitScheduler:

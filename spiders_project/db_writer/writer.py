@@ -25,11 +25,11 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import SettingsReader
 from spiders_project.db_writer.entries import dedupe, parse_entries
 from spiders_project.db_writer.item_queue import ItemQueue, LockLost
-from spiders_project.db_writer.page_store import PageTable
-from spiders_project.db_writer.pages import PAGES_TABLE, PageEntry
+from spiders_project.db_writer.page_store import PAGES_TABLE, PageTable
 from spiders_project.db_writer.revisits import RevisitScheduler
 from spiders_project.db_writer.sql_store import TABLE_NAME, RowsRefused, Store, StoreUnavailable
 from spiders_project.db_writer.stopping import SLEEP_SLICE, Backoff, StopFlag, StopRequested
+from spiders_project.recrawl.pages_row import PageEntry
 from spiders_project.redis_access import RedisUnavailable
 
 __all__ = ["Backoff", "ItemWriter", "StopFlag", "StopRequested", "WriterConfig"]

@@ -3,7 +3,9 @@ and its rates and bounds, ``RECRAWL_LINKS``, ``PAGES_ENABLED`` and the revisit
 scheduler's pace.
 
 Workers read it (whether to write page-state entries) and so does the
-db_writer (each URL's next interval and due time, and the revisit scheduler).
+db_writer (each URL's next interval and due time, through
+``recrawl.revisit_rules``, and the revisit scheduler's pace). Settings only:
+the rules that use them are in ``revisit_rules``.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from spiders_project.config import SettingsReader
 
 @dataclass(frozen=True)
 class RecrawlConfig:
-    """When each URL is due again, and how its interval moves.
+    """The revisit settings; ``recrawl.revisit_rules`` applies them.
 
     ``after`` is RECRAWL_AFTER (seconds; 0: never again): the interval of
-    every URL, or with ``adaptive`` the first one, then multiplied by
-    (1 - ``dec_rate``) after a change and (1 + ``inc_rate``) after none,
-    within [``min_interval``, ``max_interval``], as Nutch's
-    AdaptiveFetchSchedule does.
+    every URL, or with ``adaptive`` the first one, then moved by ``dec_rate``
+    and ``inc_rate`` within [``min_interval``, ``max_interval``]
+    (``revisit_rules.next_interval``).
     """
 
     after: float = 0.0
@@ -66,17 +67,3 @@ class RecrawlConfig:
     def revisits(self) -> bool:
         """Whether URLs are revisited when due (RECRAWL_AFTER set)."""
         return self.after > 0
-
-    def first_interval(self) -> float:
-        return self.after
-
-    def next_interval(self, interval: float, changed: bool) -> float:
-        """The interval after a fetch that found the page ``changed`` or not.
-
-        Fixed (RECRAWL_AFTER) unless adaptive; adaptive: shorter after a
-        change, longer after none, clamped to the bounds.
-        """
-        if not self.adaptive:
-            return self.after
-        factor = (1 - self.dec_rate) if changed else (1 + self.inc_rate)
-        return min(self.max_interval, max(self.min_interval, interval * factor))

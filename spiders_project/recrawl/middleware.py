@@ -5,8 +5,9 @@ back by the db_writer's revisit scheduler). This middleware:
 
 - sends ``If-None-Match`` / ``If-Modified-Since`` from it (a redirect's target
   is another URL: it gets none);
-- on the way back judges the answer: a 304, or a 200 whose
-  ``digests.content_digest`` equals the state's digest, is *unchanged*. It sets
+- on the way back judges the answer with the rule the archive shares
+  (``recrawl.unchanged``: a 304, or a 2xx whose ``digests.content_digest``
+  equals the state's digest) and, when it is *unchanged*, sets
   ``meta.UNCHANGED`` and ends the request with IgnoreRequest before the spider:
   the callback does not run and no item is rewritten (stats
   ``recrawl/unchanged``, ``recrawl/not_modified``; a changed page counts
@@ -15,8 +16,8 @@ back by the db_writer's revisit scheduler). This middleware:
   lease a page of its job (``outcomes.request_unchanged``) and acks it once,
   as every request the engine is done with;
 - writes one page-state entry per fetch outcome into ``<spider>:items``
-  through the write batcher, as items go (``{"kind": "page", ...}``), which
-  the db_writer routes to the ``pages`` table: every attempt's answer
+  through the write batcher, as items go (``recrawl.pages_row.page_entry``),
+  which the db_writer routes to the ``pages`` table: every attempt's answer
   (``fetched``, ``not_modified``, ``blocked``, ``fetch_error``), a failure
   without an answer (``fetch_error``) and a dead letter (``dead_letter``);
   ``RedirectStateMiddleware`` writes a 3xx's (``redirect``).
@@ -31,7 +32,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -53,37 +53,12 @@ from spiders_project.recrawl.page_state import (
     outcome_of,
     validator_headers,
 )
+from spiders_project.recrawl.pages_row import page_entry
+from spiders_project.recrawl.unchanged import Unchanged, unchanged
 
 logger = logging.getLogger(__name__)
 
-# The entry kind the db_writer routes to the `pages` table.
-PAGE_KIND = "page"
 _CONDITIONAL = (b"If-None-Match", b"If-Modified-Since")
-
-
-def page_entry(
-    url: str,
-    job: str,
-    at: str,
-    outcome: str,
-    *,
-    status: int | None = None,
-    etag: str | None = None,
-    last_modified: str | None = None,
-    digest: str | None = None,
-) -> bytes:
-    """One page-state entry, fields that are None left out."""
-    entry: dict[str, Any] = {"kind": PAGE_KIND, "url": url, "job": job, "at": at}
-    entry["outcome"] = outcome
-    for name, value in (
-        ("status", status),
-        ("etag", etag),
-        ("last_modified", last_modified),
-        ("digest", digest),
-    ):
-        if value is not None:
-            entry[name] = value
-    return orjson.dumps(entry)
 
 
 def revisit_state(request: Request) -> dict[str, Any] | None:
@@ -165,12 +140,13 @@ class PageStateMiddleware:
             digest=digest,
         )
         if state is None or outcome not in (FETCHED, NOT_MODIFIED):
-            return response
-        if outcome == NOT_MODIFIED:
-            self.stats.inc_value("recrawl/not_modified")
-        elif digest != state.get("digest"):
+            return response  # not a revisit of this URL, or not the page (a block, an error)
+        why = unchanged(response.status, state, lambda: digest)
+        if why is None:
             self.stats.inc_value("recrawl/changed")
             return response
+        if why is Unchanged.NOT_MODIFIED:
+            self.stats.inc_value("recrawl/not_modified")
         self.stats.inc_value("recrawl/unchanged")
         request.meta[UNCHANGED] = True
         self.crawler.signals.send_catch_log(request_unchanged, request=request)

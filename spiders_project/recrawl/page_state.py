@@ -7,11 +7,14 @@ the seed reader checks it here (:func:`check_page_state`) before it becomes
 ``If-None-Match`` / ``If-Modified-Since`` (:func:`validator_headers`). The
 outcomes of a fetch, as the ``pages`` table's ``outcome`` column holds them,
 are named here too, with the one rule that sorts an answer into them
-(:func:`outcome_of`). Stdlib only: the seed reader (base) uses it.
+(:func:`outcome_of`). Whether an answer is unchanged against this state is
+``recrawl.unchanged``'s. Stdlib only: the seed reader uses it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 # The outcome of one fetch, the `pages` table's `outcome` column.
@@ -102,3 +105,16 @@ def outcome_of(status: int, *, blocked: bool, conditional: bool) -> str:
     if status >= 400:
         return FETCH_ERROR
     return FETCHED
+
+
+def last_fetched(state: Any) -> datetime | None:
+    """When the last fetch was (``fetched_at``, ISO 8601; UTC when it names no
+    zone), or None for a state without a time that reads."""
+    fetched_at = state.get("fetched_at") if isinstance(state, Mapping) else None
+    if not isinstance(fetched_at, str):
+        return None
+    try:
+        when = datetime.fromisoformat(fetched_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when

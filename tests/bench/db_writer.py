@@ -7,7 +7,7 @@ until the buffer is empty, and time it from its first committed batch on, so
 the process' start-up (imports, connects) does not count as throughput.
 
 ``pages_phase`` times the `pages` table the same way: N page-state entries
-(``recrawl.middleware.page_entry``, about 200 bytes), every URL distinct, with
+(``recrawl.pages_row.page_entry``, about 200 bytes), every URL distinct, with
 RECRAWL_AFTER set so each row gets its due time; ``make bench``'s db_writer
 section reports it beside the items (rows "SQLite pages", "PostgreSQL pages").
 
@@ -36,7 +36,7 @@ import redis
 from spiders_project.db_writer.db_url import SQLITE, parse_db_url
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
-from spiders_project.recrawl.middleware import page_entry
+from spiders_project.recrawl.pages_row import page_entry
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer, pin
 

@@ -2,7 +2,7 @@
 
 Real processes: the db_writer as ``python -m spiders_project.db_writer``, the
 session's private redis-server, SQLite and a temporary PostgreSQL. Entries
-are made by the workers' own encoder (``recrawl.middleware.page_entry``).
+are made by the workers' own encoder (``recrawl.pages_row.page_entry``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import psycopg
 import redis
 
 from spiders_project.item_buffer.buffer import encode_entry
-from spiders_project.recrawl.middleware import page_entry
+from spiders_project.recrawl.pages_row import page_entry
 from spiders_project.scope.seeds import parse_seed
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import KEYS, Database, Writer, run_writer, wait_for

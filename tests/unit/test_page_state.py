@@ -1,6 +1,8 @@
-"""page_state: a revisit's state checked, its conditional headers, a fetch's outcome."""
+"""page_state: a revisit's state checked, its conditional headers, a fetch's outcome, its time."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,6 +14,7 @@ from spiders_project.recrawl.page_state import (
     REDIRECT,
     InvalidPageState,
     check_page_state,
+    last_fetched,
     outcome_of,
     validator_headers,
 )
@@ -80,3 +83,14 @@ def test_validators_become_conditional_headers():
 )
 def test_an_answer_s_outcome(status, blocked, conditional, outcome):
     assert outcome_of(status, blocked=blocked, conditional=conditional) == outcome
+
+
+def test_the_last_fetch_s_time_reads_in_any_iso_form_or_not_at_all():
+    at = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
+    assert last_fetched(STATE) == at
+    assert last_fetched({"fetched_at": "2026-11-24T10:00:00Z"}) == at
+    assert last_fetched({"fetched_at": "2026-11-24T10:00:00"}) == at  # no zone: UTC
+    plus_two = last_fetched({"fetched_at": "2026-11-24T12:00:00+02:00"})
+    assert plus_two == at and plus_two.utcoffset() == timedelta(hours=2)  # kept as sent
+    for state in (None, {}, {"fetched_at": "nonsense"}, {"fetched_at": 5}, ["fetched_at"]):
+        assert last_fetched(state) is None

@@ -48,22 +48,3 @@ def test_recrawl_after_turns_the_pages_table_on():
 def test_bad_values_are_one_line_naming_the_setting(overrides, named):
     with pytest.raises(ConfigError, match=f"^{named}="):
         config(**overrides)
-
-
-def test_a_fixed_interval_is_recrawl_after_whatever_happened():
-    fixed = RecrawlConfig(after=100.0)
-    assert fixed.next_interval(100.0, True) == 100.0
-    assert fixed.next_interval(250.0, False) == 100.0
-
-
-def test_adaptive_intervals_shrink_on_change_grow_without_and_stay_in_bounds():
-    adaptive = RecrawlConfig(after=100.0, adaptive=True, min_interval=50.0, max_interval=200.0)
-    assert adaptive.first_interval() == 100.0
-    assert adaptive.next_interval(100.0, True) == pytest.approx(80.0)  # x (1 - 0.2)
-    assert adaptive.next_interval(100.0, False) == pytest.approx(140.0)  # x (1 + 0.4)
-    assert adaptive.next_interval(60.0, True) == 50.0  # the floor
-    assert adaptive.next_interval(180.0, False) == 200.0  # the ceiling
-    interval = 100.0
-    for _ in range(10):
-        interval = adaptive.next_interval(interval, False)
-    assert interval == 200.0

@@ -1,7 +1,7 @@
 """Freshness for the same fetches: adaptive revisits against a fixed RECRAWL_AFTER.
 
 A simulated site, a clock the test steps, and the db_writer's own rule
-(``db_writer.pages.advance``) and scheduling order (due rows, oldest due
+(``recrawl.revisit_rules.advance``) and scheduling order (due rows, oldest due
 first, as ``page_store.take_due`` reads them): 100 pages, 10 of which change
 every minute while 90 never change, revisited within the same budget of 20
 fetches a minute, and 10 minutes of it counted. A fetch "catches" a change
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from spiders_project.db_writer.pages import PageEntry, PageRow, advance
 from spiders_project.recrawl.config import RecrawlConfig
+from spiders_project.recrawl.pages_row import PageEntry, PageRow
+from spiders_project.recrawl.revisit_rules import advance
 
 T0 = datetime(2026, 11, 24, tzinfo=UTC)
 PAGES = 100
