@@ -114,8 +114,8 @@ PAGE_STATE = "page_state"
 # whose content digest equals the last one): its callback is not run and no
 # item is written. Written by the conditional-request middleware on the
 # response's meta; read by the page-state records and stats. The WARC writer
-# applies the same rule itself (archive/revisits.py): it sees the response
-# before that middleware does. Never stored.
+# sees the response before that middleware does, so it asks the same rule
+# (recrawl/unchanged.py) itself rather than reading this key. Never stored.
 UNCHANGED = "_unchanged"
 
 
