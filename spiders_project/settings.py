@@ -213,32 +213,6 @@ FRONTIER_LEASE_TIMEOUT = 30.0
 # How long (seconds) a closing worker keeps trying to hand its writes and
 # unfinished leases back to Redis before giving up (its leases then expire).
 FRONTIER_CLOSE_TIMEOUT = 10.0
-# What happens to a request on its way into the frontier and after a worker
-# leases it: the steps the scheduler runs, {dotted path: order}, lowest order
-# first, as Scrapy builds its middlewares (FRONTIER_STEPS is merged over
-# FRONTIER_STEPS_BASE; a path set to None switches a step off). The scheduler
-# itself knows none of them (frontier/steps.py says what a step may do).
-FRONTIER_STEPS_BASE = {
-    # A seed's start_urls entry, claimed by the script that enqueues it.
-    "spiders_project.scope.steps.SeedEntryStep": 100,
-    # One URL, one fetch: normalised (URL_STRIP_PARAMS), traps not followed.
-    "spiders_project.scope.steps.UrlRulesStep": 200,
-    # A seed's own recrawl_after.
-    "spiders_project.scope.steps.SeedLimitsStep": 300,
-    # A pool proxy's name and credentials are never stored.
-    "spiders_project.proxies.steps.ForgetProxyStep": 400,
-    # A retry waits out its backoff in the frontier.
-    "spiders_project.politeness.steps.RetryWaitStep": 500,
-    # Requests that render go to the render queue.
-    "spiders_project.rendering.steps.RenderRouteStep": 600,
-    # The politeness group a request queues under, and each group's delay.
-    "spiders_project.politeness.steps.PolitenessKeyStep": 700,
-    # Hosts an operator blocked at runtime are neither queued nor fetched.
-    "spiders_project.politeness.steps.BlockedHostStep": 800,
-    # Requests of a paused job go back to their queue, a cancelled job's are dropped.
-    "spiders_project.jobs.pause_step.JobStep": 900,
-}
-FRONTIER_STEPS: dict[str, int | None] = {}
 
 # --- Politeness, cluster-wide --------------------------------------------------
 # Seconds between two fetches from one host by the whole cluster (not per
@@ -281,39 +255,6 @@ RETRY_BACKOFF_MAX = _env("RETRY_BACKOFF_MAX", 300.0)
 # the proxy. On the command line: -s 'BAN_BODY_PATTERNS=["captcha", "Access denied"]'.
 BAN_HTTP_CODES = _env("BAN_HTTP_CODES", [403, 429])
 BAN_BODY_PATTERNS: list[str] = _env("BAN_BODY_PATTERNS", [])
-# Scrapy's downloader middlewares, two of them replaced by cluster-wide ones;
-# the features below add theirs to this dict.
-DOWNLOADER_MIDDLEWARES = {
-    # Just before RetryMiddleware (550): it sees only what RetryMiddleware gave up on.
-    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
-    # Scrapy's RobotsTxtMiddleware, with each robots.txt fetched once per cluster.
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "spiders_project.politeness.robots.ClusterRobotsTxt": 100,
-    # Scrapy's RetryMiddleware, with backoff through the frontier and blocks retried.
-    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
-    "spiders_project.politeness.retries.BackoffRetryMiddleware": 550,
-    # Just after it: sees every 429/503 (Retry-After) and robots.txt answer.
-    "spiders_project.politeness.middlewares.SitePacingMiddleware": 560,
-    # Last of all, right before the download: the cluster-wide turn of a
-    # delayed host is granted here, so the site sees the delay.
-    "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
-    # After the host's turn, right before the download: a job paused or cancelled
-    # while its request waited for that turn does not start it.
-    "spiders_project.jobs.fetch_gate.JobGate": 995,
-}
-
-# A JSON seed's "max_pages" is counted per page fetched, cluster-wide, just
-# before the host's turn: a request over budget takes no turn.
-DOWNLOADER_MIDDLEWARES["spiders_project.scope.seed_limits.SeedBudget"] = 565
-
-# Conditional requests and page-state entries (spiders_project/recrawl/,
-# RECRAWL_AFTER, PAGES_ENABLED): after HttpCompressionMiddleware (590) on the
-# way back, so the digest is that of the body the spider sees; after
-# RedirectMiddleware (600) and before RetryMiddleware (550), so it sees every
-# attempt's answer, and ends an unchanged one before the spider.
-DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.PageStateMiddleware"] = 585
-# A 3xx's page-state entry, written before RedirectMiddleware (600) follows it.
-DOWNLOADER_MIDDLEWARES["spiders_project.recrawl.middleware.RedirectStateMiddleware"] = 605
 
 # --- One URL, one fetch; traps --------------------------------------------------
 # Query parameters dropped from every link before it is fingerprinted (a
@@ -343,9 +284,6 @@ PROXY_BAN_TIME = _env("PROXY_BAN_TIME", 300.0)
 PROXY_MAX_FAILURES = 3
 # Seconds between a worker's reads of the cluster's proxy bans.
 PROXY_REFRESH_INTERVAL = 1.0
-# Before Scrapy's HttpProxyMiddleware (750), which turns meta["proxy"] into the
-# connection and its Proxy-Authorization header.
-DOWNLOADER_MIDDLEWARES["spiders_project.proxies.middleware.ProxyMiddleware"] = 700
 
 # --- No crossing from public to private networks ---------------------------------
 # A request reached from a public address (a link or redirect on a page that
@@ -359,9 +297,6 @@ NETWORK_GUARD_PUBLIC: list[str] = []
 # The resolver that refuses a public page's link to a private address, so a
 # name that resolves inward (or rebinds) is caught on the address connected to.
 TWISTED_DNS_RESOLVER = "spiders_project.scope.networks.GuardedResolver"
-# After RetryMiddleware (a refusal is never retried), before RedirectMiddleware
-# (600) on the way back (a redirect keeps the mark of a public page).
-DOWNLOADER_MIDDLEWARES["spiders_project.scope.networks.NetworkGuardMiddleware"] = 650
 
 # --- Dead letters ----------------------------------------------------------------
 # Requests that failed for good (RetryMiddleware gave up on a RETRY_EXCEPTIONS
@@ -388,8 +323,6 @@ NODE_HEALTH_ENABLED = True
 NODE_FAILURES = 50
 NODE_FAILURE_WINDOW = 30.0
 NODE_PROBE_INTERVAL = 5.0
-# Before RetryMiddleware (550): it sees a failed fetch first.
-DOWNLOADER_MIDDLEWARES["spiders_project.node_health.middleware.NodeHealthMiddleware"] = 590
 
 # --- Seeds ---------------------------------------------------------------------
 # Seeds are read from <spider>:start_urls in batches of this size whenever the
@@ -406,10 +339,6 @@ SEED_SPREAD = 8
 MAX_IDLE_TIME_BEFORE_CLOSE = _env("MAX_IDLE_TIME_BEFORE_CLOSE", 0)
 
 # --- Item buffer and db_writer -----------------------------------------------
-# Your own ITEM_PIPELINES run as in plain Scrapy. Every item they keep goes
-# to <spider>:items, once all of them are done with it (item_scraped), with
-# its identity: item_type (its class name) and item_key (below).
-ITEM_PIPELINES: dict[str, int] = {}
 # The fields that identify an item of a type, {"ProductItem": ["sku"]}: its row
 # in the database is (spider, item_type, item_key). A type without an entry is
 # identified by its page's request fingerprint and its position among that
@@ -418,14 +347,6 @@ ITEM_KEYS: dict[str, list[str]] = {"PageItem": ["url"]}
 # An item type's own table, {"ProductItem": "products"}, with the columns of
 # `items`; the rest go to `items`. Read by the db_writer.
 ITEM_TABLES: dict[str, str] = {}
-# Scrapy's spider middlewares, and two of ours:
-SPIDER_MIDDLEWARES = {
-    # Near the engine: numbers each page's items in the order they were yielded.
-    "spiders_project.item_buffer.identity.PagePositions": 10,
-    # After DepthMiddleware (900) on the way out: a seed's limits, and the
-    # private-network guard's mark, given to the links of a page.
-    "spiders_project.scope.seed_limits.SeedScope": 800,
-}
 # Workers stop fetching while <spider>:items holds more than this many items
 # (the db_writer is slow or down), so Redis memory stays bounded; 0 disables.
 ITEM_BUFFER_MAX = _env("ITEM_BUFFER_MAX", 100_000)
@@ -493,23 +414,6 @@ RETRY_TIMES = _env("RETRY_TIMES", 2)
 LOG_LEVEL = _env("LOG_LEVEL", "INFO")
 
 # --- Rendering -------------------------------------------------------------------
-# JavaScript pages render in Debian's Chromium through scrapy-playwright, in the
-# same worker; every other request goes over plain HTTP (docs/RENDERING.md).
-# A request renders when its meta says "render": true (carried to the links
-# followed from it on the same host; a seed's "playwright": true means the same)
-# or its URL matches RENDER_URL_PATTERNS; "render": false never renders.
-# One handler instance serves both schemes; Playwright's driver and Chromium
-# start with the first page that renders, so HTTP-only workers never pay for them.
-DOWNLOAD_HANDLERS = {
-    "http": "spiders_project.rendering.handler.RenderingDownloadHandler",
-    "https": "spiders_project.rendering.handler.RenderingDownloadHandler",
-}
-# Decides which requests render, after the frontier handed them out (its meta
-# stays JSON); after SitePacingMiddleware, before the download handler.
-DOWNLOADER_MIDDLEWARES["spiders_project.rendering.rules.RenderMiddleware"] = 570
-# RENDER_MODE=auto: pages fetched over HTTP that need JavaScript go to the
-# render queue (after redirects are followed, 600).
-DOWNLOADER_MIDDLEWARES["spiders_project.rendering.auto.AutoRenderMiddleware"] = 580
 # scrapy-playwright's browser: Chromium, the one make setup installs.
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 # How Chromium is started (CHROMIUM_PATH picks the binary).
@@ -665,22 +569,6 @@ TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 # Scrapy's per-worker random delay factor: the frontier spaces a host's
 # fetches cluster-wide, and ClusterPoliteness zeroes the per-worker delay.
 DOWNLOAD_DELAY_JITTER = 0
-# Our extensions, in the order they start:
-EXTENSIONS = {
-    # First: refuse to run if a Scrapy/Playwright internal we use is missing.
-    "spiders_project.insides.check.InternalsCheck": 50,
-    "spiders_project.politeness.extension.ClusterPoliteness": 100,
-    "spiders_project.item_buffer.backpressure.ItemBackpressure": 110,
-    # Items to <spider>:items after every item pipeline (item_scraped).
-    "spiders_project.item_buffer.buffer.ItemBuffer": 115,
-    "spiders_project.worker.shutdown.GracefulShutdown": 120,
-    # Heartbeat and stats in Redis for the monitor (see Monitoring below).
-    "spiders_project.worker.heartbeat.StatsPublisher": 130,
-    # Runs the jobs' schedules (see Jobs below).
-    "spiders_project.jobs.schedules.JobSchedules": 140,
-    # Paused and cancelled jobs, and jobs that finished (see Jobs below).
-    "spiders_project.jobs.state_loop.JobWatch": 150,
-}
 # After a SIGTERM, seconds to finish the requests in flight before handing
 # the rest back to the queue and exiting 0 (a second SIGTERM stops at once).
 SHUTDOWN_GRACE_PERIOD = _env("SHUTDOWN_GRACE_PERIOD", 30.0)
@@ -730,10 +618,6 @@ WARC_RETRY_INTERVAL = 5.0
 # Fetches waiting for the writer thread before fetching pauses until half are
 # written (never blocking the reactor): a few MB for pages of some KB.
 WARC_QUEUE_SIZE = 1000
-# Before HttpCompressionMiddleware (590) and RedirectMiddleware (600) on the way
-# back, after every middleware that adds request headers on the way out: it sees
-# the body as the site sent it, and every fetch (spiders_project/archive/middleware.py).
-DOWNLOADER_MIDDLEWARES["spiders_project.archive.middleware.ArchiveMiddleware"] = 900
 
 # --- Monitoring ------------------------------------------------------------------
 # Each worker publishes its Scrapy stats, a heartbeat and its share of the
@@ -759,3 +643,126 @@ MONITOR_SPIDERS = _env("MONITOR_SPIDERS", "distributed")
 # ... and the longest a scrape waits for Redis (seconds) before it answers
 # with crawler_redis_up 0 instead; keep it below Prometheus' scrape_timeout.
 MONITOR_REDIS_TIMEOUT = 2.0
+
+# --- The worker's components -------------------------------------------------------
+# What happens to a request on its way into the frontier and after a worker
+# leases it: the steps the scheduler runs, {dotted path: order}, lowest order
+# first, as Scrapy builds its middlewares (FRONTIER_STEPS is merged over
+# FRONTIER_STEPS_BASE; a path set to None switches a step off). The scheduler
+# itself knows none of them (frontier/steps.py says what a step may do, and
+# docs/ARCHITECTURE.md, "The worker's components", lists them).
+FRONTIER_STEPS_BASE = {
+    # A seed's start_urls entry, claimed by the enqueue script; first: later steps ask "a seed?".
+    "spiders_project.scope.steps.SeedEntryStep": 100,
+    # One URL, one fetch: normalised (URL_STRIP_PARAMS), traps dropped; before steps read the URL.
+    "spiders_project.scope.steps.UrlRulesStep": 200,
+    # A seed's own recrawl_after; after SeedEntryStep, whose mark tells a seed it may reject.
+    "spiders_project.scope.steps.SeedLimitsStep": 300,
+    # A pool proxy's name and credentials never stored; its `stored` hook runs before any `admit`.
+    "spiders_project.proxies.steps.ForgetProxyStep": 400,
+    # A retry waits out its backoff in the frontier; reads only its own meta key.
+    "spiders_project.politeness.steps.RetryWaitStep": 500,
+    # Requests that render go to the render queue; a `route` hook, after the dedup pre-filter.
+    "spiders_project.rendering.steps.RenderRouteStep": 600,
+    # The politeness group a request queues under, and its delay; a later step's group_of wins.
+    "spiders_project.politeness.steps.PolitenessKeyStep": 700,
+    # Hosts an operator blocked: neither queued nor fetched; their group is the normalised URL's.
+    "spiders_project.politeness.steps.BlockedHostStep": 800,
+    # A paused job's leased requests back to their queue, a cancelled job's dropped; last.
+    "spiders_project.jobs.pause_step.JobStep": 900,
+}
+FRONTIER_STEPS: dict[str, int | None] = {}
+# The downloader middlewares, merged over Scrapy's DOWNLOADER_MIDDLEWARES_BASE
+# (the comments name Scrapy's with their orders): a request passes them from the
+# lowest order up to the download handler, its response or exception from the
+# highest down. No two share an order, ours or Scrapy's, so no place depends on
+# a dict's order (tests/unit/test_components.py). The whole chain, Scrapy's
+# included, is the table in docs/ARCHITECTURE.md ("The worker's components").
+# A component whose feature is off raises NotConfigured, so no entry here
+# depends on the environment.
+DOWNLOADER_MIDDLEWARES = {
+    # Scrapy's RobotsTxtMiddleware (100), off: ClusterRobotsTxt takes its order.
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    # robots.txt once per cluster (ROBOTSTXT_OBEY); early, as Scrapy's: a refusal costs nothing.
+    "spiders_project.politeness.robots.ClusterRobotsTxt": 100,
+    # Dead letters (DEAD_LETTERS_ENABLED); just under the retries: sees what they gave up on.
+    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
+    # Scrapy's RetryMiddleware (550), off: BackoffRetryMiddleware takes its order.
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    # Retries with backoff through the frontier, blocks retried too; Scrapy's order.
+    "spiders_project.politeness.retries.BackoffRetryMiddleware": 550,
+    # A 429/503's Retry-After pauses its host cluster-wide; sees each answer before the retries.
+    "spiders_project.politeness.middlewares.SitePacingMiddleware": 560,
+    # A seed's max_pages, counted cluster-wide; before HostGate (990): no turn when over budget.
+    "spiders_project.scope.seed_limits.SeedBudget": 565,
+    # Which requests render, each holding a render slot; before HostGate (990).
+    "spiders_project.rendering.rules.RenderMiddleware": 570,
+    # RENDER_MODE=auto: JS pages to the render queue; back after Redirect, before MetaRefresh (580).
+    "spiders_project.rendering.auto.AutoRenderMiddleware": 582,
+    # Page states, revisits (PAGES_ENABLED); back after HttpCompression (590), before the retries.
+    "spiders_project.recrawl.middleware.PageStateMiddleware": 585,
+    # Node health (NODE_HEALTH_ENABLED); back before HttpCompression (590) may refuse an answer.
+    "spiders_project.node_health.middleware.NodeHealthMiddleware": 595,
+    # A 3xx's page-state entry, written before Redirect (600) follows it.
+    "spiders_project.recrawl.middleware.RedirectStateMiddleware": 605,
+    # No public-to-private crossing; back before Redirect (600), so a redirect keeps the mark.
+    "spiders_project.scope.networks.NetworkGuardMiddleware": 650,
+    # A pool proxy per request (PROXIES); after Cookies (700), before HttpProxy (750) reads it.
+    "spiders_project.proxies.middleware.ProxyMiddleware": 710,
+    # Every fetch to WARC (WARC_ENABLED); out after all headers are set, back before any decoding.
+    "spiders_project.archive.middleware.ArchiveMiddleware": 910,
+    # The host's cluster-wide turn, granted last so the site sees the delay.
+    "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
+    # After the turn: a request of a job paused or cancelled during its wait does not start.
+    "spiders_project.jobs.fetch_gate.JobGate": 995,
+}
+# How each scheme is downloaded, merged over Scrapy's DOWNLOAD_HANDLERS_BASE.
+# JavaScript pages render in Debian's Chromium through scrapy-playwright, in the
+# same worker; every other request goes over plain HTTP (docs/RENDERING.md).
+# A request renders when its meta says "render": true (carried to the links
+# followed from it on the same host; a seed's "playwright": true means the same)
+# or its URL matches RENDER_URL_PATTERNS; "render": false never renders.
+# One handler instance serves both schemes; Playwright's driver and Chromium
+# start with the first page that renders, so HTTP-only workers never pay for them.
+DOWNLOAD_HANDLERS = {
+    # Scrapy's HTTP11DownloadHandler for plain requests, Playwright for those that render.
+    "http": "spiders_project.rendering.handler.RenderingDownloadHandler",
+    # The same instance as http's.
+    "https": "spiders_project.rendering.handler.RenderingDownloadHandler",
+}
+# The spider middlewares, merged over Scrapy's SPIDER_MIDDLEWARES_BASE: a
+# response passes them from the lowest order up to the spider, what the spider
+# yields from the highest down to the engine.
+SPIDER_MIDDLEWARES = {
+    # Numbers each page's items in the order yielded; lowest: sees what every other one kept.
+    "spiders_project.item_buffer.identity.PagePositions": 10,
+    # A seed's limits and the network guard's mark on a page's links; out after Depth (900).
+    "spiders_project.scope.seed_limits.SeedScope": 850,
+}
+# Your own ITEM_PIPELINES run as in plain Scrapy (none of ours, none of
+# Scrapy's). Every item they keep goes to <spider>:items once all of them are
+# done with it (ItemBuffer, an extension on item_scraped), with its identity:
+# item_type (its class name) and item_key (ITEM_KEYS).
+ITEM_PIPELINES: dict[str, int] = {}
+# Our extensions, merged over Scrapy's EXTENSIONS_BASE (all at 0, so built
+# first), in the order they are built: each one's handlers of a signal are
+# called before those of the extensions after it. Only InternalsCheck relies on
+# its place; the others' handlers do not depend on one another.
+EXTENSIONS = {
+    # First: refuse to run if a Scrapy/Playwright internal we use is missing.
+    "spiders_project.insides.check.InternalsCheck": 50,
+    # Each worker's download delay zeroed once the engine starts: the frontier spaces hosts.
+    "spiders_project.politeness.extension.ClusterPoliteness": 100,
+    # Pauses fetching while <spider>:items is over ITEM_BUFFER_MAX (0: off).
+    "spiders_project.item_buffer.backpressure.ItemBackpressure": 110,
+    # Items to <spider>:items after every item pipeline (item_scraped).
+    "spiders_project.item_buffer.buffer.ItemBuffer": 115,
+    # A SIGTERM's drain bounded by SHUTDOWN_GRACE_PERIOD, then leases handed back.
+    "spiders_project.worker.shutdown.GracefulShutdown": 120,
+    # Heartbeat and stats in Redis for the monitor (STATS_PUBLISH_ENABLED).
+    "spiders_project.worker.heartbeat.StatsPublisher": 130,
+    # Runs the jobs' schedules (JOBS_SCHEDULES_ENABLED).
+    "spiders_project.jobs.schedules.JobSchedules": 140,
+    # Paused and cancelled jobs, and jobs that finished.
+    "spiders_project.jobs.state_loop.JobWatch": 150,
+}

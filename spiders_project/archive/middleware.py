@@ -1,12 +1,12 @@
 """``ArchiveMiddleware``: every fetch this worker makes, handed to the WARC writer.
 
-Where it sits (``DOWNLOADER_MIDDLEWARES`` 900): responses pass the
-downloader middlewares from the highest number down, so at 900 a response is
+Where it sits (``DOWNLOADER_MIDDLEWARES`` 910): responses pass the
+downloader middlewares from the highest number down, so at 910 a response is
 seen before HttpCompressionMiddleware (590) undoes its Content-Encoding (the
 body is still the bytes the site sent), before RedirectMiddleware (600) turns
 a 3xx into a new request, and before the retry middlewares (550) discard a
 500: each is a fetch and is archived. Requests pass from the lowest number
-up, so by 900 the headers Scrapy adds (User-Agent 500, Accept-Encoding 590,
+up, so by 910 the headers Scrapy adds (User-Agent 500, Accept-Encoding 590,
 cookies 700, a proxy's 750) are on the request this records.
 
 Why not in the download handler: the bytes on the wire would need our own
@@ -144,7 +144,7 @@ def exchange_of(
 
 
 class ArchiveMiddleware:
-    """Downloader middleware at 900 (see the module docstring)."""
+    """Downloader middleware at 910 (see the module docstring)."""
 
     def __init__(self, crawler: Crawler, config: ArchiveConfig, writer: ArchiveWriter) -> None:
         self.config = config

@@ -78,7 +78,8 @@ JUDGE_POLL = 1.0
 
 
 class NodeHealthMiddleware:
-    """Downloader middleware at 590, before RetryMiddleware (550); see the module docstring."""
+    """Downloader middleware at 595: a response reaches it before HttpCompressionMiddleware (590)
+    can refuse the body, an exception before RetryMiddleware (550); see the module docstring."""
 
     def __init__(
         self,

@@ -67,7 +67,7 @@ def forget_proxy(request: Request) -> Request:
 
 
 class ProxyMiddleware:
-    """Downloader middleware at 700, before Scrapy's HttpProxyMiddleware (750)."""
+    """Downloader middleware at 710, before Scrapy's HttpProxyMiddleware (750)."""
 
     def __init__(self, crawler: Crawler, pool: ProxyPool) -> None:
         self.crawler = crawler

@@ -199,7 +199,7 @@ class AutoRender:
 
 
 class AutoRenderMiddleware:
-    """Downloader middleware (580, after redirects are followed): in auto mode,
+    """Downloader middleware (582, after redirects are followed): in auto mode,
     checks each page fetched over HTTP and sends those that need JavaScript to
     the render queue (see the module docstring)."""
 
