@@ -112,7 +112,8 @@ class Users:
         return ok and hashed is not None
 
     def may_act(self, user: str) -> bool:
-        return user in self.operators
+        """An operator of CONSOLE_OPERATORS who is (still) in the file."""
+        return user in self.operators and user in self._hashes
 
 
 @dataclass

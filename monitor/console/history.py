@@ -16,7 +16,7 @@ from dataclasses import dataclass
 # Seconds of samples kept, the least spacing between two, and the chart's buckets.
 KEEP = 3600.0
 SPACING = 2.0
-BUCKETS = 60
+BUCKETS = 120
 # The window of the rates shown as "now".
 RATE_WINDOW = 60.0
 # The chart's drawing area (SVG user units).
@@ -86,6 +86,7 @@ class Chart:
     """A line chart as SVG coordinates: the template draws it, escaping nothing of the crawl's."""
 
     points: str  # "x,y x,y ..." of the polyline
+    dots: list[tuple[str, str]]  # (x, y) of each point, drawn while there are few
     peak: float  # the top of the scale, pages/s
     covered_min: int  # minutes of the last hour with samples
 
@@ -93,9 +94,14 @@ class Chart:
 def chart(buckets: list[tuple[float, float]], now: float, covered: float) -> Chart:
     peak = max((rate for _, rate in buckets), default=0.0)
     top = peak if peak > 0 else 1.0
-    points = []
+    dots = []
     for start, rate in buckets:
-        x = (start - (now - KEEP)) / KEEP * WIDTH
+        x = (start + KEEP / BUCKETS - (now - KEEP)) / KEEP * WIDTH
         y = HEIGHT - rate / top * (HEIGHT - 4)
-        points.append(f"{x:.1f},{y:.1f}")
-    return Chart(" ".join(points), peak, round(covered / 60))
+        dots.append((f"{x:.1f}", f"{y:.1f}"))
+    return Chart(
+        " ".join(f"{x},{y}" for x, y in dots),
+        dots if len(dots) < 10 else [],
+        peak,
+        round(covered / 60),
+    )
