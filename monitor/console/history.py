@@ -4,7 +4,8 @@ The workers' samples in Redis (``stats:samples``) give pages/s over the last
 ``STATS_SAMPLES_RETENTION`` seconds only; the console keeps its own samples of
 each spider's all-time totals for an hour (taken every ``SAMPLE_EVERY``
 seconds by the application, and at each read of a page), so the chart covers
-the last hour, or the time since the monitor started. Nothing here reads Redis.
+the last hour, or the time since the monitor started (and the workers'
+samples before that). Nothing here reads Redis.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class History:
             grew = last.values[name] - first.values[name]
             out.append((start, max(0.0, grew) / (last.at - first.at)))
         return out
+
+    def samples(self, series: str, name: str) -> list[tuple[float, float]]:
+        """(time, value) of ``name`` in ``series``, oldest first."""
+        return [(s.at, s.values[name]) for s in self._series.get(series, ()) if name in s.values]
 
     def covered(self, series: str, now: float) -> float:
         """Seconds of the last hour the samples cover."""

@@ -23,7 +23,7 @@ import redis
 from aiohttp import web
 
 from monitor.console.archive import latest_captures
-from monitor.console.history import chart
+from monitor.console.history import Chart, History, chart
 from monitor.console.host_reads import read_hosts, read_job_hosts, steer_text
 from monitor.console.state import CONSOLE, Console, render
 from spiders_project.crawl.hosts import host_key
@@ -63,8 +63,16 @@ def _overview(console: Console, spider: str, params: Params) -> dict[str, Any]:
         "pages_per_s": measured[0] if measured else history.rate(spider, "pages", now),
         "items_per_s": history.rate(spider, "items", now),
         "redis_cpu": history.rate("redis", "cpu", now),
-        "chart": chart(history.per_bucket(spider, "pages", now), now, history.covered(spider, now)),
+        "chart": _chart(history, view.samples, spider, now),
     }
+
+
+def _chart(history: History, samples: list[tuple[float, int]], spider: str, now: float) -> Chart:
+    """The pages/s chart from the console's samples and the workers' (Redis, the last minutes)."""
+    merged = History()
+    for at, pages in sorted([*history.samples(spider, "pages"), *samples]):
+        merged.add(spider, at, {"pages": float(pages)})
+    return chart(merged.per_bucket(spider, "pages", now), now, merged.covered(spider, now))
 
 
 def _jobs(console: Console, spider: str, params: Params) -> dict[str, Any]:
