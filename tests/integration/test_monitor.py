@@ -29,7 +29,7 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
-from spiders_project.keys.jobs import job_counts, job_tally
+from spiders_project.keys.jobs import job_counts
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.read_model.contract import (
     CLOSED,
@@ -237,13 +237,14 @@ def fill_redis(r: redis.Redis) -> float:
         job_counts(K),
         mapping={
             "shop|pages": 80,
+            "shop|items": 70,
+            "shop|dead_letters": 1,
             "shop|queued": 50,
             "shop|later": 10,
             "shop|leased": 4,
             "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
         },
     )
-    r.hset(job_tally(K), mapping={"shop|items": 70, "shop|dead_letters": 1})
     return now
 
 
