@@ -38,7 +38,6 @@ from spiders_project.redis_access.errors import (
     classify,
     error_code,
     error_text,
-    is_retryable,
 )
 from spiders_project.redis_access.lua import LuaScript, load_lua
 from spiders_project.redis_access.state import ALLOW_OOM, READ, WRITE, RedisState
@@ -58,7 +57,6 @@ __all__ = [
     "classify",
     "error_code",
     "error_text",
-    "is_retryable",
     "load_lua",
     "one_shot_calls",
 ]

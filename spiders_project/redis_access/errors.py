@@ -164,11 +164,6 @@ def classify(exc: BaseException) -> ErrorKind:
     return ErrorKind.CALLER
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """True for errors after which the same call may succeed later."""
-    return classify(exc) in (ErrorKind.CONNECTION, ErrorKind.REFUSED_WRITES, ErrorKind.NOPERM)
-
-
 class RedisUnavailable(Exception):
     """A call failed for a reason that passes (connection, refused writes).
 

@@ -303,7 +303,7 @@ job_counts_done(KEYS[8])
 -- "<t0> <p0> <t1> <p1> <last>", the job's pages count at two times at least
 -- RATE_MARK ms apart (the newer shifts down when it is that old) and the time
 -- of its last page, so a reader computes pages/s over the last 30-60 s
--- (spiders_project/keys/jobs.py) with no sample list. Once per job per call:
+-- (spiders_project/read_model/job_progress.py) with no sample list. Once per job per call:
 -- an HGET and an HSET besides the HINCRBY.
 for job, count in pairs(paged) do
   local total = redis.call('HINCRBY', KEYS[8], job .. '|pages', count)
