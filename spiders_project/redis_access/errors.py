@@ -137,7 +137,7 @@ def is_noperm(exc: BaseException) -> bool:
 
 
 def classify(exc: BaseException) -> ErrorKind:
-    """Which of the five kinds (see the module docstring) ``exc`` is."""
+    """Which of the five kinds (see the package docstring) ``exc`` is."""
     if isinstance(exc, NoScriptError):
         return ErrorKind.NOSCRIPT
     if is_noperm(exc):
