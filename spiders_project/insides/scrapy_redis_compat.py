@@ -28,8 +28,12 @@ FIXED_SETTINGS: dict[str, str] = {
 
 # scrapy-redis settings this project does not read, and what to use instead.
 UNSUPPORTED_SETTINGS: dict[str, str] = {
-    "SCHEDULER_QUEUE_KEY": "keys are fixed per spider: <spider>:requests:host:<host> (spiders_project/keys)",
-    "SCHEDULER_DUPEFILTER_KEY": "keys are fixed per spider: <spider>:dupefilter (spiders_project/keys)",
+    "SCHEDULER_QUEUE_KEY": (
+        "keys are fixed per spider: <spider>:requests:host:<host> (spiders_project/keys)"
+    ),
+    "SCHEDULER_DUPEFILTER_KEY": (
+        "keys are fixed per spider: <spider>:dupefilter (spiders_project/keys)"
+    ),
     "SCHEDULER_DUPEFILTER_CLASS": "the dupefilter is DUPEFILTER_CLASS, fixed",
     "SCHEDULER_IDLE_BEFORE_CLOSE": "use MAX_IDLE_TIME_BEFORE_CLOSE (a blocking pop would "
     "freeze the reactor)",
