@@ -40,7 +40,8 @@ COUNTS = (
     "refused",
     "purged",
 )
-# The fields of ``scrapy jobs list|show --json``, in order (issue 27, item 5).
+# The fields of ``scrapy jobs list|show --json``, in order: a script reading the JSON
+# relies on them.
 FIELDS = ("id", "state", "started_at", "finished_at", "seeds", *COUNTS, "pages_per_s", "eta_s")
 # The fields of a job in a shard's counts (``<job>|<field>``, written by the
 # frontier's scripts: frontier/lua/job_counts.lua), each to the JobProgress
