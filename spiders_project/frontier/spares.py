@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 from scrapy import Request
 
-from spiders_project.frontier.leases import Lease
+from spiders_project.frontier.lease_id import Lease
 
 Leased = tuple[Request, Lease]
 RECENT = 8  # hosts (frontier/taking.py's candidates)
@@ -85,9 +85,9 @@ class Spares:
     def add(self, request: Request, lease: Lease) -> bool:
         """Keep a spare; False if we hold no slot of its host any more (its
         downloads ended while the lease call was under way): it must go back."""
-        if self.slots[lease[2]] <= 0:
+        if self.slots[lease.host] <= 0:
             return False
-        self._waiting.setdefault(lease[2], deque()).append((request, lease))
+        self._waiting.setdefault(lease.host, deque()).append((request, lease))
         return True
 
     def took_slot(self, host: str) -> None:
@@ -132,17 +132,17 @@ class Spares:
         return self.depth > 0 and self.slots[host] <= self.share(host)
 
     def park(self, lease: Lease) -> None:
-        self._parked[lease[0]] = lease
+        self._parked[lease.id] = lease
 
     def parked(self) -> list[Lease]:
         return list(self._parked.values())
 
     def is_parked(self, lease: Lease) -> bool:
-        return lease[0] in self._parked
+        return lease.id in self._parked
 
     def unpark(self, lease: Lease) -> bool:
         """Forget a parked slot; False if it was not parked."""
-        return self._parked.pop(lease[0], None) is not None
+        return self._parked.pop(lease.id, None) is not None
 
     def slot_ended(self, host: str) -> list[Leased]:
         """One slot of ``host`` given back; the spares to hand back if it was our last."""

@@ -13,7 +13,7 @@ from spiders_project.frontier.calls import (
     requeue_call,
 )
 from spiders_project.frontier.codec.serialize import dumps
-from spiders_project.frontier.outcomes import DEAD_LETTER, DROPPED, REFUSED
+from spiders_project.frontier.outcomes import Outcome, ack_code
 from spiders_project.keys.jobs import job_counts
 from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
 from spiders_project.read_model.job_progress import COUNT_FIELDS, RATE
@@ -130,7 +130,8 @@ def test_a_dead_letter_a_refusal_or_a_drop_counts_for_its_job_and_is_no_page(r, 
     enqueue(s, [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "j1")) for i in range(4)])
     lease(s, 10, [("a", 0)])
     ids = s.last_ids
-    ended = [(ids[0], DEAD_LETTER), (ids[1], 2), (ids[2], REFUSED), (ids[3], DROPPED)]
+    outcomes = [Outcome.DEAD_LETTER, Outcome.PAGE, Outcome.REFUSED, Outcome.DROPPED]
+    ended = [(i, ack_code(o, items=2)) for i, o in zip(ids, outcomes, strict=True)]
     assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 4
     assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 0
     assert counts(r) == {
