@@ -716,7 +716,10 @@ def test_systemd_units_have_what_operations_need():
     ]
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None,
+    reason="no systemd-analyze: `make setup` installs it (Debian package systemd)",
+)
 def test_systemd_analyze_verifies_the_units(tmp_path):
     """The units with the checkout's paths (verify wants their programs to exist)."""
     for path in (DEPLOY / "systemd").iterdir():
