@@ -66,9 +66,9 @@ class LeaseTaker:
         self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
         # Queues (by lane prefix) whose last call found nothing ready and no host
         # at its cap -> when to ask again (monotonic). A worker of both lanes asked
-        # its empty render queue after each HTTP lease call, one round trip each:
-        # 10 ms from Redis, it crawled 0.6x its loopback pages/s, as against
-        # 0.96x with WORKER_ROLE=http (docs/BENCHMARKS.md, Distance).
+        # its empty render queue after each HTTP lease call, one round trip each,
+        # which far from Redis cost it a good share of its pages/s
+        # (docs/BENCHMARKS.md, Distance).
         self._idle_until: dict[str, float] = {}
 
     def due(self, keys: RedisKeys) -> bool:

@@ -40,9 +40,8 @@ from spiders_project.redis_access import LuaScript, RedisCalls, RedisUnavailable
 T = TypeVar("T")
 
 # The scripts a tick runs by SHA (EVALSHA), in the order the batcher loads them
-# after a NOSCRIPT. By source (EVAL) Redis read and hashed (SHA1) 17 KB of
-# script text at every tick, 33 us of its CPU for the enqueue script's 9.4 KB
-# alone (docs/BENCHMARKS.md, issue 29). Inside MULTI a NOSCRIPT fails its
+# after a NOSCRIPT. By source (EVAL) Redis would read and hash every script's
+# text at every tick, a cost docs/BENCHMARKS.md measures. Inside MULTI a NOSCRIPT fails its
 # command only, so a tick whose enqueue failed could apply its ack: the links
 # of a page would land after its ack, lost if the worker died before sending
 # them again. Redis only ever empties its script cache whole (a restart, a
@@ -67,7 +66,7 @@ def group(ops: list[Op]) -> list[tuple[str, list[Any]]]:
     One group per kind, not per run of consecutive ops: a page's item, links
     and ack interleave with the next page's, so runs are a page long, and a
     tick would otherwise send one enqueue script, one RPUSH, one ZREM and one
-    HDEL per page (one each: 17.6 -> 12.8 Redis commands per page in the benchmark).
+    HDEL per page.
     Regrouping is safe because the whole tick is one MULTI/EXEC: Redis applies
     it at once or not at all, so a page's ack never lands without its items.
     """
