@@ -22,7 +22,9 @@ setup: system-packages $(STAMP) $(REPLAY_STAMP)
 # Debian packages the crawler and its tests run: Redis, PostgreSQL (tests
 # start private clusters), Chromium (rendering), Prometheus (monitor tests),
 # libfaketime (a worker whose clock is off), iproute2 and iptables (network
-# faults: tests/support/netns.py, the node-health test).
+# faults: tests/support/netns.py, the node-health test), systemd for its
+# systemd-analyze (the deploy/systemd units are verified; the package does not
+# make systemd the init, that is systemd-sysv).
 system-packages:
 	@missing=""; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
@@ -32,6 +34,7 @@ system-packages:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing="$$missing faketime"; \
 	$(PYTHON) -c "import ensurepip, venv" 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
