@@ -99,7 +99,7 @@ class Users:
         return frozenset(self._hashes)
 
     def check(self, user: str, password: str) -> bool:
-        """Whether ``password`` is ``user``'s (bcrypt; blocking, about a tenth of a second)."""
+        """Whether ``password`` is ``user``'s (bcrypt: blocking, and slow on purpose)."""
         hashed = self._hashes.get(user)
         secret = password.encode("utf-8")
         if len(secret) > MAX_PASSWORD:

@@ -53,7 +53,7 @@ async def login(request: web.Request) -> web.Response:
             next=wanted,
         )
     console.users.reload()
-    # bcrypt takes a tenth of a second on purpose: off the event loop.
+    # bcrypt is slow on purpose: off the event loop.
     if not await asyncio.to_thread(console.users.check, user, password):
         console.throttle.failed(counted)
         logger.warning("console: failed login of %r from %s", user, address)
