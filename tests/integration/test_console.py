@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 
@@ -340,3 +341,57 @@ def test_metrics_keep_their_content_negotiation(redis_url, tmp_path, exporters):
     with urllib.request.urlopen(exporter.url, timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         assert "crawler_redis_up 1.0" in response.read().decode()
+
+
+def write_warc(path, captures: list[tuple[str, str, bytes]]) -> None:
+    """A WARC file of response records: (URL, WARC-Date, body)."""
+    from io import BytesIO
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with path.open("wb") as f:
+        writer = WARCWriter(f, gzip=True)
+        for url, date, body in captures:
+            headers = StatusAndHeaders(
+                "200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1"
+            )
+            record = writer.create_warc_record(
+                url,
+                "response",
+                payload=BytesIO(body),
+                http_headers=headers,
+                warc_headers_dict={"WARC-Date": date},
+            )
+            writer.write_record(record)
+
+
+def test_the_archive_page_lists_a_urls_latest_captures(redis_url, tmp_path, exporters):
+    warc = tmp_path / "warc"
+    warc.mkdir()
+    page = "http://shop.test/p/1?<b>"
+    write_warc(
+        warc / "crawl-20261201000000-00000-w1.warc.gz",
+        [
+            (page, "2026-12-01T00:00:00Z", b"old"),
+            ("http://shop.test/p/2", "2026-12-01T00:00:01Z", b"x"),
+        ],
+    )
+    write_warc(
+        warc / "crawl-20261202000000-00000-w1.warc.gz", [(page, "2026-12-02T00:00:00Z", b"new")]
+    )
+    exporter = start(redis_url, tmp_path, exporters, "WARC_ENABLED=true", f"WARC_DIR={warc}")
+    alice = Client(base_of(exporter))
+    alice.login("alice", "alice-pw")
+    _, _, body = alice.request("/")
+    assert 'href="/archive"' in body
+    status, _, body = alice.request("/archive?" + urllib.parse.urlencode({"url": page}))
+    assert status == 200 and "2 captures of" in body and "&lt;b&gt;" in body
+    assert body.index("2026-12-02T00:00:00Z") < body.index("2026-12-01T00:00:00Z")
+    assert "crawl-20261202000000-00000-w1.warc.gz" in body
+    # Without WARC_ENABLED there is no archive page.
+    (tmp_path / "off").mkdir()
+    other = start(redis_url, tmp_path / "off", exporters)
+    bob = Client(base_of(other))
+    bob.login("alice", "alice-pw")
+    assert bob.request("/archive?url=x")[0] == 404
