@@ -35,10 +35,15 @@ PACKAGES = ("spiders_project", "monitor")
 BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
 # The commands a project gets by installing the distribution (pyproject.toml's
 # [project.entry-points."scrapy.commands"]).
-COMMANDS = ("jobs", "crawlstatus", "deadletters", "dupefilter", "crawlmove", "frontier", "warc")
-REDIS_ACL_MISSING = (
-    "spiders_project/commands/redis_acl.py defines no Command for an entry point to name "
-    "(pyproject.toml says why)"
+COMMANDS = (
+    "jobs",
+    "crawlstatus",
+    "deadletters",
+    "dupefilter",
+    "crawlmove",
+    "frontier",
+    "warc",
+    "redis-acl",
 )
 
 
@@ -182,10 +187,7 @@ def scrapy_help(installed: Installed) -> str:
 
 @pytest.mark.parametrize(
     "command",
-    [
-        *COMMANDS,
-        pytest.param("redis-acl", marks=pytest.mark.xfail(strict=True, reason=REDIS_ACL_MISSING)),
-    ],
+    COMMANDS,
 )
 def test_scrapy_lists_the_command_in_another_project(scrapy_help: str, command: str) -> None:
     listed = {line.split()[0] for line in scrapy_help.splitlines() if line.startswith("  ")}
