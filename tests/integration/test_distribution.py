@@ -29,7 +29,7 @@ from tests.support.processes import ROOT
 pytestmark = pytest.mark.slow
 
 # The files besides modules the packages open at run time.
-DATA_SUFFIXES = (".lua", ".sql", ".tmpl")
+DATA_SUFFIXES = (".lua", ".sql", ".tmpl", ".html", ".js", ".css")
 PACKAGES = ("spiders_project", "monitor")
 # What the build reads: pyproject.toml names README.md as the long description.
 BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
@@ -135,6 +135,7 @@ def test_the_wheel_holds_every_module_and_data_file_of_both_packages(
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     data = checkout_data_files()
     assert {f for f in data if f.endswith(".lua")} and {f for f in data if f.endswith(".tmpl")}
+    assert {f for f in data if f.startswith("monitor/console/templates/")}
     assert data - names == set()
     modules = {
         path.relative_to(ROOT).as_posix()
