@@ -78,6 +78,19 @@ def job_look(keys: RedisKeys) -> str:
     return keys.prefix + "jobs:look"
 
 
+def job_stalls(keys: RedisKeys) -> str:
+    """Hash job -> "<since ms> <said> <seen>": since when a running job with requests
+    queued has fetched nothing (its start and pages then: ``seen``), and whether
+    its "stalled" event was written (``said`` 1), so one is written per stall."""
+    return keys.prefix + "jobs:stalls"
+
+
+def webhook_marks(keys: RedisKeys, event_id: str) -> str:
+    """Set of the webhook URLs (as tags) that took the event ``event_id`` while
+    another failed: a retry skips them. Expires after the delivery window."""
+    return keys.prefix + "jobs:webhooks:" + event_id
+
+
 def job_tally(keys: RedisKeys) -> str:
     """Hash "<job>|<field>" -> count, of the spider, written with the items and acks."""
     return keys.prefix + "jobs:tally"
