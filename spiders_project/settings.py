@@ -595,6 +595,26 @@ JOBS_STATE_INTERVAL = 1.0
 # leased or in flight for this many seconds (and no seed of it waits in
 # start_urls). Every worker looks every third of it (at most 5 s).
 JOB_FINISH_GRACE = _env("JOB_FINISH_GRACE", 30.0)
+# A running job with requests queued (backing off included) that fetched no
+# page for this many seconds gets one "stalled" event per stall; keep it the
+# `for` of the alert CrawlerJobStalled (10m, deploy/prometheus/alerts.yml).
+JOB_STALL_AFTER = 600.0
+# Job webhooks: every job event (running, paused, cancelled, finished, stalled)
+# POSTed as JSON to each of these URLs (a list; comma-separated in the
+# environment), once for the whole cluster; "" sends none (docs/OPERATIONS.md).
+JOB_WEBHOOK_URLS = _env("JOB_WEBHOOK_URLS", "")
+# Signs every POST: X-Crawler-Signature: sha256=<hex HMAC-SHA256 of the body>.
+# Required once JOB_WEBHOOK_URLS is set.
+JOB_WEBHOOK_SECRET = _env("JOB_WEBHOOK_SECRET", "")
+# Seconds one POST may take, connecting included; less than the first retry delay.
+JOB_WEBHOOK_TIMEOUT = 5.0
+# A POST that failed (no 2xx in time) is tried again after this many seconds,
+# doubling each try up to the second value ...
+JOB_WEBHOOK_RETRY_DELAY = 10.0
+JOB_WEBHOOK_RETRY_MAX_DELAY = 300.0
+# ... until its event is this many seconds old: then it is dropped, with one
+# log line and webhooks/dropped (crawler_errors_total{kind="webhook_dropped"}).
+JOB_WEBHOOK_MAX_AGE = 3600.0
 
 # --- Archive (WARC) ---------------------------------------------------------------
 # Every fetch (request, response as received, revisits, rendered DOM) written as

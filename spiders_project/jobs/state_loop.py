@@ -12,9 +12,11 @@ drops a cancelled job's, ``frontier/lua/lease.lua``). So from two seconds
 after ``scrapy jobs pause``, no worker starts a download of the job.
 
 Every few seconds it also looks at every job's counts and turns the verdicts
-of ``states.judge`` into state changes (finished, running again): one worker
-a period looks (the first to take ``jobs:look``), and the compare-and-set in
-``lua/job_state.lua`` keeps a change single even if two looks overlap. A
+of ``states.judge`` into state changes (finished, running again), and those
+of ``stalls.stall_of`` into "stalled" events (a running job with work queued
+that fetches nothing, once per stall): one worker a period looks (the first
+to take ``jobs:look``), and the compare-and-set in ``lua/job_state.lua`` (and
+``lua/job_stalled.lua``) keeps a change single even if two looks overlap. A
 look that finds a job finished reads start_urls first, so a seed of the job
 that no worker has taken yet keeps it running.
 """
@@ -33,6 +35,7 @@ from scrapy.statscollectors import StatsCollector
 from spiders_project.crawl.meta import job_of
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.jobs.config import JobsConfig
+from spiders_project.jobs.stalls import STALLED, stall_of, stalled_call, stalled_script
 from spiders_project.jobs.states import (
     FINISHED,
     PAUSED,
@@ -48,11 +51,17 @@ from spiders_project.keys.jobs import (
     job_held,
     job_look,
     job_quiet,
+    job_stalls,
     spider_job_control,
 )
 from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.plumbing.wiring import shared
-from spiders_project.read_model.job_progress import count_keys, job_progress, summary
+from spiders_project.read_model.job_progress import (
+    JobProgress,
+    count_keys,
+    job_progress,
+    summary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +91,7 @@ class JobWatch:
         self.states: dict[str, str] = {}
         self.script = state_script()
         self.restore = restore_script()
+        self.stalled = stalled_script()
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -171,9 +181,14 @@ class JobWatch:
         """One look at every job's counts; the number of state changes this worker made."""
         assert self.redis is not None
         keys, calls = self.redis.keys, self.redis.calls
-        clock, records, quiet = await calls.pipelined(
+        clock, records, quiet, stalls = await calls.pipelined(
             "job states",
-            [("TIME",), ("HGETALL", keys.jobs), ("HGETALL", job_quiet(keys))],
+            [
+                ("TIME",),
+                ("HGETALL", keys.jobs),
+                ("HGETALL", job_quiet(keys)),
+                ("HGETALL", job_stalls(keys)),
+            ],
             retry=False,
         )
         now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
@@ -184,7 +199,8 @@ class JobWatch:
         quiet = {_text(k): v for k, v in quiet.items()}
         changed = 0
         grace_ms = int(self.config.finish_grace * 1000)
-        for progress in job_progress(records, shards, now_ms):
+        jobs = job_progress(records, shards, now_ms)
+        for progress in jobs:
             record = records.get(progress.id)
             mark = quiet.get(progress.id)
             verdict = judge(progress, record, mark, now_ms, grace_ms)
@@ -220,8 +236,41 @@ class JobWatch:
             logger.info(
                 "Job %s %s (%s): %s", progress.id, verdict.state, verdict.why, summary(progress)
             )
+        await self._stalls(jobs, records, {_text(k): v for k, v in stalls.items()}, now_ms)
         await self.restore_stray()
         return changed
+
+    async def _stalls(
+        self, jobs: list[JobProgress], records: dict[str, Any], marks: dict[str, Any], now_ms: int
+    ) -> None:
+        """The running jobs that fetch nothing: each stall's one event (``stalls.py``).
+        Runs after the state changes of the look, so a job just finished is not stalled."""
+        assert self.redis is not None
+        keys, calls = self.redis.keys, self.redis.calls
+        stall_ms = int(self.config.stall_after * 1000)
+        gone = set(marks) - {progress.id for progress in jobs}
+        if gone:  # jobs no longer counted (their counts removed)
+            await calls.command("HDEL", job_stalls(keys), *sorted(gone), retry=False)
+        for progress in jobs:
+            mark = marks.get(progress.id)
+            stall = stall_of(progress, mark, now_ms, stall_ms)
+            if stall.clear:
+                await calls.command("HDEL", job_stalls(keys), progress.id, retry=False)
+            elif stall.mark is not None:
+                await calls.command("HSET", job_stalls(keys), progress.id, stall.mark, retry=False)
+            elif stall.say and mark is not None:
+                script_keys, args = stalled_call(
+                    keys, progress, records.get(progress.id), mark, now_ms, self.config.events_max
+                )
+                if int(await calls.script(self.stalled, script_keys, args, retry=False)) == 1:
+                    self.stats.inc_value(f"jobs/{STALLED}")
+                    logger.warning(
+                        "Job %s stalled: %d requests queued, no page fetched for %.0f s: %s",
+                        progress.id,
+                        progress.queued + progress.backing_off,
+                        self.config.stall_after,
+                        summary(progress),
+                    )
 
     async def restore_stray(self) -> int:
         """Requests set aside for a job that is no longer paused go back to their

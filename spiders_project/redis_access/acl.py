@@ -46,8 +46,11 @@ _TRANSACTION = ("multi", "exec", "discard")
 # run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
 # the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
 # node health's reads of the other workers' stats (ZRANGE, HMGET), and the
-# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), and the hosts
-# an operator steers (HGETALL of <spider>:hosts:steering each second).
+# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), the hosts
+# an operator steers (HGETALL of <spider>:hosts:steering each second), and the
+# job webhooks' consumer group on <spider>:jobs:events (jobs/webhook_delivery.py:
+# XGROUP CREATE and DELCONSUMER, XINFO CONSUMERS, XREADGROUP, XPENDING, XCLAIM,
+# XACK, XRANGE; SMEMBERS, SADD, PEXPIRE, DEL of the marks of who took an event).
 WORKER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -88,7 +91,15 @@ WORKER_COMMANDS = (
     "time",
     "unlink",
     "wait",
+    "xack",
     "xadd",
+    "xclaim",
+    "xgroup|create",
+    "xgroup|delconsumer",
+    "xinfo|consumers",
+    "xpending",
+    "xrange",
+    "xreadgroup",
     "zadd",
     "zcard",
     "zcount",

@@ -80,6 +80,7 @@ _ERROR_STATS = {
     "seeds/rejected": "seed_rejected",
     "frontier/rejected": "frontier_rejected",
     "frontier/unserializable": "frontier_unserializable",
+    "webhooks/dropped": "webhook_dropped",
 }
 
 
@@ -98,7 +99,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
     ``responses:<status>`` once non-zero. Error kinds: ``download:<Exception>``
     (every failed download, retried or not), ``spider:<Exception>`` (a callback
     raised), ``dead_letter`` (a request given up for good), ``seed_rejected``,
-    ``frontier_rejected``, ``frontier_unserializable``. Per proxy (names
+    ``frontier_rejected``, ``frontier_unserializable``, ``webhook_dropped`` (a
+    job event given up, ``jobs/webhook_delivery.py``). Per proxy (names
     without credentials): ``proxy_requests:<name>``, ``proxy_bans:<name>``.
     """
     counters = {
