@@ -14,9 +14,9 @@ when it is built, for crawls started otherwise), so they hold in any project:
   after the add-on merged it. A component named with ``None`` is switched
   off by name, which is allowed;
 - the SSRF guard incomplete: a worker never crawls without
-  ``NetworkGuardMiddleware``, its resolver and the cluster's download
-  handler, unless the guard is switched off by name (``None``) or by
-  ``ALLOW_PRIVATE_NETWORKS``;
+  ``NetworkGuardMiddleware``, its resolver, the cluster's download handler
+  and the spider middleware that marks links, unless the guard is switched
+  off by name (``None``) or by ``ALLOW_PRIVATE_NETWORKS``;
 - another reactor than asyncio's;
 - the scrapy-redis settings this project does not honour
   (``insides/scrapy_redis_compat.setting_problems``).
@@ -39,6 +39,8 @@ ADDON = "spiders_project.addon.Addon"
 ADDONS_LINE = 'ADDONS = {"spiders_project.Addon": 0}'
 GUARD = "spiders_project.scope.networks.NetworkGuardMiddleware"
 RESOLVER = "spiders_project.scope.networks.GuardedResolver"
+# The spider middleware that gives a page's links the guard's mark.
+GUARD_MARKS = "spiders_project.scope.seed_limits.SeedScope"
 # The classes the frontier works only with, as the add-on sets them.
 FIXED_CLASSES = ("SCHEDULER", "DUPEFILTER_CLASS", "SCHEDULER_QUEUE_CLASS", "SCHEDULER_SERIALIZER")
 SCRAPY_REDIS = "scrapy_redis."
@@ -134,6 +136,12 @@ def guard_problems(settings: BaseSettings) -> list[str]:
     if middlewares[GUARD] is None or _private_networks_allowed(settings):
         return []  # switched off by name
     problems = []
+    if named(settings, "SPIDER_MIDDLEWARES").get(GUARD_MARKS, 0) is None:
+        problems.append(
+            f"SPIDER_MIDDLEWARES switches off {GUARD_MARKS}, which gives a page's links the "
+            f"SSRF guard's mark ({GUARD}): keep it, or switch the guard off too by naming "
+            "it in DOWNLOADER_MIDDLEWARES with None"
+        )
     resolver = settings.get("TWISTED_DNS_RESOLVER")
     if identity(resolver) != RESOLVER:
         problems.append(

@@ -249,6 +249,7 @@ def test_a_crawl_of_ours_without_the_addon_is_refused_and_another_is_left_alone(
             }
         },
         {"TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor"},
+        {"SPIDER_MIDDLEWARES": {"spiders_project.scope.seed_limits.SeedScope": None}},
     ],
 )
 def test_a_guard_or_reactor_replaced_by_a_setting_is_refused(project: dict[str, Any]) -> None:
@@ -259,9 +260,13 @@ def test_a_guard_or_reactor_replaced_by_a_setting_is_refused(project: dict[str, 
 
 
 def test_the_guard_switched_off_by_name_or_setting_needs_none_of_its_parts() -> None:
-    resolver = {"TWISTED_DNS_RESOLVER": "scrapy.resolver.CachingThreadedResolver"}
-    crawler(Pages, {**resolver, "DOWNLOADER_MIDDLEWARES": {GUARD: None}})
-    crawler(Pages, {**resolver, "ALLOW_PRIVATE_NETWORKS": True})
+    parts = {
+        "TWISTED_DNS_RESOLVER": "scrapy.resolver.CachingThreadedResolver",
+        "SPIDER_MIDDLEWARES": {"spiders_project.scope.seed_limits.SeedScope": None},
+        "DOWNLOAD_HANDLERS": {"https": PLAYWRIGHT_HANDLER},
+    }
+    crawler(Pages, {**parts, "DOWNLOADER_MIDDLEWARES": {GUARD: None}})
+    crawler(Pages, {**parts, "ALLOW_PRIVATE_NETWORKS": True})
 
 
 def test_the_addon_can_be_applied_twice() -> None:
