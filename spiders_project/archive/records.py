@@ -41,7 +41,8 @@ from spiders_project.crawl.digests import content_digest
 WARC_VERSION = "WARC/1.1"
 NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-# zlib level 6: about half the CPU of warcio's 9 for 1-2 % larger files.
+# zlib level 6, not warcio's 9: most of the compression for much less CPU
+# (docs/BENCHMARKS.md, "Figures moved out of code comments").
 GZIP_LEVEL = 6
 _DROPPED_HEADERS = frozenset({"transfer-encoding"})
 

@@ -1,7 +1,7 @@
 """The archive's Scrapy stats, published with the worker's others. Stdlib only.
 
 The first four become the exporter's ``crawler_warc_*_total`` counters
-(``extensions/heartbeat.metric_counters``, ``contract.WARC``).
+(``worker/heartbeat.metric_counters``, ``contract.WARC``).
 """
 
 RECORDS = "warc/records"  # records written (warcinfo included)

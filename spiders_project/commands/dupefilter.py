@@ -1,7 +1,8 @@
 """``scrapy dupefilter migrate``: move the previous release's fingerprints into the seen-set.
 
 The previous release kept ``<spider>:dupefilter``, a set of 40-hex SHA1
-strings (88 bytes a URL). Workers of this release read it while it exists
+strings, several times the seen-set's bytes a URL (docs/BENCHMARKS.md, "The
+seen-set"). Workers of this release read it while it exists
 and record new fingerprints only in the compact seen-set
 (``frontier/seen.py``). This command moves its members over in batches,
 each member removed from the old set in the same atomic step that records it

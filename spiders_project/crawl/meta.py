@@ -100,7 +100,7 @@ RENDER_WAIT_SELECTOR = "render_wait_selector"
 # followed). Written by spiders/distributed.py and read by it. Stored.
 SPIDER_SCOPE = "scope"
 
-# --- What the URL's last fetch left (issue 28) ----------------------------------------
+# --- What the URL's last fetch left ---------------------------------------------------
 # The state of a revisited URL's last fetch, from its row of the `pages` table:
 # {"etag": str | None, "last_modified": str | None, "digest": str | None
 # (digests.content_digest of the body the spider saw), "fetched_at": ISO-8601,

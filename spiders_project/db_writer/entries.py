@@ -50,8 +50,9 @@ class Row(NamedTuple):
     six fields are, in this order, the columns PostgresStore COPYs.
 
     A named tuple, not a frozen dataclass: a batch builds one per item, and a
-    frozen dataclass' ``__init__`` (one ``object.__setattr__`` per field) took
-    a third of the parse time of an entry (about 1 of 3.3 us).
+    frozen dataclass' ``__init__`` (one ``object.__setattr__`` per field) is a
+    large share of an entry's parse time (docs/BENCHMARKS.md, "Figures moved
+    out of code comments").
     """
 
     table: str

@@ -74,14 +74,14 @@ UPSERT = f"""
     WHERE excluded.fetched_at > pages.fetched_at
 """
 # PostgreSQL: the rows that moved are COPYed into a temporary table of the
-# connection and upserted from it in one statement. executemany sent one
-# INSERT a row and took 60% of a batch's time (29,897 entries/s against
-# 50,556 items/s, docs/BENCHMARKS.md); the item tables load the same way.
-# The COPY is binary (2.9 us a row against 5.9 in text here: times, integers
-# and the interval go as numbers, not text to parse), into columns of the
-# types it sends, not ``LIKE pages``: a column an operator altered (status
-# as smallint, say) is then a cast in the upsert, not binary data of the
-# wrong width, which would refuse every row.
+# connection and upserted from it in one statement, as the item tables load.
+# An executemany sends one INSERT a row, which would be most of a batch's
+# time (docs/BENCHMARKS.md, "Cost of the WARC archive and the pages table").
+# The COPY is binary (cheaper than text: times, integers and the interval go
+# as numbers, not text to parse; docs/BENCHMARKS.md, "db_writer throughput"),
+# into columns of the types it sends, not ``LIKE pages``: a column an
+# operator altered (status as smallint, say) is then a cast in the upsert,
+# not binary data of the wrong width, which would refuse every row.
 _PG_TYPES = (
     ("spider", "text"),
     ("url", "text"),
@@ -108,13 +108,13 @@ PG_UPSERT = UPSERT.replace(
     f"SELECT spider, {_COLUMNS} FROM pages_staging",
 )
 # PostgreSQL: the rows of a batch's URLs, one primary-key probe per URL. With
-# ``url = ANY(%s)`` the planner scanned every row of the spider (through
-# pages_next_due, or the whole table once analyzed), so a batch cost grew
-# with the table: 3.3 us an entry at 20,000 rows, more at every batch. The
-# LATERAL subquery with FOR UPDATE is never flattened, so each URL is an
-# index lookup whatever the statistics say. The URLs go as one JSON array:
-# psycopg dumps a list parameter in Python, 1.5 ms for 1,000 URLs, against
-# 0.05 ms for orjson (2.1 ms a batch in all, against 3.3).
+# ``url = ANY(%s)`` the planner may scan every row of the spider (through
+# pages_next_due, or the whole table once analyzed), so a batch's cost would
+# grow with the table. The LATERAL subquery with FOR UPDATE is never
+# flattened, so each URL is an index lookup whatever the statistics say. The
+# URLs go as one JSON array: psycopg dumps a list parameter in Python, many
+# times slower than orjson (docs/BENCHMARKS.md, "db_writer throughput", and
+# "Figures moved out of code comments").
 PG_EXISTING = f"""
     SELECT p.* FROM json_array_elements_text(%s::json) AS u(url), LATERAL (
         SELECT {_COLUMNS} FROM pages WHERE spider = %s AND url = u.url FOR UPDATE

@@ -35,14 +35,13 @@ class _Thread:
     def __init__(self, spider: str, writer: ItemWriter, ended: threading.Event) -> None:
         self.spider = spider
         self.writer = writer
-        self.code: int | None = None
         self.error: BaseException | None = None
         self._ended = ended
         self.thread = threading.Thread(target=self._run, name=f"db_writer {spider}", daemon=True)
 
     def _run(self) -> None:
         try:
-            self.code = self.writer.run()
+            self.writer.run()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc
         finally:

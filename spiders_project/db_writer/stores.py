@@ -9,7 +9,8 @@ each with the same columns::
 ``data`` is the item's JSON: JSONB on PostgreSQL, text on SQLite. A batch
 is one upsert per table in one transaction, so a replayed item updates its
 row instead of adding one (on PostgreSQL a batch of new items only is
-COPYed into its tables: the same rows, at two thirds to four fifths the cost).
+COPYed into its tables: the same rows, without the upsert's work;
+docs/BENCHMARKS.md, "db_writer throughput").
 Newer wins: a row is replaced only by an item whose ``scraped_at`` is not
 older (ISO-8601 UTC text in SQLite, in one format, so text order is time
 order), so a late replay of an older fetch changes nothing.
@@ -17,7 +18,7 @@ order), so a late replay of an older fetch changes nothing.
 A table of the previous release (``items`` keyed on url alone) is migrated
 in place the first time a store opens it, in one transaction, with one log
 line: every row becomes ``(spider, 'PageItem', url)``, the identity the
-bundled spider's items have now (ITEM_KEYS ``{"PageItem": ["url"]}``).
+bundled spider's items have (ITEM_KEYS ``{"PageItem": ["url"]}``).
 
 Both are :class:`~spiders_project.db_writer.sql_store.SqlStore`, which holds
 their shared shape and the two exceptions a write ends in; each class here
@@ -57,10 +58,10 @@ SQLITE_BUSY_TIMEOUT = 2.0
 # WAL pages after which a commit copies the WAL back into the database file
 # (SQLite's default is 1000, about 4 MB). A checkpoint rewrites every page
 # the WAL holds, and the db_writer's batches touch the same index pages again
-# and again, so checkpointing ten times less often copies most of them once:
-# a pages batch's COMMIT took 8.2 us an entry at 100,000 rows, 4.3 with
-# 10,000; an items batch's 2.2, 1.75. The WAL grows to about 40 MB between
-# checkpoints. Durability is the same: each commit is fsynced in the WAL.
+# and again, so checkpointing ten times less often copies most of them once,
+# and a batch's COMMIT costs less (docs/BENCHMARKS.md, "db_writer throughput").
+# The WAL grows to about 40 MB between checkpoints (10,000 pages of 4 KB).
+# Durability is the same: each commit is fsynced in the WAL.
 SQLITE_WAL_AUTOCHECKPOINT = 10_000
 # The advisory lock db_writers take to create missing tables one at a time
 # (PostgresStore.creating): any bigint other applications of the database
@@ -201,8 +202,9 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     other batch COPYed into a temporary table, then one upsert per table.
 
     COPY streams the rows in one message and the ``INSERT ... SELECT ... ON
-    CONFLICT`` applies them in one statement: about three times the rows per
-    second of an array-parameter upsert on the test machine. The temporary
+    CONFLICT`` applies them in one statement, where an array-parameter upsert
+    builds and parses its arrays (docs/BENCHMARKS.md, "Figures moved out of
+    code comments"). The temporary
     table lives as long as the connection, so a transaction-pooling
     PgBouncer in front would need session pooling.
     """
@@ -323,8 +325,8 @@ class PostgresStore(SqlStore[psycopg.Connection]):
 
         Most batches are new items only, and for them this is the whole write:
         no staging table, no ``INSERT ... SELECT``, no speculative insertion of
-        ``ON CONFLICT``. On the bench's items, 14-19 us a row against 22-24
-        through the upsert (``tests/bench/store_paths.py``). A row whose identity
+        ``ON CONFLICT`` (``tests/bench/store_paths.py`` measures both paths:
+        docs/BENCHMARKS.md, "db_writer throughput"). A row whose identity
         exists fails the COPY on the primary key (after a concurrent writer's
         transaction holding it ends); the transaction is rolled back and the
         caller upserts the batch, so newer-wins holds. ``optimism`` decides which

@@ -133,8 +133,11 @@ class ItemWriter:
 
     # --- the loop ---------------------------------------------------------------
 
-    def run(self) -> int:
-        """Write batches until stopped (or, with ``exit_when_empty``, until nothing is left)."""
+    def run(self) -> None:
+        """Write batches until stopped (or, with ``exit_when_empty``, until nothing is left).
+
+        It returns only when it stopped as asked; every other end is an exception,
+        which the pool (``pool.py``) turns into exit status 1."""
         try:
             while self._turn():
                 pass
@@ -146,7 +149,6 @@ class ItemWriter:
                     self.queue.keys.items_processing,
                 )
         self._shut_down()
-        return 0
 
     def _turn(self) -> bool:
         """Take the lock if needed, then handle one batch. False when the writer should stop.

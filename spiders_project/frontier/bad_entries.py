@@ -19,6 +19,7 @@ from scrapy.statscollectors import StatsCollector
 
 from spiders_project.frontier.codec.serialize import InvalidEntry, Unserializable
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
 
@@ -38,17 +39,18 @@ class BadEntries:
         self.stats = stats
         self._bad_hosts: set[bytes] = set()
 
-    def decode(self, queue: JsonPriorityQueue, lease_id: bytes, member: bytes) -> Request | None:
-        """The request of a leased entry, or None after setting a bad entry aside.
+    def decode(self, queue: JsonPriorityQueue, lease: Lease) -> Request | None:
+        """The request of ``lease``, or None after setting a bad entry aside.
 
         Whatever the entry makes decoding or ``Request()`` raise (not JSON, an
         unknown codec, a URL Scrapy refuses, anything) rejects that entry, and
         its lease is acked so that no worker leases it again.
         """
+        member = lease.request
         try:
             return queue.decode(member)
         except Exception as exc:  # noqa: BLE001 - any bad entry, see the docstring
-            rejected = self.redis.keys_of_lease(lease_id).requests_rejected
+            rejected = self.redis.keys_of_lease(lease).requests_rejected
             logger.warning(
                 "Rejected a frontier entry (%s: %s), kept in %s: %.200r",
                 type(exc).__name__,
@@ -58,7 +60,7 @@ class BadEntries:
             )
             self.stats.inc_value("frontier/rejected")
             self.redis.batcher.push(rejected, member)
-            self.redis.batcher.ack(lease_id)
+            self.redis.batcher.ack(lease)
             return None
 
     def unserializable(self, request: Request, problem: InvalidEntry) -> None:

@@ -129,8 +129,9 @@ def lease_call(
     (default 0) is the most spare leases, holding no slot, to take of a host at
     its cap, and holds whether the caller holds slots of it already.
 
-    Lease ids are ``<owner>/<first_id + k>``; the caller must not pass the
-    same ``first_id`` twice (see the script's header).
+    Lease ids are ``<owner>/<first_id + k>``, ``owner`` the caller's prefix
+    (``lease_id.prefix``); the caller must not pass the same ``first_id``
+    twice (see the script's header).
     """
     args: list[Any] = [now, want, lease_ms, next_hosts, per_host, owner, first_id, len(candidates)]
     for host, delay_ms, *spares in candidates:
@@ -212,9 +213,9 @@ def ack_call(
     """``lua/ack.lua``: pass the cap slot of each (ended, spare) pair of
     ``transfers`` to the spare, give back the cap slots of ``releases`` (their
     download ended, the lease stays), then end ``pages`` and ``lease_ids``
-    for good (processed, rejected or dead); ``pages`` are (lease id, items)
-    of the leases whose page was fetched (a response reached the spider):
-    their jobs count them, with the items scraped from them.
+    for good (processed, rejected or dead); ``pages`` are (lease id, code)
+    of the leases whose job counts how they ended (``outcomes.ack_code``: a
+    page fetched, with the items scraped from it, a dead letter, ...).
 
     Lease ids are unique, so this touches only the caller's own leases: one
     that expired and was leased again has a new id.

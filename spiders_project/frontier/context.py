@@ -21,10 +21,10 @@ import redis.asyncio
 from scrapy.crawler import Crawler
 
 from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.lease_id import NO_SHARD, Lease, prefix
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import EXACT, SeenConfig
 from spiders_project.frontier.write_behind.batcher import RedisBatcher
-from spiders_project.frontier.write_behind.transaction import lease_part
 from spiders_project.keys import LANES, SPIDERS, RedisKeys, seeds_key_of
 from spiders_project.plumbing.clock import RedisTime, ScriptClock
 from spiders_project.plumbing.wiring import shared
@@ -139,18 +139,15 @@ class WorkerRedis:
             self._states[prefix] = state
         return state
 
-    def keys_of_lease(self, lease_id: bytes | str) -> RedisKeys:
-        """The keys of the shard and lane (HTTP or render queue) that gave ``lease_id``."""
-        shard, lane = lease_part(lease_id)
-        keys = self.keys.of_shard(shard) if self.keys.sharded else self.keys
-        return keys.in_lane(lane)
+    def keys_of_lease(self, lease: Lease) -> RedisKeys:
+        """The keys of the shard and lane (HTTP or render queue) that gave ``lease``."""
+        keys = self.keys.of_shard(lease.shard) if self.keys.sharded else self.keys
+        return keys.in_lane(lease.lane)
 
-    def lease_owner_of(self, keys: RedisKeys) -> str:
-        """The owner named in lease ids of ``keys``' queue: ``@<shard>`` is added
-        when the frontier is sharded, and ``+render`` for the render queue, so an
-        ack finds its queue (transaction.lease_part)."""
-        owner = f"{self.lease_owner}@{keys.shard}" if keys.sharded else self.lease_owner
-        return f"{owner}+{keys.lane}" if keys.lane else owner
+    def lease_prefix(self, keys: RedisKeys) -> str:
+        """What this worker's lease ids of ``keys``' queue start with (``lease_id.prefix``):
+        they name the shard and lane, so that an ack finds its queue."""
+        return prefix(self.lease_owner, keys.shard if keys.sharded else NO_SHARD, keys.lane)
 
     @property
     def shard_calls(self) -> list[tuple[RedisKeys, RedisCalls]]:

@@ -112,9 +112,9 @@ class FingerprintDupeFilter(RFPDupeFilter):  # type: ignore[misc]  # scrapy-redi
 class SentFingerprints:
     """Fingerprints this worker already sent to the shared dupefilter, the latest ``size``.
 
-    Most links a spider yields were seen before (on the benchmark site, about
-    eight in nine over a whole crawl), and each used to be encoded as JSON and
-    sent to Redis only for the dupefilter's SADD to reject it. A fingerprint
+    Most links a spider yields were seen before (docs/BENCHMARKS.md gives the
+    share on the benchmark's site), and without this each would be encoded as
+    JSON and sent to Redis only for the dupefilter to reject it. A fingerprint
     found here is already in the Redis set, or in a write of this worker on its
     way there (writes are retried, never dropped), so the link can be dropped
     at once. It is a pre-filter only: a fingerprint that aged out goes to

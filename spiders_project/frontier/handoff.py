@@ -31,12 +31,10 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.signalmanager import SignalManager
 
-from spiders_project.frontier.leases import Lease, LeaseKeeper
+from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.leases import LeaseKeeper
 from spiders_project.frontier.outcomes import (
-    DEAD_LETTER,
-    DROPPED,
-    HELD,
-    REFUSED,
+    Outcome,
     request_dead_lettered,
     request_dropped,
     request_held,
@@ -46,7 +44,6 @@ from spiders_project.frontier.outcomes import (
 from spiders_project.frontier.spares import Leased, Spares
 from spiders_project.frontier.taking import Taken
 from spiders_project.frontier.write_behind.batcher import RedisBatcher
-from spiders_project.frontier.write_behind.transaction import lease_part
 from spiders_project.insides import internals
 from spiders_project.keys import HTTP
 
@@ -78,14 +75,14 @@ class SlotHandoff:
         # and those whose host was at its cap when leased (their release is urgent).
         self.released: set[bytes] = set()
         self.at_cap: set[bytes] = set()
-        self._done: set[bytes] = set()  # parked leases whose page is processed
+        self._done: dict[bytes, Lease] = {}  # parked leases whose page is processed
         # Leases whose response reached the spider: their ack counts a page of
         # their job (lua/ack.lua). Retries and redirects are new requests, and
         # a download that failed or a request refused gives no response.
         self.fetched: set[bytes] = set()
         self.items: dict[bytes, int] = {}  # lease id -> items scraped from its page
-        # Leases whose request became a dead letter or was refused (outcomes.py).
-        self.outcomes: dict[bytes, int] = {}
+        # Leases whose request became a dead letter, was refused, dropped or held (outcomes.py).
+        self.outcomes: dict[bytes, Outcome] = {}
 
     def connect(self, signals: SignalManager) -> None:
         """Hear Scrapy's signals and the features' outcomes (``frontier/outcomes.py``)."""
@@ -100,12 +97,12 @@ class SlotHandoff:
 
     @staticmethod
     def slotted(lease: Lease) -> bool:
-        return lease_part(lease[0])[1] == HTTP
+        return lease.lane == HTTP
 
     def took(self, lease: Lease) -> None:
         """A lease call gave ``lease``, with a slot."""
         if self.slotted(lease):
-            self.spares.took_slot(lease[2])
+            self.spares.took_slot(lease.host)
 
     def download_ended(self, request: Request, spider: Spider) -> None:
         """The slot of a leased request whose download ended: on, kept or back.
@@ -117,16 +114,16 @@ class SlotHandoff:
         retries are new requests, leased again, so a lease has one download.
         """
         lease = self.active.get(request)
-        if lease is None or lease[0] in self.released:
+        if lease is None or lease.id in self.released:
             return
-        self.released.add(lease[0])
+        self.released.add(lease.id)
         room = len(self.active) + len(self.prefetched) < self.limit
         if room and self.slotted(lease):
-            successor = self.spares.successor(lease[2])
+            successor = self.spares.successor(lease.host)
             if successor is not None:
                 self._pass(lease, successor)
                 return
-            if self.spares.may_park(lease[2]):
+            if self.spares.may_park(lease.host):
                 self.spares.park(lease)
                 self._want.set()  # ask for spares
                 return
@@ -136,54 +133,51 @@ class SlotHandoff:
         """Scrapy's signal: a response of ``request`` is on its way to the spider."""
         lease = self.active.get(request)
         if lease is not None:
-            self.fetched.add(lease[0])
+            self.fetched.add(lease.id)
 
     def unchanged(self, request: Request) -> None:
         """``outcomes.request_unchanged``: fetched, ended before the spider (no item)."""
         lease = self.active.get(request)
         if lease is not None:
-            self.fetched.add(lease[0])
+            self.fetched.add(lease.id)
 
     def item_scraped(self, item: Any, response: Response, spider: Spider) -> None:
         """Scrapy's signal: an item of ``response``'s page, counted with its lease's ack."""
         lease = self.active.get(response.request) if response.request is not None else None
         if lease is not None:
-            self.items[lease[0]] = self.items.get(lease[0], 0) + 1
+            self.items[lease.id] = self.items.get(lease.id, 0) + 1
 
     def dead_lettered(self, request: Request) -> None:
         """``outcomes.request_dead_lettered``: its lease's job counts a dead letter, no page."""
-        self._ended_as(request, DEAD_LETTER)
+        self._ended_as(request, Outcome.DEAD_LETTER)
 
     def refused(self, request: Request) -> None:
         """``outcomes.request_refused``: its lease's job counts it refused."""
-        self._ended_as(request, REFUSED)
+        self._ended_as(request, Outcome.REFUSED)
 
     def held_back(self, request: Request) -> None:
         """``outcomes.request_held``: not downloaded after all (its job was paused):
         its lease goes back to its queue when the engine is done with it."""
-        self._ended_as(request, HELD)
+        self._ended_as(request, Outcome.HELD)
 
     def dropped_late(self, request: Request) -> None:
         """``outcomes.request_dropped``: not downloaded after all (its job was
         cancelled): its job counts it purged."""
-        self._ended_as(request, DROPPED)
+        self._ended_as(request, Outcome.DROPPED)
 
-    def _ended_as(self, request: Request, outcome: int) -> None:
+    def _ended_as(self, request: Request, outcome: Outcome) -> None:
         lease = self.active.get(request)
         if lease is not None:
-            self.outcomes[lease[0]] = outcome
+            self.outcomes[lease.id] = outcome
 
-    def _ack(self, lease_id: bytes) -> None:
-        items = self.items.pop(lease_id, 0)
-        fetched = lease_id in self.fetched
-        self.fetched.discard(lease_id)
-        outcome = self.outcomes.pop(lease_id, None)
-        if outcome is not None:
-            self.batcher.ack(lease_id, items=outcome)
-        elif fetched:
-            self.batcher.ack(lease_id, items=items)
-        else:
-            self.batcher.ack(lease_id)
+    def _ack(self, lease: Lease) -> None:
+        items = self.items.pop(lease.id, 0)
+        fetched = lease.id in self.fetched
+        self.fetched.discard(lease.id)
+        outcome = self.outcomes.pop(lease.id, None)
+        if outcome is None:
+            outcome = Outcome.PAGE if fetched else Outcome.NO_PAGE
+        self.batcher.ack(lease, outcome, items)
 
     def ack_finished(self) -> None:
         """Queue the ack of every leased request the engine is done with.
@@ -202,44 +196,44 @@ class SlotHandoff:
         done = [request for request in self.active if request not in inprogress]
         for request in done:
             lease = self.active.pop(request)
-            if lease[0] not in self.released:
+            if lease.id not in self.released:
                 self._slot_ended(lease)  # no release sent: the ack gives the slot back
-            self.released.discard(lease[0])
-            if self.outcomes.get(lease[0]) == HELD:
+            self.released.discard(lease.id)
+            if self.outcomes.get(lease.id) is Outcome.HELD:
                 # Never downloaded (outcomes.request_held): back to its queue, not acked.
-                del self.outcomes[lease[0]]
-                self.at_cap.discard(lease[0])
+                del self.outcomes[lease.id]
+                self.at_cap.discard(lease.id)
                 self.leases.give_back(deque([(request, lease)]))
                 continue
             if self.spares.is_parked(lease):
-                self._done.add(lease[0])
+                self._done[lease.id] = lease
                 continue
-            self.at_cap.discard(lease[0])
-            self._ack(lease[0])
+            self.at_cap.discard(lease.id)
+            self._ack(lease)
         if done:
             self._want.set()  # their slots are free for new leases
 
-    def held(self) -> list[bytes]:
-        """Ids of every lease this worker holds (to renew)."""
-        ids = [lease[0] for _, lease in self.prefetched]
-        ids += [lease[0] for lease in self.active.values()]
-        ids += [lease[0] for _, lease in self.spares]
-        return ids + list(self._done)
+    def held(self) -> list[Lease]:
+        """Every lease this worker holds (to renew)."""
+        leases = [lease for _, lease in self.prefetched]
+        leases += self.active.values()
+        leases += [lease for _, lease in self.spares]
+        return leases + list(self._done.values())
 
     def dropped(self, lease: Lease) -> None:
         """A step dropped the request after its lease: ended, slot and all; its
-        job counts it purged (``outcomes.DROPPED``)."""
-        self.at_cap.discard(lease[0])
-        self.batcher.ack(lease[0], items=DROPPED)
+        job counts it purged (``Outcome.DROPPED``)."""
+        self.at_cap.discard(lease.id)
+        self.batcher.ack(lease, Outcome.DROPPED)
         self._slot_ended(lease)
 
     def hold(self, request: Request, lease: Lease) -> None:
         """A step holds the request back (``steps.HOLD``): it goes back to its
         queue, with its slot, as a pause's unstarted requests do (``unstarted``)."""
-        self.at_cap.discard(lease[0])
+        self.at_cap.discard(lease.id)
         back: deque[Leased] = deque([(request, lease)])
         if self.slotted(lease):
-            back.extend(self.spares.slot_ended(lease[2]))
+            back.extend(self.spares.slot_ended(lease.host))
         self.leases.give_back(back)
 
     def leased(self, taken: Taken, parked: list[Lease]) -> None:
@@ -259,15 +253,14 @@ class SlotHandoff:
         for lease in parked:
             if not self.spares.unpark(lease):
                 continue
-            successor = None if release else self.spares.successor(lease[2])
+            successor = None if release else self.spares.successor(lease.host)
             if successor is not None:
                 self._pass(lease, successor)
             else:
                 self._release(lease)
-            if lease[0] in self._done:
-                self._done.discard(lease[0])
-                self.at_cap.discard(lease[0])
-                self._ack(lease[0])
+            if self._done.pop(lease.id, None) is not None:
+                self.at_cap.discard(lease.id)
+                self._ack(lease)
 
     def unstarted(self) -> list[Leased]:
         """A pause that may last: parked slots go back, and the spares and the
@@ -276,12 +269,12 @@ class SlotHandoff:
         out = self.spares.take_all() + list(self.prefetched)
         for _, lease in self.prefetched:
             if self.slotted(lease):
-                self.spares.slot_ended(lease[2])  # its slot goes back with it
+                self.spares.slot_ended(lease.host)  # its slot goes back with it
         self.prefetched.clear()
         return out
 
     def _pass(self, lease: Lease, successor: Leased) -> None:
-        self.batcher.transfer(lease[0], successor[1][0])
+        self.batcher.transfer(lease, successor[1])
         self.stats.inc_value("frontier/slots_passed")
         self.prefetched.appendleft(successor)
         self._started()
@@ -292,12 +285,12 @@ class SlotHandoff:
         self._want.set()
 
     def _release(self, lease: Lease) -> None:
-        self.batcher.release(lease[0], now=lease[0] in self.at_cap)
+        self.batcher.release(lease, now=lease.id in self.at_cap)
         self._slot_ended(lease)
 
     def _slot_ended(self, lease: Lease) -> None:
         """Our spares of the host go back too if that was our last slot there."""
         if self.slotted(lease):
-            orphans = self.spares.slot_ended(lease[2])
+            orphans = self.spares.slot_ended(lease.host)
             if orphans:
                 self.leases.give_back(deque(orphans))

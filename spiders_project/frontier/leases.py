@@ -21,14 +21,11 @@ from scrapy.statscollectors import StatsCollector
 
 from spiders_project.frontier.calls import expired_call, requeue_call
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.lease_id import Lease
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_access import RedisCalls, RedisUnavailable
 
 logger = logging.getLogger(__name__)
-
-# A lease: its id (``<worker>/<n>``), the request as stored, and the host
-# whose queue it came from.
-Lease = tuple[bytes, bytes, str]
 
 
 class LeaseKeeper:
@@ -40,21 +37,23 @@ class LeaseKeeper:
         self.lease_ms = lease_ms
         self.stats = stats
 
-    def _by_queue(self, ids: list[bytes]) -> list[tuple[RedisKeys, list[bytes]]]:
-        """Lease ids grouped by the queue (shard and lane) that gave them, with its keys."""
-        groups: dict[str, tuple[RedisKeys, list[bytes]]] = {}
-        for lease_id in ids:
-            keys = self.redis.keys_of_lease(lease_id)
-            groups.setdefault(keys.lane_prefix, (keys, []))[1].append(lease_id)
+    def _by_queue(self, leases: list[Lease]) -> list[tuple[RedisKeys, list[Lease]]]:
+        """``leases`` grouped by the queue (shard and lane) that gave them, with its keys."""
+        groups: dict[tuple[int, str], tuple[RedisKeys, list[Lease]]] = {}
+        for lease in leases:
+            group = groups.get((lease.shard, lease.lane))
+            if group is None:
+                group = groups[lease.shard, lease.lane] = (self.redis.keys_of_lease(lease), [])
+            group[1].append(lease)
         return list(groups.values())
 
-    async def renew(self, ids: list[bytes]) -> None:
-        """Push the deadline of our leases ``ids`` forward; others' ids are left alone."""
-        for keys, group in self._by_queue(ids):
+    async def renew(self, leases: list[Lease]) -> None:
+        """Push the deadline of our ``leases`` forward; others' ids are left alone."""
+        for keys, group in self._by_queue(leases):
             await self.redis.calls_for(keys).script(
                 self.redis.scripts.renew,
                 [keys.leases],
-                [self.redis.clock.arg(), self.lease_ms, *group],
+                [self.redis.clock.arg(), self.lease_ms, *(lease.id for lease in group)],
                 retry=False,
             )
 
@@ -107,7 +106,7 @@ class LeaseKeeper:
         except (RedisUnavailable, TimeoutError):
             return []  # whatever it leased expires and goes back
         triples = zip(leased[::3], leased[1::3], leased[2::3], strict=True)
-        return [(lease_id, member, host.decode()) for lease_id, member, host in triples]
+        return [Lease.of(lease_id, member, host.decode()) for lease_id, member, host in triples]
 
     def give_back(self, unstarted: deque[tuple[Request, Lease]]) -> None:
         """Put the leases of requests this worker took and has not started back in
@@ -128,10 +127,11 @@ class LeaseKeeper:
         expire and return like a dead worker's: nothing is lost either way.
         """
         deadline = asyncio.get_running_loop().time() + timeout
-        hosts = {i: h for i, _, h in leases}
+        # Each lease named once, in the order given.
+        unique = list({lease.id: lease for lease in leases}.values())
         returned = 0
-        for keys, group in self._by_queue(list(hosts)):
-            ids = [(i, hosts[i]) for i in group]
+        for keys, group in self._by_queue(unique):
+            ids = [(lease.id, lease.host) for lease in group]
             script_keys, args = requeue_call(keys, ids, expired=False, now=self.redis.clock.arg())
             try:
                 result = await self.redis.calls_for(keys).script(

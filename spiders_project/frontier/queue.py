@@ -70,8 +70,8 @@ class JsonPriorityQueue(Base):  # type: ignore[misc]  # scrapy-redis ships no ty
         """``request.to_dict(spider=...)``, without its cost for spider-method callbacks.
 
         Scrapy names a callback by scanning every member of the spider with
-        ``inspect.getmembers`` (about 15 us a request, 6% of a worker's CPU
-        in the benchmark profile). A bound method of our spider is named
+        ``inspect.getmembers``, a cost per request that showed in the worker's
+        profile (docs/BENCHMARKS.md). A bound method of our spider is named
         directly, after checking that the name resolves back to the same
         function; anything else goes through Scrapy's own ``to_dict``.
         """

@@ -1,9 +1,9 @@
 """Links a feature refused before their queue, counted for their job once per URL.
 
 A seed's scope (``scope/seed_limits.py``: allow, deny, max_depth, a spent
-budget) refuses links as pages yield them; the job counts each refused URL
-(issue 27: fetched + purged + refused + dead letters is everything the job
-discovered). The same link refused from ten pages is one URL, so a refusal
+budget) refuses links as pages yield them; the job counts each refused URL,
+so that fetched + purged + refused + dead letters is everything the job
+discovered. The same link refused from ten pages is one URL, so a refusal
 goes to the frontier's enqueue script as an entry that only records a
 fingerprint salted with the refusal's group (its job) in the seen-set and
 counts "refused" for its job if the fingerprint is new ("~" in

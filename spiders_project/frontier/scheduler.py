@@ -356,8 +356,8 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                     self._prefetched.append((request, lease))
                     self.handoff.took(lease)
                     if at_cap:
-                        self._at_cap.add(lease[0])
-                        self.spares.capped(lease[2])
+                        self._at_cap.add(lease.id)
+                        self.spares.capped(lease.host)
                 self.handoff.leased(taken, parked)
                 if taken.requests:
                     internals.wake_engine(self.crawler.engine)

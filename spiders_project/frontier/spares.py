@@ -3,9 +3,8 @@
 A host at its cap (``CONCURRENT_REQUESTS_PER_DOMAIN``, cluster-wide) gets a
 new download only once one of its slots comes back. Through Redis that is
 two round trips: the release of the ended download, then a lease call that
-finds the slot free. At 10 ms from Redis each slot of the benchmark's site
-sat empty a third of the time (docs/BENCHMARKS.md, Distance: 0.59× the
-pages/s on loopback). So a worker that holds slots of a host without delay
+finds the slot free, and far from Redis each slot sits empty for both
+(docs/BENCHMARKS.md, Distance). So a worker that holds slots of a host without delay
 also leases up to ``FRONTIER_SPARES`` of its requests as spares, which hold
 no slot (``lua/lease.lua``); when one of its downloads of that host ends, the
 slot passes to a spare at once, and Redis hears of it in the next write tick
@@ -28,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from scrapy import Request
 
-from spiders_project.frontier.leases import Lease
+from spiders_project.frontier.lease_id import Lease
 
 Leased = tuple[Request, Lease]
 RECENT = 8  # hosts (frontier/taking.py's candidates)
@@ -65,10 +64,9 @@ class Spares:
         Up to two caps' worth per host: a busy worker's event loop sees the
         downloads that ended while it parsed all at once, often every slot it
         holds, and its next lease call's reply comes a round trip and a parse
-        later. With one cap's worth, two workers 10 ms from Redis found no spare
-        for 41% of their downloads, whose slots then waited 37 ms on average
-        (21% and 26 ms on loopback), and crawled 0.8x their loopback pages/s;
-        with two, 6% and 1.0x (docs/BENCHMARKS.md, Distance)."""
+        later. With one cap's worth, workers far from Redis often found no spare
+        when a download ended, and their slots waited a round trip
+        (docs/BENCHMARKS.md, Distance, has both depths measured)."""
         room = self.depth - len(self)
         out = []
         for host in self.recent():
@@ -85,9 +83,9 @@ class Spares:
     def add(self, request: Request, lease: Lease) -> bool:
         """Keep a spare; False if we hold no slot of its host any more (its
         downloads ended while the lease call was under way): it must go back."""
-        if self.slots[lease[2]] <= 0:
+        if self.slots[lease.host] <= 0:
             return False
-        self._waiting.setdefault(lease[2], deque()).append((request, lease))
+        self._waiting.setdefault(lease.host, deque()).append((request, lease))
         return True
 
     def took_slot(self, host: str) -> None:
@@ -132,17 +130,17 @@ class Spares:
         return self.depth > 0 and self.slots[host] <= self.share(host)
 
     def park(self, lease: Lease) -> None:
-        self._parked[lease[0]] = lease
+        self._parked[lease.id] = lease
 
     def parked(self) -> list[Lease]:
         return list(self._parked.values())
 
     def is_parked(self, lease: Lease) -> bool:
-        return lease[0] in self._parked
+        return lease.id in self._parked
 
     def unpark(self, lease: Lease) -> bool:
         """Forget a parked slot; False if it was not parked."""
-        return self._parked.pop(lease[0], None) is not None
+        return self._parked.pop(lease.id, None) is not None
 
     def slot_ended(self, host: str) -> list[Leased]:
         """One slot of ``host`` given back; the spares to hand back if it was our last."""

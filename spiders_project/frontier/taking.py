@@ -21,7 +21,7 @@ from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.leases import Lease
+from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_access import RedisCalls, RedisUnavailable
@@ -66,9 +66,9 @@ class LeaseTaker:
         self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
         # Queues (by lane prefix) whose last call found nothing ready and no host
         # at its cap -> when to ask again (monotonic). A worker of both lanes asked
-        # its empty render queue after each HTTP lease call, one round trip each:
-        # 10 ms from Redis, it crawled 0.6x its loopback pages/s, as against
-        # 0.96x with WORKER_ROLE=http (docs/BENCHMARKS.md, Distance).
+        # its empty render queue after each HTTP lease call, one round trip each,
+        # which far from Redis cost it a good share of its pages/s
+        # (docs/BENCHMARKS.md, Distance).
         self._idle_until: dict[str, float] = {}
 
     def due(self, keys: RedisKeys) -> bool:
@@ -118,7 +118,7 @@ class LeaseTaker:
             candidates,
             next_hosts=max(8, 2 * self.config.concurrency),
             per_host=self.config.per_host,
-            owner=self.redis.lease_owner_of(keys),
+            owner=self.redis.lease_prefix(keys),
             first_id=first_id,
             now=self.redis.clock.arg(),
         )
@@ -147,10 +147,10 @@ class LeaseTaker:
             self._idle_until[prefix] = time.monotonic() + self.config.empty_poll_interval
         spare_ids = set(spare_ids)
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
-            request = self.bad_entries.decode(queue, lease_id, member)
+            lease = Lease.of(lease_id, member, host.decode())
+            request = self.bad_entries.decode(queue, lease)
             if request is None:
                 continue
-            lease = (lease_id, member, host.decode())
             if lease_id in spare_ids:
                 taken.spares.append((request, lease))
             else:

@@ -146,8 +146,8 @@ def wake_engine(engine: Any) -> None:
 def scheduler_of(engine: Any) -> Any:
     """The engine's scheduler, or None while it has no slot (not open, or closed).
 
-    Public since Scrapy 2.19 (``ExecutionEngine.scheduler``), which used to be
-    ``engine._slot.scheduler``; kept here so the check covers it.
+    Public in the pinned Scrapy (``ExecutionEngine.scheduler``), but read here
+    all the same, so that :func:`check_engine` covers it.
     """
     return _get(engine, "scheduler", "ExecutionEngine.scheduler")
 

@@ -7,7 +7,7 @@ and in Lua scripts, so some inherited methods would call the asyncio client
 synchronously: they would return a coroutine nobody awaits and silently do
 nothing. Those are replaced by :func:`not_here`, which raises and names what
 to use instead. Likewise, scrapy-redis settings this project does not honour
-(its keys come from ``keys.py``, its seeds are a list of URLs or JSON, its
+(its keys come from ``keys/``, its seeds are a list of URLs or JSON, its
 client from ``REDIS_URL``) are refused at start with one line each
 (:func:`setting_problems`), instead of being silently ignored.
 """
@@ -28,16 +28,20 @@ FIXED_SETTINGS: dict[str, str] = {
 
 # scrapy-redis settings this project does not read, and what to use instead.
 UNSUPPORTED_SETTINGS: dict[str, str] = {
-    "SCHEDULER_QUEUE_KEY": "keys are fixed per spider: <spider>:requests:host:<host> (keys.py)",
-    "SCHEDULER_DUPEFILTER_KEY": "keys are fixed per spider: <spider>:dupefilter (keys.py)",
+    "SCHEDULER_QUEUE_KEY": (
+        "keys are fixed per spider: <spider>:requests:host:<host> (spiders_project/keys)"
+    ),
+    "SCHEDULER_DUPEFILTER_KEY": (
+        "keys are fixed per spider: <spider>:dupefilter (spiders_project/keys)"
+    ),
     "SCHEDULER_DUPEFILTER_CLASS": "the dupefilter is DUPEFILTER_CLASS, fixed",
     "SCHEDULER_IDLE_BEFORE_CLOSE": "use MAX_IDLE_TIME_BEFORE_CLOSE (a blocking pop would "
     "freeze the reactor)",
-    "REDIS_START_URLS_KEY": "seeds are read from <spider>:start_urls (keys.py)",
+    "REDIS_START_URLS_KEY": "seeds are read from <spider>:start_urls (spiders_project/keys)",
     "REDIS_START_URLS_AS_SET": "seeds are a list; give a priority in a JSON seed instead",
     "REDIS_START_URLS_AS_ZSET": "seeds are a list; give a priority in a JSON seed instead",
     "REDIS_START_URLS_BATCH_SIZE": "use SEED_BATCH_SIZE",
-    "REDIS_ITEMS_KEY": "items go to <spider>:items (keys.py)",
+    "REDIS_ITEMS_KEY": "items go to <spider>:items (spiders_project/keys)",
     "REDIS_ITEMS_SERIALIZER": "items are JSON (ScrapyJSONEncoder)",
     "REDIS_HOST": "use REDIS_URL",
     "REDIS_PORT": "use REDIS_URL",

@@ -332,10 +332,10 @@ class JobSchedules:
 
     async def _totals(self, job: str) -> dict[str, int]:
         """The job's counts since they began: the base of the run a tick starts."""
-        *shards, tally = await self.redis.pipelined(
+        shards = await self.redis.pipelined(
             "job counts", [("HGETALL", key) for key in count_keys(self.redis.keys)], retry=False
         )
-        found = [p for p in job_progress({}, shards, tally, 0) if p.id == job]
+        found = [p for p in job_progress({}, shards, 0) if p.id == job]
         return dict(found[0].totals) if found else {}
 
     def _read(self, job: str, raw: bytes | str) -> Schedule | None:

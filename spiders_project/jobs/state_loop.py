@@ -177,14 +177,14 @@ class JobWatch:
             retry=False,
         )
         now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-        *shards, tally = await self.redis.pipelined(
+        shards = await self.redis.pipelined(
             "job counts", [("HGETALL", key) for key in count_keys(keys)], retry=False
         )
         records = {_text(k): v for k, v in records.items()}
         quiet = {_text(k): v for k, v in quiet.items()}
         changed = 0
         grace_ms = int(self.config.finish_grace * 1000)
-        for progress in job_progress(records, shards, tally, now_ms):
+        for progress in job_progress(records, shards, now_ms):
             record = records.get(progress.id)
             mark = quiet.get(progress.id)
             verdict = judge(progress, record, mark, now_ms, grace_ms)

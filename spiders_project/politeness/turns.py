@@ -13,8 +13,9 @@ here (``lua/gate.lua``), at the last moment before it goes out:
   open and routes to set up after the middleware chain, tens to hundreds of
   milliseconds that vary from page to page, so a turn granted there could
   reach the site closer than the delay. After the turn the navigation still
-  crosses Node, Chromium and scrapy-playwright's route handler (5-30 ms
-  measured here), so its spacing adds ``NAVIGATION_GUARD`` on top.
+  takes time to cross Node, Chromium and scrapy-playwright's route handler
+  (docs/BENCHMARKS.md, "Figures moved out of code comments"), so its spacing
+  adds ``NAVIGATION_GUARD`` on top.
   ``HostGateMiddleware`` leaves rendered requests alone: each takes one turn.
 """
 

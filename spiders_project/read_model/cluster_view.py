@@ -190,9 +190,9 @@ def read_cluster(
     at = 2 + sum(len(spider_reads) for spider_reads in per_spider)
     jobs: dict[str, list[JobProgress]] = {}
     for spider, job_reads in zip(spiders, per_jobs, strict=True):
-        records, *counts, tally = (hash_fields(h) for h in replies[at : at + len(job_reads)])
+        records, *counts = (hash_fields(h) for h in replies[at : at + len(job_reads)])
         at += len(job_reads)
-        jobs[spider] = job_progress(records, counts, tally, int(now * 1000))
+        jobs[spider] = job_progress(records, counts, int(now * 1000))
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}

@@ -43,9 +43,13 @@ PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
 # warc:records, warc:bytes, warc:write_errors, warc:records_dropped: the WARC
 # archive's records and bytes written, failed writes, records not archived.
 WARC = "warc:"
-# Fields the publish script adds to the worker hash.
+# Fields the publish script adds to the worker hash (it takes their names from
+# here: worker/heartbeat.py passes them in), and the one the last publish adds.
+WORKER_FIELD = "_worker"  # the worker's id, host:pid
+RUN_FIELD = "_run"  # unique per process: tells it from an earlier one with the same id
 STATE_FIELD = "_state"  # RUNNING, or CLOSED after its last publish
 LAST_SEEN_FIELD = "_last_seen"  # Unix time of the last publish, Redis clock
+FINISH_REASON_FIELD = "_finish_reason"  # Scrapy's close reason, with the last publish
 RUNNING, CLOSED = "running", "closed"
 # A Scrapy stat of the worker's (published with the others): 1 while node
 # health found this node cut off from the sites the cluster reaches.

@@ -64,11 +64,6 @@ class HostSteer:
     blocked: bool = False
 
     @property
-    def empty(self) -> bool:
-        """Nothing set: the record is deleted."""
-        return self.delay is None and self.cap is None and not self.blocked
-
-    @property
     def delay_ms(self) -> int | None:
         return None if self.delay is None else round(self.delay * 1000)
 

@@ -1,7 +1,7 @@
 """Progress of every crawl job, from what Redis holds: the job records and the per-job counts.
 
-Pure: the caller reads (``JOB_READS``: the records' HGETALL, each shard's
-counts, the spider's tally, TIME) and this module turns the replies into one
+Pure: the caller reads (the records' HGETALL, each shard's counts:
+:func:`count_keys`, TIME) and this module turns the replies into one
 :class:`JobProgress` per job, so ``scrapy jobs list|show``, ``scrapy
 crawlstatus`` and the exporter (which runs without Scrapy) give the same
 numbers.
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import DEFAULT_JOB, job_counts, job_tally
+from spiders_project.keys.jobs import DEFAULT_JOB, job_counts
 
 # The counts that only grow: a run's are the totals less the totals when it
 # started, kept in its record as "base" (jobs/submit.py, jobs/states.py).
@@ -40,10 +40,13 @@ COUNTS = (
     "refused",
     "purged",
 )
-# The fields of ``scrapy jobs list|show --json``, in order (issue 27, item 5).
+# The fields of ``scrapy jobs list|show --json``, in order: a script reading the JSON
+# relies on them.
 FIELDS = ("id", "state", "started_at", "finished_at", "seeds", *COUNTS, "pages_per_s", "eta_s")
-# A shard's count "<job>|<field>" -> the JobProgress attribute it adds to.
-_ATTRIBUTE_OF = {
+# The fields of a job in a shard's counts (``<job>|<field>``, written by the
+# frontier's scripts: frontier/lua/job_counts.lua), each to the JobProgress
+# attribute it adds to.
+COUNT_FIELDS = {
     "queued": "queued",
     "later": "backing_off",
     "leased": "in_flight",
@@ -54,6 +57,8 @@ _ATTRIBUTE_OF = {
     "refused": "refused",
     "purged": "purged",
 }
+# A shard's field "<job>|rate": the marks of the job's pages/s (ack.lua), not a count.
+RATE = "rate"
 
 
 @dataclass
@@ -97,8 +102,8 @@ class JobProgress:
 
 
 def count_keys(keys: RedisKeys) -> list[str]:
-    """The hashes of per-job counts to read: every frontier shard's, then the spider's tally."""
-    return [job_counts(shard) for shard in keys.all_shards] + [job_tally(keys)]
+    """The hashes of per-job counts to read: every frontier shard's."""
+    return [job_counts(shard) for shard in keys.all_shards]
 
 
 def _text(value: Any) -> str:
@@ -125,13 +130,12 @@ def _rate(mark: str, pages: int, now_ms: int) -> float:
 def job_progress(
     records: Mapping[Any, Any],
     shard_counts: list[Mapping[Any, Any]],
-    tally: Mapping[Any, Any],
     now_ms: int,
 ) -> list[JobProgress]:
     """Every job that has a record or a count, by id.
 
     ``records``: HGETALL of ``keys.jobs``; ``shard_counts``: HGETALL of each
-    shard's :func:`job_keys.job_counts`; ``tally``: of :func:`job_keys.job_tally`.
+    of :func:`count_keys`.
     """
     jobs: dict[str, JobProgress] = {}
 
@@ -161,12 +165,12 @@ def job_progress(
             name, _, what = _text(raw_field).rpartition("|")
             if not name:
                 continue
-            if what == "rate":
+            if what == RATE:
                 marks[name] = _text(raw_value)
                 continue
             n = int(raw_value)
             progress = job(name)
-            attribute = _ATTRIBUTE_OF.get(what)
+            attribute = COUNT_FIELDS.get(what)
             if attribute is None:
                 continue
             setattr(progress, attribute, getattr(progress, attribute) + n)
@@ -174,11 +178,6 @@ def job_progress(
                 pages[name] = n
         for name, mark in marks.items():
             rates[name] = rates.get(name, 0.0) + _rate(mark, pages.get(name, 0), now_ms)
-    for raw_field, raw_value in tally.items():
-        name, _, what = _text(raw_field).rpartition("|")
-        if name and what in ("items", "dead_letters", "refused"):
-            progress = job(name)
-            setattr(progress, what, getattr(progress, what) + int(_text(raw_value)))
     for name, progress in jobs.items():
         base = bases.get(name, {})
         for what in RUN_COUNTS:
@@ -195,20 +194,20 @@ def job_progress(
 
 def job_totals(calls: Any, keys: RedisKeys, job: str) -> dict[str, int]:
     """The job's counts since they began (``RUN_COUNTS``), the "base" of a new run."""
-    *shards, tally = (calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys))
-    found = [p for p in job_progress({}, shards, tally, 0) if p.id == job]
+    shards = [calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys)]
+    found = [p for p in job_progress({}, shards, 0) if p.id == job]
     return dict(found[0].totals) if found else {}
 
 
 def read_jobs(calls: Any, keys: RedisKeys) -> list[JobProgress]:
     """Every job's progress, read with ``calls.command`` (a ``SyncRedisCalls``):
-    TIME, the records, each shard's counts and the tally, one command each
-    (a shard's hash is in its own slot on a Redis Cluster)."""
+    TIME, the records and each shard's counts, one command each (a shard's
+    hash is in its own slot on a Redis Cluster)."""
     seconds, micros = calls.command("TIME", writes=False)
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     records = calls.command("HGETALL", keys.jobs, writes=False) or {}
-    *shards, tally = (calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys))
-    return job_progress(records, shards, tally, now_ms)
+    shards = [calls.command("HGETALL", k, writes=False) or {} for k in count_keys(keys)]
+    return job_progress(records, shards, now_ms)
 
 
 # The job of a queue member, as job_counts.lua reads it: what follows its first

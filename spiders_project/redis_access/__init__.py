@@ -5,7 +5,7 @@ send their Redis calls through a :class:`RedisCalls` or :class:`SyncRedisCalls`
 sharing one :class:`RedisState`. That state is the process' only view of
 Redis' health, its only backoff policy and its only source of state-change
 log lines. Every error Redis or the network can give is sorted into one of
-four kinds (:func:`classify`):
+five kinds (:func:`classify`, :class:`ErrorKind`):
 
 - ``CONNECTION``: connection refused or lost, timeouts. Retried with backoff;
   logged once as ``Redis connection lost ...`` and once as ``Redis reconnected``.
@@ -15,10 +15,14 @@ four kinds (:func:`classify`):
   LOADING, BUSY (a long script), MASTERDOWN, NOREPLICAS (``min-replicas-to-write``
   and too few replicas: a master cut off from them). Retried with the same backoff;
   logged once as ``Redis refuses writes (OOM ...), retrying`` and once as
-  ``Redis accepts writes again``. Before this module, these ended the loops
-  that met them, and the writes of that tick were dropped.
+  ``Redis accepts writes again``. So a loop that meets one goes on, and
+  keeps the writes of its tick.
 - ``NOSCRIPT``: the script cache is empty (Redis restarted or flushed it):
   the script is loaded and the call sent again at once.
+- ``NOPERM``: the user ``REDIS_URL`` names may not run this command or use
+  this key (ACL). Retried with the same backoff, since an operator fixes it
+  in Redis (``ACL SETUSER``, ``ACL LOAD``) without restarting anything;
+  logged once per command and counted.
 - ``CALLER``: anything else (WRONGTYPE, a Lua runtime error, a bad argument)
   is a bug or a broken key: logged with the command name and raised to the
   caller, never retried blindly.
@@ -38,7 +42,6 @@ from spiders_project.redis_access.errors import (
     classify,
     error_code,
     error_text,
-    is_retryable,
 )
 from spiders_project.redis_access.lua import LuaScript, load_lua
 from spiders_project.redis_access.state import ALLOW_OOM, READ, WRITE, RedisState
@@ -58,7 +61,6 @@ __all__ = [
     "classify",
     "error_code",
     "error_text",
-    "is_retryable",
     "load_lua",
     "one_shot_calls",
 ]

@@ -29,7 +29,7 @@ from spiders_project.keys import SPIDERS, RedisKeys
 # Commands of the scripts and the calls every role makes on connecting.
 _CONNECT = ("ping", "select")
 # What a Redis Cluster client asks of the cluster (redis-py: the slots, and
-# COMMAND for the keys' positions; redis_cluster.py: CLUSTER SLOTS), ASKING
+# COMMAND for the keys' positions; cluster.py: CLUSTER SLOTS), ASKING
 # before the command an ASK redirect (a slot being migrated) names, and
 # READONLY, which a client reading from replicas sends (ours do not).
 _CLUSTER = ("cluster|slots", "cluster|shards", "command", "asking", "readonly")

@@ -3,20 +3,21 @@
 Why not redis-py's asyncio ``RedisCluster`` in the worker: its transactional
 pipeline runs every queued command on a thread of its own, with a new event
 loop, and joins it (redis-py 8.1, ``asyncio/cluster.py``,
-``TransactionStrategy.execute_command``). That blocks Scrapy's reactor about
-1.2 ms per command (measured: 4.8 ms per 4-command MULTI/EXEC, against about
-0.2 ms on a plain client), and the worker sends one MULTI/EXEC per tick.
+``TransactionStrategy.execute_command``). That blocks Scrapy's reactor for
+every command of the transaction, many times what a plain client's
+MULTI/EXEC costs (docs/BENCHMARKS.md, "Figures moved out of code comments"),
+and the worker sends one MULTI/EXEC per tick.
 
-Every call a worker makes touches the keys of one hash tag (keys.py), so of
+Every call a worker makes touches the keys of one hash tag (``keys/``), so of
 one slot, so of one master. A plain client to that master does the same work
 with Redis' own MULTI/EXEC, and its connections find the master again after a
 failover or a resharding the way redis-py's Sentinel connections find theirs
 (``redis.asyncio.sentinel.SentinelManagedConnection``): a new connection asks
 the cluster (CLUSTER SLOTS) who owns the slot, and a connection told MOVED or
 ASK drops itself and raises ``ConnectionError``, which the call path retries
-with its backoff (redis_calls). The blocking processes (db_writer, monitor,
+with its backoff (``calls.py``). The blocking processes (db_writer, monitor,
 commands) use redis-py's ``RedisCluster``, whose blocking pipeline has no such
-cost (redis_connection.sync_client).
+cost (``connection.sync_client``).
 
 Over TLS (a ``rediss://`` URL) the pinned connection is an SSL connection
 with the URL's ``ssl_*`` options, and so is the CLUSTER SLOTS question: the
@@ -152,7 +153,7 @@ def pinned_async_client(url: str, slot_key: str, kwargs: dict[str, Any]) -> redi
 
     Only keys of that slot may be used with it (others answer MOVED, which it
     takes for a moved slot and retries: a bug would show as a connection
-    that never settles, so keys.py builds every key of a spider with its tag).
+    that never settles, so ``keys/`` builds every key of a spider with its tag).
     """
     parsed = redis.asyncio.connection.parse_url(url)
     seed = (str(parsed.get("host", "127.0.0.1")), int(parsed.get("port", 6379)))

@@ -203,7 +203,7 @@ def _client_kwargs(config: RedisConfig) -> dict[str, Any]:
 
 def _sentinel_kwargs(config: RedisConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(kwargs of the sentinels' connections, kwargs of the master's), each in
-    full: redis-py copies nothing from one to the other (redis_sentinel.py)."""
+    full: redis-py copies nothing from one to the other (sentinel.py)."""
     warn_if_unverified(config.sentinel_access, config.url)
     sentinels = config.sentinel_access.kwargs(config.socket_timeout)
     return sentinels, master_kwargs(config.url, _client_kwargs(config))
@@ -217,7 +217,7 @@ def sync_client(settings: BaseSettings) -> redis.Redis:
         # redis-py's Sentinel pool asks the sentinels for the master on every new
         # connection, and drops a connection whose server answers READONLY
         # (a demoted master): our call path's retry then reaches the new one.
-        # Ours also asks every second (redis_sentinel.FollowingPool), so a
+        # Ours also asks every second (sentinel.FollowingPool), so a
         # master the sentinels replaced but not yet demoted is left at once.
         sentinel_kwargs, master = _sentinel_kwargs(config)
         sentinel = redis.sentinel.Sentinel(list(config.sentinels), sentinel_kwargs=sentinel_kwargs)
@@ -239,7 +239,7 @@ def async_client(settings: BaseSettings, slot_key: str) -> redis.asyncio.Redis:
 
     ``slot_key``: a key of the slot of every key the caller uses (its
     spider's ``RedisKeys.prefix``); on a Redis Cluster the client goes to the
-    master of that slot (redis_cluster.py).
+    master of that slot (cluster.py).
     """
     config = RedisConfig.from_settings(settings)
     _warn_if_unverified(config)

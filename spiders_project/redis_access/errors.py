@@ -137,7 +137,7 @@ def is_noperm(exc: BaseException) -> bool:
 
 
 def classify(exc: BaseException) -> ErrorKind:
-    """Which of the five kinds (see the module docstring) ``exc`` is."""
+    """Which of the five kinds (see the package docstring) ``exc`` is."""
     if isinstance(exc, NoScriptError):
         return ErrorKind.NOSCRIPT
     if is_noperm(exc):
@@ -162,11 +162,6 @@ def classify(exc: BaseException) -> ErrorKind:
     if isinstance(exc, _CONNECTION_EXCEPTIONS + (ClusterError,)):
         return ErrorKind.CONNECTION
     return ErrorKind.CALLER
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True for errors after which the same call may succeed later."""
-    return classify(exc) in (ErrorKind.CONNECTION, ErrorKind.REFUSED_WRITES, ErrorKind.NOPERM)
 
 
 class RedisUnavailable(Exception):

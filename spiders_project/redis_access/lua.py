@@ -55,8 +55,8 @@ def without_comments(source: str) -> str:
     The headers that say what a script's KEYS and ARGV are stay in the
     files, not in what Redis gets: a script sent by source inside MULTI (EVAL,
     so a NOSCRIPT cannot fail one command of a transaction: the dead letters'
-    requeue) is read and hashed (SHA1) whole by Redis at every call; the
-    enqueue script was 20 KB, more than half of it comments. Line
+    requeue) is read and hashed (SHA1) whole by Redis at every call, and the
+    scripts' comments are often the larger part of their text. Line
     numbers stay as in the files, so Redis' errors still point at the right
     line. A shebang (``#!lua``) is not a comment and stays.
     """

@@ -20,8 +20,9 @@ And the master's pool follows the sentinels (:class:`FollowingPool`): redis-py
 asks them where the master is only when a connection connects, and drops a
 connection only when its server answers READONLY. After ``SENTINEL
 FAILOVER`` the old master stays a writable master with no replica until the
-sentinels demote it (about 10 s measured), and every write sent there in
-between is lost when it resyncs from the new one.
+sentinels demote it, seconds later (docs/BENCHMARKS.md, "Figures moved out
+of code comments"), and every write sent there in between is lost when it
+resyncs from the new one.
 """
 
 from __future__ import annotations
@@ -101,9 +102,10 @@ class SentinelAccess:
 
         No retries (``retry=None``): redis-py 8 gives every client 10, with a
         growing backoff, so one sentinel that does not answer (cut off by a
-        partition: packets dropped) held each question about the master for
-        about 20 s instead of one ``socket_timeout`` before the next sentinel
-        was asked (24 s without a master measured, tests/e2e/test_jepsen.py).
+        partition: packets dropped) would hold each question about the master
+        through all ten and their backoff instead of one ``socket_timeout``
+        before the next sentinel is asked (what tests/e2e/test_jepsen.py
+        measured: docs/BENCHMARKS.md, "Figures moved out of code comments").
         """
         kwargs: dict[str, Any] = {
             "socket_timeout": socket_timeout,
@@ -172,7 +174,7 @@ def _override(read: SettingsReader) -> dict[str, Any]:
     except ValueError as exc:
         read.fail("REDIS_SENTINEL_SSL_OPTIONS", str(exc), "(not shown)")
     options = {k: v for k, v in parsed.items() if k in SSL_OPTIONS}
-    # The checks REDIS_URL's own parameters get (redis_connection._check_tls).
+    # The checks REDIS_URL's own parameters get (connection._check_tls).
     reqs = options.get("ssl_cert_reqs")
     if reqs is not None and reqs not in _CERT_REQS:
         read.fail(
@@ -188,7 +190,7 @@ def _override(read: SettingsReader) -> dict[str, Any]:
 
 
 # Whether this process has warned about the sentinels' verification (one line
-# per process; REDIS_URL's own is warned about by redis_connection).
+# per process; REDIS_URL's own is warned about by connection.py).
 _warned: list[bool] = []
 
 
@@ -240,8 +242,8 @@ class AsyncFollowingPool(redis.asyncio.sentinel.SentinelConnectionPool):
 
     redis-py's asyncio pool takes a connection back without asking
     ``owns_connection``, so one in use while the sentinels named another
-    master would go on serving the old one until it is demoted (5-10 s
-    measured, its writes then lost): it is disconnected as it comes back,
+    master would go on serving the old one until it is demoted (seconds
+    later, its writes then lost): it is disconnected as it comes back,
     and connects to the new master when next used.
     """
 

@@ -72,10 +72,6 @@ class RedisState:
         config = RedisConfig.from_settings(settings)
         return cls(config.where, config.backoff, config.backoff_max, logger)
 
-    @property
-    def healthy(self) -> bool:
-        return self.connected and self.writable
-
     def failed(self, exc: BaseException, command: str = "", since: int | None = None) -> float:
         """Record a retryable failure of ``command``; the seconds to wait before trying again.
 

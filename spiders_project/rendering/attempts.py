@@ -14,7 +14,7 @@ its own, which :class:`Attempts` can give up on without waiting for it to end:
   then fails with :class:`~.errors.BrowserCrashed`.
 
 An attempt takes its context from :mod:`.restarts` (which restarts the
-browser first when that is due), an idle page from :mod:`.reuse`, and
+browser first when that is due), an idle page from :mod:`.page_reuse`, and
 downloads through scrapy-playwright (the handler's ``download``). What it
 did that its caller needs (pages opened, turn waited, page reuse) is an
 :class:`Attempt`, which the handler's scrapy-playwright overrides find

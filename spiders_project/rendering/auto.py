@@ -1,7 +1,8 @@
 """``RENDER_MODE = auto``: HTTP first, a browser only for the pages that need one.
 
 Users rarely know in advance which pages need JavaScript; rendering every
-page costs 50-100 times an HTTP fetch, and rendering none misses content. In
+page costs many times what an HTTP fetch does (docs/BENCHMARKS.md, "Rendering"
+against "Throughput and cost per page"), and rendering none misses content. In
 auto mode a page is fetched over HTTP first, and the spider's expectation is
 checked on that response (:func:`needs_javascript`):
 

@@ -1,10 +1,11 @@
 """Playwright's Node driver: started with the first rendered page, started again
 when it exits.
 
-A worker that only fetches plain HTTP never starts the driver (about 125 MB
-of RSS). Once started, the driver can die under the worker (killed, out of
-memory); Playwright's public API has no event for that, and without one
-every later rendered page would fail until the worker restarts. Its private
+A worker that only fetches plain HTTP never starts the driver, nor pays its
+memory (docs/BENCHMARKS.md, "Rendering": a worker that renders nothing).
+Once started, the driver can die under the worker (killed, out of memory);
+Playwright's public API has no event for that, and without one every later
+rendered page would fail until the worker restarts. Its private
 connection to the driver emits "close", reached through
 :mod:`spiders_project.insides.internals` (which raises InternalsMissing at the first
 rendered page if it is gone): the handler then forgets the driver and its

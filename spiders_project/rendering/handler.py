@@ -6,7 +6,8 @@ runs for days needs changed:
 
 - **Lazy**: Playwright's Node driver starts with the first page that needs
   rendering, not when the engine starts, so a worker that only fetches plain
-  HTTP never pays for it (about 125 MB of RSS per driver otherwise).
+  HTTP never pays for its memory (docs/BENCHMARKS.md, "Rendering": a worker
+  that renders nothing).
 - **One instance for both schemes**: one driver and one Chromium per worker,
   instead of one of each per scheme.
 - **Bounded**: at most ``RENDER_CONCURRENCY`` pages render at once, whatever
@@ -18,8 +19,9 @@ runs for days needs changed:
 - **Pages reused**: an open page is navigated to the next URL of its context
   instead of being closed and opened again, which spares Chromium a renderer
   process per URL; its request interception stays on between URLs
-  (:mod:`.routes`), its garbage is collected while it waits, and a page that
-  failed, crashed or sat idle too long is closed (:mod:`.pages`, :mod:`.reuse`).
+  (:mod:`.page_interception`), its garbage is collected while it waits, and a page
+  that failed, crashed or sat idle too long is closed (:mod:`.page_pool`,
+  :mod:`.page_reuse`).
 - **Never hangs**: each attempt runs under ``RENDER_DEADLINE``. When Chromium
   dies, every attempt in flight on it is cancelled at once (a ``new_page()``
   in flight at that moment would otherwise never return) and retried on the
@@ -28,7 +30,8 @@ runs for days needs changed:
   (:mod:`.driver`).
 - **Polite**: the host's cluster-wide turn (``HostGateMiddleware``'s gate) is
   taken again right before ``page.goto``, once the page exists
-  (:mod:`.politeness`); time spent waiting for it is not counted in the deadline.
+  (:mod:`spiders_project.politeness.turns`); time spent waiting for it is not
+  counted in the deadline.
 - **Waits for content**: network idle (bounded by ``RENDER_IDLE_TIMEOUT``) or
   the request's ``render_wait_selector``, instead of ``playwright_page_methods``
   (PageMethod objects cannot travel through the JSON frontier).
@@ -37,7 +40,7 @@ This class keeps what touches scrapy-playwright's own state (its browser,
 driver provider and contexts) and overrides its hooks. The collaborators it
 owns hold none of that state and reach it through callbacks of this class:
 :mod:`.attempts` renders one request, :mod:`.restarts` decides when Chromium
-restarts, :mod:`.reuse` lends and takes back pages, :mod:`.driver` starts
+restarts, :mod:`.page_reuse` lends and takes back pages, :mod:`.driver` starts
 Playwright's driver, and :mod:`.background` closes what is no longer needed.
 """
 
@@ -94,7 +97,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
     """``DOWNLOAD_HANDLERS`` entry for http and https (see the module docstring)."""
 
     lazy = False
-    # One request interception per reused page (:mod:`.routes`); the benchmark's
+    # One request interception per reused page (:mod:`.page_interception`); the benchmark's
     # comparison turns it off.
     route_switch = True
 
@@ -191,8 +194,9 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         page: Page = await super()._create_page(request, spider)
         # scrapy-playwright counts every request and response of the page by
         # resource type and method from page events. Each event is a message
-        # from the driver to this process, per sub-request: 0.005 to 0.015 CPU-s
-        # per page in trials. Unsubscribed; render/browser_requests counts them.
+        # from the driver to this process, per sub-request, paid by every page
+        # (docs/BENCHMARKS.md, "Figures moved out of code comments").
+        # Unsubscribed; render/browser_requests counts them.
         page.remove_listener("request", self._increment_request_stats)
         page.remove_listener("response", self._increment_response_stats)
         page.on("crash", self.reuse.crashed)
@@ -206,7 +210,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
     async def _get_response_and_download(
         self, request: Request, page: Page, spider: Spider
     ) -> tuple[PlaywrightResponse | None, Download | None]:
-        """Navigate, once the host's cluster-wide turn is granted (see :mod:`.politeness`)."""
+        """Navigate, once the host's cluster-wide turn is granted (see ``politeness/turns.py``)."""
         if self._turns is None:
             self._turns = HostTurns.for_navigation(self._crawler)
         waited = await self._turns.wait(request.url)

@@ -6,7 +6,8 @@ past what the machine holds long before that count, and the kernel's OOM
 killer then picks a victim (the worker itself, or a neighbour). A browser that
 degrades (renderer processes kept alive, caches, a wedged GPU or network
 process) renders slower and slower instead. Both are cured by a restart,
-which costs about a second.
+which is cheap next to either (docs/BENCHMARKS.md, "Figures moved out of
+code comments").
 
 ``BrowserHealth`` only decides; the handler restarts the browser once the
 pages in flight are done (``Recycler.request_restart``), logs it and counts it.
@@ -15,8 +16,8 @@ pages in flight are done (``Recycler.request_restart``), logs it and counts it.
   driver, summed (Chromium's browser, GPU, network and renderer processes),
   read from /proc every ``MEMORY_EVERY`` seconds while a browser runs. Summed
   RSS counts pages shared between the processes more than once, so it is an
-  upper bound of what the tree really uses (PSS is about half of it here:
-  docs/BENCHMARKS.md, "Rendering").
+  upper bound of what the tree really uses (docs/BENCHMARKS.md, "Rendering",
+  gives both the summed RSS and the PSS).
 - **Speed**: the seconds each page takes to render, as two running averages:
   the worker's norm (the mean of its pages, the last ``NORM_PAGES`` weighing
   most, kept across browsers) and the recent pace of this browser (its last

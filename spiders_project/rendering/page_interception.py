@@ -3,13 +3,13 @@
 scrapy-playwright routes every request of a page through a handler built for
 the Scrapy request being downloaded: it puts that request's headers, method
 and body on the navigation and aborts what ``abort_request`` says. When it is
-given a page again (page reuse, :mod:`.pages`) it calls ``page.unroute("**")``
+given a page again (page reuse, :mod:`.page_pool`) it calls ``page.unroute("**")``
 and then ``page.route("**", handler)`` for each URL. Removing a page's last
 route makes Playwright's driver turn Chromium's request interception off
 (``Fetch.disable``, ``Network.setCacheDisabled``) and the new route turns it
 on again: four DevTools commands per URL, and Chromium reconfiguring how the
-page's requests are intercepted: 0.005 to 0.01 CPU-s per page in the
-benchmark (docs/BENCHMARKS.md, "Rendering").
+page's requests are intercepted, a cost every page pays (docs/BENCHMARKS.md,
+"Reading the rendering runs", one request interception per reused page).
 
 :class:`RouteSwitch` keeps one route on the page and swaps the handler behind
 it in Python. It replaces ``route`` and ``unroute`` of that one Page object

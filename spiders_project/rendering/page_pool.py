@@ -15,7 +15,7 @@ keeps its last document, whose scripts go on running (and fetching, outside
 the host's turns): a page idle for ``RENDER_IDLE_PAGE_CLOSE`` seconds is
 closed, so a worker with nothing to render has no page open for long.
 
-Bookkeeping only (no Playwright here): :mod:`.reuse` decides when a page is
+Bookkeeping only (no Playwright here): :mod:`.page_reuse` decides when a page is
 healthy enough to go back.
 """
 

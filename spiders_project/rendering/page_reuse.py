@@ -112,9 +112,10 @@ class PageReuse:
         """A full garbage collection in the page's renderer before its next URL.
 
         A reused page's renderer keeps what its documents allocated until V8
-        decides to collect: about 110 MB of PSS more over 4 pages than a new
-        page per URL, in the benchmark. Collected while the page waits, it
-        costs no measurable CPU per page (docs/BENCHMARKS.md, "Rendering").
+        decides to collect, so without this a reused page holds more memory
+        than a new page per URL would. Collected while the page waits, it adds
+        nothing to the page's render time (docs/BENCHMARKS.md, "Rendering" and
+        "Figures moved out of code comments").
         """
         session = self._devtools.get(page)
         if session is None:

@@ -10,7 +10,7 @@ from spiders_project.rendering.queue_choice import RenderRouting
 
 
 class RenderRouteStep:
-    """Sends a request that will render to its host's render queue (``routing.py``).
+    """Sends a request that will render to its host's render queue (``queue_choice.py``).
 
     A ``route`` hook, after the dedup pre-filter and before the request is
     encoded: auto mode may mark the request ``"playwright": true``, and that

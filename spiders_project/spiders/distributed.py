@@ -39,7 +39,7 @@ class DistributedSpider(RedisSpider):
             return
         # The scope is the host of the first URL of the redirect chain, stored
         # in meta only when it differs from the request's own host (a queued
-        # request carries no copy of its host: issue 13, lean entries).
+        # request carries no copy of its host, to keep queued entries small).
         # host_key: requests queued by an older release carry the scope as it
         # was written then (IDN, ":80"); links are compared in host_of's form.
         first_url = (response.meta.get("redirect_urls") or [response.url])[0]

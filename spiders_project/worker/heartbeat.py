@@ -47,13 +47,18 @@ from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.read_model.contract import (
     CLOSED,
     ERRORS,
+    FINISH_REASON_FIELD,
     ITEMS,
+    LAST_SEEN_FIELD,
     PAGES,
     PROXY_BANS,
     PROXY_REQUESTS,
     RESPONSES,
+    RUN_FIELD,
     RUNNING,
+    STATE_FIELD,
     WARC,
+    WORKER_FIELD,
 )
 from spiders_project.redis_access import LuaScript, RedisUnavailable, load_lua
 
@@ -191,10 +196,16 @@ def publish_call(
         worker,
         run,
         "1" if first else "0",
-        state,
+        "1" if state == RUNNING else "0",
         int(config.heartbeat_ttl * 1000),
         int(config.worker_retention * 1000),
         int(config.samples_retention * 1000),
+        state,
+        WORKER_FIELD,
+        RUN_FIELD,
+        STATE_FIELD,
+        LAST_SEEN_FIELD,
+        PAGES,
         len(counters),
     ]
     for field, value in counters.items():
@@ -241,7 +252,6 @@ class StatsPublisher:
         self.worker = worker
         self.run = uuid.uuid4().hex
         self.close_timeout = close_timeout
-        self.published = 0
         self._script = publish_script()
         self._first = True
         self._signed_off = False
@@ -285,7 +295,6 @@ class StatsPublisher:
         keys, args = self.call(state, extra)
         await self.redis.calls.script(self._script, keys, args, retry=False)
         self._first = False
-        self.published += 1
 
     def spider_opened(self) -> None:
         self._task = spawn_loop("stats publisher", self._loop())
@@ -335,7 +344,7 @@ class StatsPublisher:
             return
         try:
             async with asyncio.timeout(self.close_timeout):
-                await self.publish(CLOSED, {"_finish_reason": reason})
+                await self.publish(CLOSED, {FINISH_REASON_FIELD: reason})
         except Exception as exc:  # noqa: BLE001 - RedisUnavailable, a timeout, a refusal
             logger.warning(
                 "Last stats publish failed (%s: %s); heartbeat %s expires in %.0f s",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from spiders_project.read_model.contract import LAST_SEEN_FIELD
 from tests.support.netns import NetnsBed
 from tests.support.processes import (
     K,
@@ -102,7 +103,7 @@ def crawled_on_redis_clock(
     # While it crawls, its heartbeat is stamped with Redis' clock.
     wait_until(lambda: stat(r, ahead, "item_scraped_count") > 0, 60, what="a first item")
     redis_now = float(r.time()[0])
-    last_seen = float(published_stats(r, ahead)["_last_seen"])
+    last_seen = float(published_stats(r, ahead)[LAST_SEEN_FIELD])
     assert abs(last_seen - redis_now) < 30
 
     for w in (normal, ahead):

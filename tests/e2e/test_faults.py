@@ -18,6 +18,7 @@ from tests.support.processes import (
     K,
     db_writer,
     items_drained,
+    published_stats,
     stat,
     stored_urls,
     wait_until,
@@ -189,6 +190,7 @@ def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_
             f"ITEM_BUFFER_MAX={limit}",
             "CONCURRENT_REQUESTS=8",
             "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+            "STATS_PUBLISH_INTERVAL=0.5",
         )
         procs.append(w)
         wait_until(lambda: "pausing fetching" in w.log(), 60, what="backpressure")
@@ -199,7 +201,14 @@ def test_backpressure_pauses_fetching_until_the_buffer_drains(redis_url, r, tmp_
             time.sleep(0.1)
         assert limit < peak <= limit + 2 * 8 + 16, peak
         hits_while_paused = sum(site.hits().values())
-        time.sleep(1.0)
+        since = time.time()
+        # A second more, and the worker lived through it: it published its stats
+        # after it. It fetched at most what it had in flight.
+        wait_until(
+            lambda: float(published_stats(r, w).get("_last_seen", 0)) > since + 1.0,
+            10,
+            what="the worker to publish a second into the pause",
+        )
         assert sum(site.hits().values()) - hits_while_paused <= 8
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         procs.append(writer)

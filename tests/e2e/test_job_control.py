@@ -25,9 +25,12 @@ from spiders_project.keys.jobs import job_held
 from tests.integration.test_frontier_scripts import Scripts
 from tests.support.processes import (
     K,
+    Proc,
     db_writer,
     items_drained,
+    published_stats,
     scrapy_command,
+    stat,
     wait_until,
     worker,
 )
@@ -67,6 +70,22 @@ def stored(db_path) -> list[str]:
         return [row[0] for row in db.execute("SELECT url FROM items")]
 
 
+def sent_after(r: redis.Redis, workers: list[Proc], wall: float) -> dict[str, int]:
+    """Each worker's published request count, from its first publish after ``wall``
+    (Unix time): what it had sent by some time after ``wall``."""
+    sent: dict[str, int] = {}
+
+    def read() -> bool:
+        for w in workers:
+            stats = published_stats(r, w)
+            if w.name not in sent and float(stats.get("_last_seen", 0)) > wall:
+                sent[w.name] = int(stats.get("downloader/request_count", 0))
+        return len(sent) == len(workers)
+
+    wait_until(read, 30, what="each worker to publish its stats")
+    return sent
+
+
 def events(r, job: str) -> list[dict[str, str]]:
     out = []
     for _, fields in r.xrange(K.jobs_events):
@@ -99,6 +118,7 @@ def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path,
                 "CONCURRENT_REQUESTS=4",
                 "JOB_FINISH_GRACE=3",
                 "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+                "STATS_PUBLISH_INTERVAL=0.5",
             )
             for i in range(2)
         ]
@@ -120,11 +140,23 @@ def test_pause_a_cancel_b_on_shared_hosts_and_a_finishes(redis_url, r, tmp_path,
         wait_until(lambda: len(served("A")) >= 15, 60, what="A to fetch 15 pages")
         paused = scrapy_command(redis_url, "jobs", "pause", "A")
         assert paused.returncode == 0, paused.stderr
-        t_pause = time.monotonic()
-        time.sleep(5)
+        t_pause, paused_wall = time.monotonic(), time.time()
+        # Both workers went on downloading after the 2 s a pause is given (their
+        # published request counts grew), A's requests they leased were set
+        # aside, and the window of the rate below (to 5 s after the pause) is over.
+        sent = sent_after(r, workers, paused_wall + 2)
+        wait_until(
+            lambda: (
+                time.monotonic() > t_pause + 5
+                and r.zcard(job_held(K)) > 0
+                and all(stat(r, w, "downloader/request_count") > sent[w.name] for w in workers)
+            ),
+            30,
+            what="both workers to download after the pause, A's requests set aside",
+        )
         # No request of A started 2 s after the pause; B went on, on the shared host too.
         assert served("A", t_pause + 2) == []
-        b_meanwhile = served("B", t_pause + 2)
+        b_meanwhile = [x for x in served("B", t_pause + 2) if x[0] <= t_pause + 5]
         assert len(b_meanwhile) >= 8
         # "At full speed": the shared host serves B as fast during A's pause as it
         # served A and B together before it (A's requests set aside take no turn).
@@ -216,9 +248,18 @@ def test_a_pause_holds_across_a_killed_worker_and_a_redis_restart(start_redis, t
         executor.start()
         second = worker("w2", url, tmp_path, *settings)
         procs.append(second)
-        wait_until(lambda: r.zcard(K.workers) >= 1, 90, what="the second worker")
-        # Past the killed worker's lease timeout: its leases came back, set aside.
-        time.sleep(5)
+        # Past the killed worker's lease timeout: its leases came back, and the new
+        # worker's leases took every queued request of P and set it aside.
+        wait_until(
+            lambda: (
+                "_last_seen" in published_stats(r, second)
+                and r.zcard(K.leases) == 0
+                and int(r.get(K.requests_size) or 0) == 0
+                and r.zcard(job_held(K)) > 0
+            ),
+            90,
+            what="the second worker to set the paused job's requests aside",
+        )
         assert pages(t_pause + 2) == []
         shown = json.loads(scrapy_command(url, "jobs", "show", "P", "--json").stdout)
         assert shown["state"] == "paused" and shown["queued"] > 0

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from tests.support.processes import K, db_writer, wait_until, worker
+from tests.support.processes import K, db_writer, published_stats, stat, wait_until, worker
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -52,6 +52,7 @@ def test_pages_seen_longer_ago_than_recrawl_after_are_crawled_again_and_updated(
             "RECRAWL_AFTER=2",
             "RECRAWL_LINKS=true",
             "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+            "STATS_PUBLISH_INTERVAL=0.5",
         )
         procs += [writer, w]
         # Site a with RECRAWL_AFTER (2 s); site b's seed with its own, of an hour.
@@ -69,8 +70,18 @@ def test_pages_seen_longer_ago_than_recrawl_after_are_crawled_again_and_updated(
         wait_until(
             lambda: all(site.hits()[u] == 2 for u in pages_a), 90, what="site a crawled again"
         )
-        wait_until(lambda: frontier_empty(r), 30, what="the frontier to drain")
-        time.sleep(1)  # what else would come, has come
+        # What else would come, has come: the worker published that it parsed b's
+        # seed again (one item per page: both sites, site a again, b's seed), then
+        # published once more, and the frontier was empty after that: b's links,
+        # had they been queued, would have been fetched by then.
+        again = len(site.page_urls()) + len(pages_a) + 1
+        wait_until(lambda: stat(r, w, "item_scraped_count") >= again, 30, what="b's seed parsed")
+        parsed_at = published_stats(r, w)["_last_seen"]
+        wait_until(
+            lambda: published_stats(r, w)["_last_seen"] != parsed_at and frontier_empty(r),
+            30,
+            what="a publish after b's seed was parsed, and the frontier empty",
+        )
         hits = Counter(site.hits())
         wait_until(
             lambda: all(rows(db_path)[u][1] > first[u][1] for u in pages_a),

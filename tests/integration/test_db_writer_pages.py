@@ -7,7 +7,6 @@ are made by the workers' own encoder (``recrawl.pages_row.page_entry``).
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,10 @@ def _time(value: Any) -> Any:
     if isinstance(value, str) and value.startswith("20") and "T" in value:
         return datetime.fromisoformat(value)
     return value
+
+
+def seed_urls(client: redis.Redis) -> list[str]:
+    return [parse_seed(raw).url for raw in client.lrange(KEYS.start_urls, 0, -1)]
 
 
 def test_page_entries_become_one_row_per_url_newer_wins(
@@ -128,8 +131,16 @@ def test_due_pages_are_pushed_back_once_with_their_validators_by_two_db_writers(
         "one of the two writers to wait for the other's lock",
     )
     wait_for(lambda: client.llen(KEYS.start_urls) >= len(urls), 30, "the revisits")
-    time.sleep(2.5)  # two more looks of the scheduler (RECRAWL_SCHEDULE_EVERY 1 s)
+    # Two more looks of the scheduler, each proved by a probe page due after the
+    # 40 (fetched later): the look that pushes a probe takes the earliest due
+    # rows first, so any of the 40 still due would have been pushed again before it.
+    for n in range(2):
+        probe = f"https://example.com/probe/{n}"
+        fetched = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+        client.rpush(KEYS.items, page_entry(probe, "default", fetched, "fetched", status=200))
+        wait_for(lambda url=probe: url in seed_urls(client), 30, f"the scheduler to push {probe}")
     pushed = [parse_seed(raw) for raw in client.lrange(KEYS.start_urls, 0, -1)]
+    pushed = [seed for seed in pushed if "/probe/" not in seed.url]
     assert sorted(seed.url for seed in pushed) == sorted(urls), "each due URL once"
     for seed in pushed:
         assert seed.revisit is not None
@@ -141,6 +152,7 @@ def test_due_pages_are_pushed_back_once_with_their_validators_by_two_db_writers(
     dues = [row[8] for row in pages(database).values()]
     assert all(now < due < now + timedelta(seconds=61) for due in dues), dues
     assert all(orjson.loads(raw)["revisit"] for raw in client.lrange(KEYS.start_urls, 0, -1))
+    assert len(seed_urls(client)) == len(urls) + 2, "each probe once"
 
 
 def test_revisits_refused_by_a_full_redis_stay_due_and_items_still_go_in(

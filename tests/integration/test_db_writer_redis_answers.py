@@ -92,6 +92,18 @@ def blocked_clients(client: redis.Redis) -> list[dict]:
     return [c for c in client.client_list() if "b" in c["flags"]]
 
 
+def refusals(client: redis.Redis, code: str) -> int:
+    """How many replies of error ``code`` (OOM, READONLY...) Redis has sent (INFO errorstats)."""
+    return int(client.info("errorstats").get(f"errorstat_{code}", {}).get("count", 0))
+
+
+def wait_refused_again(client: redis.Redis, code: str, times: int = 2) -> None:
+    """Wait until Redis has refused ``times`` more calls with ``code``: the writer
+    (the only client writing) is still calling, past the refusal it logged."""
+    seen = refusals(client, code)
+    wait_for(lambda: refusals(client, code) >= seen + times, 10, f"{times} more {code} refusals")
+
+
 # --- Redis out of memory, read-only ------------------------------------------------------
 
 
@@ -141,8 +153,11 @@ def test_keeps_draining_through_oom_and_readonly(
     make_oom(client, 1)
     wait_for(lambda: set(db.rows()) == urls, 20, "rows written while Redis is full")
     writer.wait_log("Redis refuses writes (OOM")  # the idle BLMOVE is refused
-    time.sleep(1.0)  # idle under OOM: polls the buffer, must not exit or log again
+    # Idle under OOM: it polls the buffer and tries BLMOVE again, refused; it
+    # must not exit, nor log again.
+    wait_refused_again(client, "OOM")
     assert writer.process.poll() is None
+    assert writer.log().count("Redis refuses writes (") == 1
     client.config_set("maxmemory", 0)
     writer.wait_log("Redis accepts writes again")
 
@@ -157,7 +172,7 @@ def test_keeps_draining_through_oom_and_readonly(
     finally:
         os.kill(writer.process.pid, signal.SIGCONT)
     writer.wait_log("Redis refuses writes (READONLY")
-    time.sleep(1.0)  # retrying with backoff against the replica
+    wait_refused_again(client, "READONLY")  # retrying with backoff against the replica
     assert writer.process.poll() is None
     assert client.llen(KEYS.items) + client.llen(KEYS.items_processing) > 0
     client.execute_command("REPLICAOF", "NO", "ONE")
@@ -194,8 +209,9 @@ def test_waits_out_noreplicas(
     finally:
         os.kill(writer.process.pid, signal.SIGCONT)
     writer.wait_log("Redis refuses writes (NOREPLICAS")
-    time.sleep(1.0)  # waiting with backoff: must not exit, nor log again
+    wait_refused_again(client, "NOREPLICAS")  # waiting with backoff: must not exit, nor log again
     assert writer.process.poll() is None and set(db.rows()) == urls
+    assert writer.log().count("Redis refuses writes (") == 1
     client.config_set("min-replicas-to-write", 0)
     wait_for(lambda: set(db.rows()) == urls | more, 20, "rows once writes are taken again")
     writer.wait_log("Redis accepts writes again")

@@ -21,9 +21,10 @@ from spiders_project.frontier.calls import (
     seed_digest,
 )
 from spiders_project.frontier.dupefilter import FingerprintDupeFilter
+from spiders_project.frontier.lease_id import Lease, build, prefix
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.politeness.turns import LUA_DIR as POLITENESS_LUA
 from spiders_project.redis_access import RedisState, SyncRedisCalls, load_lua
 from spiders_project.spiders.distributed import DistributedSpider
@@ -204,6 +205,34 @@ def test_lease_returns_hosts_and_candidates(r, s):
     # The first call (want 10) used ids 0-9 though it leased nothing: never reused.
     assert s.last_ids == [b"w1/10", b"w1/11", b"w1/12"]
     assert r.zcard(K.hosts) == 0, "empty hosts without delay are forgotten"
+
+
+def test_lease_ids_are_what_lease_id_py_builds_and_parses(s):
+    """The script names its leases "<prefix>/<n>" from the prefix the caller
+    gives (lease_id.prefix); the module parses them back to their queue."""
+    keys = RedisKeys("t", cluster=True, shards=3).for_host("h").in_lane(RENDER)
+    call_keys, args = enqueue_call(keys, [("h", tok("r1"), 0, b"R1")], now=s.now)
+    assert s.enqueue(call_keys, args) == [1]
+    call_keys, args = lease_call(
+        keys,
+        1,
+        60_000,
+        [("h", 0)],
+        next_hosts=10,
+        per_host=10,
+        owner=prefix("vm:1:ab", keys.shard, RENDER),
+        first_id=7,
+        now=s.now,
+    )
+    (lease_id, member, host), *_ = s.lease(call_keys, args)
+    assert lease_id.decode() == build("vm:1:ab", keys.shard, RENDER, 7)
+    lease = Lease.of(lease_id, member, host.decode())
+    assert (lease.owner, lease.shard, lease.lane, lease.host) == (
+        "vm:1:ab",
+        keys.shard,
+        RENDER,
+        "h",
+    )
 
 
 def test_hosts_take_turns_so_a_big_site_never_starves_a_small_one(s):

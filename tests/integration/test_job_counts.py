@@ -13,9 +13,10 @@ from spiders_project.frontier.calls import (
     requeue_call,
 )
 from spiders_project.frontier.codec.serialize import dumps
-from spiders_project.frontier.outcomes import DEAD_LETTER, DROPPED, REFUSED
-from spiders_project.keys.jobs import job_counts, sum_counts
+from spiders_project.frontier.outcomes import Outcome, ack_code
+from spiders_project.keys.jobs import job_counts
 from spiders_project.politeness.steered import KEEP_LIMITS, steer_call, steer_script
+from spiders_project.read_model.job_progress import COUNT_FIELDS, RATE
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 
 
@@ -32,9 +33,17 @@ def request(url: str, job: str | None = None, **meta) -> bytes:
 
 
 def counts(r) -> dict[str, dict[str, int]]:
-    """The counts that are not 0 (a count that went back to 0 may stay as a field)."""
-    summed = sum_counts([r.hgetall(job_counts(K))])
-    return {job: {f: n for f, n in c.items() if n} for job, c in summed.items()}
+    """The counts that are not 0 (a count that went back to 0 may stay as a field),
+    each one a field the readers know (job_progress.COUNT_FIELDS)."""
+    out: dict[str, dict[str, int]] = {}
+    for raw, value in r.hgetall(job_counts(K)).items():
+        job, _, what = raw.decode().rpartition("|")
+        assert what in COUNT_FIELDS or what == RATE, raw
+        if what != RATE:
+            out.setdefault(job, {})
+            if int(value):
+                out[job][what] = int(value)
+    return out
 
 
 def enqueue(s, entries, **kw):
@@ -121,7 +130,8 @@ def test_a_dead_letter_a_refusal_or_a_drop_counts_for_its_job_and_is_no_page(r, 
     enqueue(s, [("a", tok(f"a{i}"), 0, request(f"http://a/{i}", "j1")) for i in range(4)])
     lease(s, 10, [("a", 0)])
     ids = s.last_ids
-    ended = [(ids[0], DEAD_LETTER), (ids[1], 2), (ids[2], REFUSED), (ids[3], DROPPED)]
+    outcomes = [Outcome.DEAD_LETTER, Outcome.PAGE, Outcome.REFUSED, Outcome.DROPPED]
+    ended = [(i, ack_code(o, items=2)) for i, o in zip(ids, outcomes, strict=True)]
     assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 4
     assert s.ack(*ack_call(K, [], pages=ended, now=s.now)) == 0
     assert counts(r) == {

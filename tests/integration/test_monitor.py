@@ -29,9 +29,16 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
-from spiders_project.keys.jobs import job_counts, job_tally
+from spiders_project.keys.jobs import job_counts
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
-from spiders_project.read_model.contract import CLOSED, RUNNING
+from spiders_project.read_model.contract import (
+    CLOSED,
+    LAST_SEEN_FIELD,
+    RUN_FIELD,
+    RUNNING,
+    STATE_FIELD,
+    WORKER_FIELD,
+)
 from spiders_project.read_model.host_steering import HostSteer
 from spiders_project.redis_access import RedisState, SyncRedisCalls
 from spiders_project.worker.heartbeat import (
@@ -148,7 +155,10 @@ def test_totals_never_go_down_across_restarts_replays_and_reused_ids(r):
     # b signed off: no heartbeat, not listed; its hash stays a while, marked closed.
     assert r.exists(K.worker_heartbeat("n1:2")) == 0
     assert r.zscore(K.workers, "n1:2") is None
-    assert r.hget(K.worker_stats("n1:2"), "_state") == b"closed"
+    fields = r.hgetall(K.worker_stats("n1:2"))
+    assert fields[STATE_FIELD.encode()] == CLOSED.encode()
+    assert fields[WORKER_FIELD.encode()] == b"n1:2" and fields[RUN_FIELD.encode()] == b"run-b"
+    assert r.zscore(K.stats_samples, b"%s 32" % fields[LAST_SEEN_FIELD.encode()]) is not None
     assert 0 < r.pttl(K.worker_stats("n1:2")) <= CONFIG.worker_retention * 1000
     # a is still listed, its heartbeat alive until its TTL runs out.
     assert 0 < r.pttl(K.worker_heartbeat("n1:1")) <= CONFIG.heartbeat_ttl * 1000
@@ -227,13 +237,14 @@ def fill_redis(r: redis.Redis) -> float:
         job_counts(K),
         mapping={
             "shop|pages": 80,
+            "shop|items": 70,
+            "shop|dead_letters": 1,
             "shop|queued": 50,
             "shop|later": 10,
             "shop|leased": 4,
             "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
         },
     )
-    r.hset(job_tally(K), mapping={"shop|items": 70, "shop|dead_letters": 1})
     return now
 
 
@@ -705,7 +716,10 @@ def test_systemd_units_have_what_operations_need():
     ]
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None,
+    reason="no systemd-analyze: `make setup` installs it (Debian package systemd)",
+)
 def test_systemd_analyze_verifies_the_units(tmp_path):
     """The units with the checkout's paths (verify wants their programs to exist)."""
     for path in (DEPLOY / "systemd").iterdir():

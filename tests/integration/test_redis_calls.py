@@ -147,6 +147,8 @@ def test_busy_script_is_a_passing_refusal(start_redis):
 
 def test_sync_calls_wait_out_oom_and_log_each_change_once(redis_url, r, state, oom, caplog):
     calls = SyncRedisCalls(r, state)
+    refused: list[str] = []  # a worker counts each in redis/writes_refused/<code>
+    state.on_refused_writes.append(refused.append)
     lift = threading.Timer(0.6, lambda: redis.Redis.from_url(redis_url).config_set("maxmemory", 0))
     lift.start()
     with caplog.at_level(logging.INFO, logger=LOG.name):
@@ -154,7 +156,8 @@ def test_sync_calls_wait_out_oom_and_log_each_change_once(redis_url, r, state, o
     lines = [rec.getMessage() for rec in caplog.records]
     assert sum("Redis refuses writes (OOM" in line for line in lines) == 1, lines
     assert sum(line == "Redis accepts writes again" for line in lines) == 1, lines
-    assert state.healthy
+    assert refused and set(refused) == {"OOM"}
+    assert state.connected and state.writable
 
 
 def test_retry_false_gives_the_failure_back_with_its_backoff(r, state, oom):
@@ -172,10 +175,13 @@ def test_retry_false_gives_the_failure_back_with_its_backoff(r, state, oom):
 def test_caller_errors_are_logged_with_the_command_and_raised(r, state, caplog):
     r.set("s", "v")
     calls = SyncRedisCalls(r, state)
+    refused: list[str] = []
+    state.on_refused_writes.append(refused.append)
     with caplog.at_level(logging.ERROR, logger=LOG.name), pytest.raises(redis.ResponseError):
         calls.command("LPUSH", "s", "x")
     assert any("Redis refused LPUSH: ResponseError: WRONGTYPE" in m for m in caplog.messages)
-    assert state.healthy
+    # Not Redis' trouble: no lost connection, no refused write counted.
+    assert state.connected and state.writable and refused == []
 
 
 def test_noscript_reloads_the_script(r, state):

@@ -8,11 +8,17 @@ import logging
 import pytest
 import redis.asyncio
 
+from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.outcomes import Outcome
 from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.redis_access import RedisCalls, RedisState
 
 K = RedisKeys("b")
+
+
+def lease(lease_id: bytes) -> Lease:
+    return Lease.of(lease_id, b"{}", "h")
 
 
 def run(coro):
@@ -89,7 +95,7 @@ def test_redis_away_keeps_everything(redis_url, r):
     async def main() -> None:
         batcher, state = await batcher_for("redis://127.0.0.1:9/0")
         batcher.item(b"i1")
-        batcher.ack(b"w/1")
+        batcher.ack(lease(b"w/1"))
         assert await batcher.flush() > 0
         assert len(batcher) == 2 and not state.connected
         await batcher.client.aclose()
@@ -106,7 +112,7 @@ def test_an_ack_never_lands_without_the_links_of_its_tick(redis_url, r):
     async def main() -> None:
         batcher, _ = await batcher_for(redis_url)
         batcher.enqueue("h", "1 123", 0, b'{"url":"http://h/1"}')
-        batcher.ack(b"w/1")
+        batcher.ack(lease(b"w/1"))
         r.config_set("maxmemory-policy", "noeviction")
         r.config_set("maxmemory", 1)
         try:
@@ -136,8 +142,8 @@ def test_one_tick_writes_both_lanes_and_acks_each_in_its_own(redis_url, r):
         # Leases of both queues, as lease.lua would leave them.
         r.zadd(K.leases, {"w:1:a/0": 1})
         r.zadd(render.leases, {"w:1:a+render/1": 1})
-        batcher.ack(b"w:1:a/0")
-        batcher.ack(b"w:1:a+render/1")
+        batcher.ack(lease(b"w:1:a/0"))
+        batcher.ack(lease(b"w:1:a+render/1"))
         assert await batcher.flush() == 0
         assert sorted(enqueued) == [(1, 1), (1, 1)]
         await batcher.client.aclose()
@@ -163,7 +169,7 @@ def test_a_lost_script_cache_is_loaded_again_and_nothing_lands_twice(redis_url, 
             r.script_flush()
             batcher.item(b"i%d" % n)
             batcher.enqueue("h", f"1 12{n}", 0, b'{"url":"http://h/%d"}' % n)
-            batcher.ack(b"gone/%d" % n, items=1)  # a lease long gone: acks nothing
+            batcher.ack(lease(b"gone/%d" % n), Outcome.PAGE, 1)  # a lease long gone: acks nothing
             assert await batcher.flush() == 0
             assert len(batcher) == 0
             assert r.script_exists(batcher.scripts.enqueue.sha, batcher.scripts.ack.sha) == [1, 1]
@@ -177,3 +183,16 @@ def test_a_lost_script_cache_is_loaded_again_and_nothing_lands_twice(redis_url, 
     lost = [m for m in caplog.messages if m.startswith("Redis lost its scripts")]
     assert len(lost) == 2
     assert not any("refused" in m for m in caplog.messages)
+
+
+def test_a_held_lease_is_never_acked():
+    """Outcome.HELD goes back to its queue (handoff.py): an ack of it is a bug, refused."""
+
+    async def main() -> None:
+        batcher, _ = await batcher_for("redis://127.0.0.1:9/0")
+        with pytest.raises(ValueError, match="never acked"):
+            batcher.ack(lease(b"w/1"), Outcome.HELD)
+        assert len(batcher) == 0
+        await batcher.client.aclose()
+
+    run(main())

@@ -34,8 +34,8 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 b"3",  # the render queue's size
                 1,  # its leases
                 {b"j": b'{"state": "running", "started_at": 1000000, "seeds": ["http://x/"]}'},
-                [b"j|pages", b"4", b"j|queued", b"2", b"j|leased", b"1"],  # the shard's counts
-                {b"j|items": b"9"},  # the tally
+                # The shard's counts, as a flat HGETALL.
+                [b"j|pages", b"4", b"j|items", b"9", b"j|queued", b"2", b"j|leased", b"1"],
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]
@@ -80,7 +80,7 @@ def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
         per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0, {}]
         per_spider += [None, 0]  # the render queue
-        per_spider += [{}, {}, {}]  # the jobs: records, counts, tally
+        per_spider += [{}, {}]  # the jobs: records, counts
         return [[b"1000", b"0"], {}, *per_spider]
 
     view = read_cluster(send, ["s", "s"], worker_retention=900)

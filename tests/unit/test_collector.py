@@ -43,7 +43,6 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             0,  # its leases
             {},  # the jobs' records
             {},  # their counts
-            {},  # their tally
         ]
 
     def families(now_banned_b: bool):

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from spiders_project.keys import RENDER, RedisKeys
-from spiders_project.read_model.contract import Work, counters_of, work_of, work_reads
+from spiders_project.read_model.contract import (
+    RUNNING,
+    STATE_FIELD,
+    Work,
+    counters_of,
+    work_of,
+    work_reads,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +110,7 @@ def test_counters_keep_only_the_metric_fields() -> None:
         b"items": b"4",
         b"errors:dead_letter": b"1",
         b"responses:200": b"9",
-        b"_state": b"running",
+        STATE_FIELD.encode(): RUNNING.encode(),
         b"log_count/INFO": b"40",
         b"errors:broken": b"x",
     }

@@ -12,10 +12,6 @@ def politeness(**settings) -> HostPoliteness:
     return HostPoliteness.from_settings(load_settings(settings))
 
 
-def test_the_project_defaults_are_valid():
-    assert HostPoliteness.from_settings(load_settings()) is not None
-
-
 def test_delays_per_host_with_the_guard_and_what_sites_ask():
     p = politeness(
         DOWNLOAD_DELAY=0.5,

@@ -11,7 +11,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
 from spiders_project.config import ConfigError, load_settings
-from spiders_project.worker.heartbeat import StatsPublishConfig, StatsPublisher
+from spiders_project.read_model import contract
+from spiders_project.worker.heartbeat import StatsPublishConfig, StatsPublisher, publish_script
 
 
 class _Spider(Spider):
@@ -35,11 +36,25 @@ def test_off_the_publisher_is_not_built_and_the_stats_settings_go_unread():
         StatsPublisher.from_crawler(get_crawler(_Spider, settings))
 
 
-def test_the_project_defaults_are_valid():
-    assert StatsPublishConfig.from_settings(load_settings()) is not None
-
-
 def test_a_heartbeat_shorter_than_the_interval_is_refused_with_the_setting_named():
     overrides = {"STATS_HEARTBEAT_TTL": "1", "STATS_PUBLISH_INTERVAL": "5"}
     with pytest.raises(ConfigError, match="^STATS_HEARTBEAT_TTL="):
         StatsPublishConfig.from_settings(load_settings(overrides))
+
+
+def test_the_publish_script_spells_no_field_name_the_contract_gives_it():
+    """The hash's own fields, the pages counter and the states are named in
+    read_model/contract.py only: the script gets them as arguments (what it
+    writes under those names: tests/integration/test_monitor.py)."""
+    source = publish_script().source
+    names = (
+        contract.WORKER_FIELD,
+        contract.RUN_FIELD,
+        contract.STATE_FIELD,
+        contract.LAST_SEEN_FIELD,
+        contract.PAGES,
+        contract.RUNNING,
+        contract.CLOSED,
+    )
+    for name in names:
+        assert f"'{name}'" not in source and f'"{name}"' not in source, name

@@ -15,9 +15,9 @@ def test_counts_of_every_shard_add_up_and_the_record_gives_state_and_seeds():
     shards = [
         {b"a|queued": b"10", b"a|leased": b"2", b"a|pages": b"30", b"b|later": b"1"},
         {b"a|queued": b"5", b"a|pages": b"20", b"a|purged": b"3", b"a|items": b"7"},
+        {b"a|dead_letters": b"1", b"a|refused": b"2"},
     ]
-    tally = {b"a|dead_letters": b"1", b"a|refused": b"2"}
-    a, b = job_progress(records, shards, tally, NOW)
+    a, b = job_progress(records, shards, NOW)
     assert tuple(a.as_dict()) == FIELDS
     assert (a.queued, a.in_flight, a.pages, a.purged, a.items) == (15, 2, 50, 3, 7)
     assert (a.dead_letters, a.refused, a.seeds, a.state) == (1, 2, ["http://x/"], "running")
@@ -31,11 +31,11 @@ def test_rate_sums_the_shards_and_is_zero_a_minute_after_the_last_page():
         {b"a|pages": b"100", b"a|queued": b"60", b"a|rate": f"{t0} 20 {t0} 20 {NOW - 1000}"},
         {b"a|pages": b"40", b"a|rate": f"{t0} 0 {t0} 0 {NOW - 1000}".encode()},
     ]
-    (a,) = job_progress({}, shards, {}, NOW)
+    (a,) = job_progress({}, shards, NOW)
     assert a.pages_per_s == 3.0  # (80 + 40) pages in 40 s
     assert a.eta_s == 20.0
     assert "ETA ~20 s (estimate" in summary(a)
-    (idle,) = job_progress({}, shards, {}, NOW + 60_000)
+    (idle,) = job_progress({}, shards, NOW + 60_000)
     assert idle.pages_per_s == 0 and idle.eta_s is None
     assert "ETA unknown" in details(idle)
 

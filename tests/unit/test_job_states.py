@@ -82,7 +82,7 @@ def test_a_run_counts_its_own_pages_from_the_base_in_its_record():
 
     counts = {b"j|pages": b"30", b"j|items": b"25", b"j|acked": b"31", b"j|queued": b"4"}
     record = json.dumps({"id": "j", "state": "running", "base": {"pages": 20, "items": 18}})
-    (run,) = job_progress({b"j": record}, [counts], {}, 0)
+    (run,) = job_progress({b"j": record}, [counts], 0)
     assert (run.pages, run.items, run.queued, run.acked) == (10, 7, 4, 31)
     assert run.totals["pages"] == 30
     # It ends with its totals kept; seeded again, the next run counts from them.

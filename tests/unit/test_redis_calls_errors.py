@@ -25,7 +25,6 @@ from spiders_project.redis_access import (
     classify,
     error_code,
     error_text,
-    is_retryable,
 )
 
 
@@ -87,9 +86,10 @@ def test_cluster_errors_pass(exc: Exception, kind: ErrorKind) -> None:
     assert classify(exc) is kind
 
 
-def test_noperm_is_a_kind_of_its_own_and_retried():
+def test_noperm_is_a_kind_of_its_own():
+    # Retried like a lost connection, not raised: test_state.py.
     refused = NoPermissionError("this user has no permissions to run the 'srem' command")
-    assert classify(refused) is ErrorKind.NOPERM and is_retryable(refused)
+    assert classify(refused) is ErrorKind.NOPERM
     assert error_code(refused) == "NOPERM"
     # Redis 7.0 words a script's refused command or key as an ERR reply.
     script = redis.ResponseError(

@@ -13,10 +13,6 @@ from spiders_project.redis_access.connection import RedisConfig, ping_or_message
 from tests.support.services import RedisServer
 
 
-def test_the_project_defaults_are_valid():
-    assert RedisConfig.from_settings(load_settings()) is not None
-
-
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [

@@ -7,8 +7,8 @@ import logging
 
 from redis.exceptions import OutOfMemoryError, ResponseError
 
+from spiders_project.frontier.write_behind.ops import ACK, ENQUEUE, ITEM
 from spiders_project.frontier.write_behind.refusals import Refusals
-from spiders_project.frontier.write_behind.transaction import ACK, ENQUEUE, ITEM
 from spiders_project.redis_access import RedisState
 
 LOG = logging.getLogger("test.refusals")

@@ -8,10 +8,6 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.frontier.config import FrontierConfig
 
 
-def test_the_project_defaults_are_valid():
-    assert FrontierConfig.from_settings(load_settings()) is not None
-
-
 def test_a_bad_value_is_refused_with_the_setting_named():
     with pytest.raises(ConfigError, match="^SEED_BATCH_SIZE="):
         FrontierConfig.from_settings(load_settings({"SEED_BATCH_SIZE": "-3"}))

@@ -18,6 +18,7 @@ from scrapy import Request
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
+from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.frontier.scheduler import FrontierScheduler
 from spiders_project.keys import HTTP, RENDER, RedisKeys
@@ -129,7 +130,7 @@ def test_renewal_keeps_a_live_workers_leases_past_their_first_deadline(redis_url
         mine, _, _, theirs, _, _ = await lease(scheduler, "a.example", 2, owner="w")
         clock = scheduler.redis.clock
         clock.advance(scheduler.lease_ms // 2)
-        await scheduler.leases.renew([mine])
+        await scheduler.leases.renew([Lease.of(mine, b"", "a.example")])
         clock.advance(scheduler.lease_ms // 2)
         assert await scheduler.leases.reclaim_expired() == 1  # theirs, not mine
         assert r.zrange(K.leases, 0, -1) == [mine]
@@ -143,7 +144,8 @@ def test_a_bad_entry_is_set_aside_acked_and_counted(redis_url, r):
     bad = b'{"url": "http://a.example/x", "encoding": "nope"}'
 
     async def test(scheduler: FrontierScheduler) -> None:
-        assert scheduler.bad_entries.decode(scheduler.queue, b"w/1", bad) is None
+        bad_lease = Lease.of(b"w/1", bad, "a.example")
+        assert scheduler.bad_entries.decode(scheduler.queue, bad_lease) is None
         assert scheduler.stats.get_value("frontier/rejected") == 1
         assert scheduler.bad_entries.host_names([b"ok.example", b"\xff\xfe"]) == ["ok.example"]
         assert scheduler.stats.get_value("frontier/rejected") == 2
@@ -162,7 +164,7 @@ def test_close_hands_back_what_was_prefetched(redis_url, r):
         await scheduler.redis.batcher.flush()
         (lease_id, member, host) = await lease(scheduler, "a.example", 1, owner="w")
         request = scheduler.queue.decode(member)
-        scheduler._prefetched.append((request, (lease_id, member, host.decode())))
+        scheduler._prefetched.append((request, Lease.of(lease_id, member, host.decode())))
         assert len(scheduler) == 1
 
     with_scheduler(redis_url, test)
@@ -195,7 +197,7 @@ def test_a_step_that_drops_a_leased_request_ends_its_lease(redis_url, r):
         leased = await lease(scheduler, "a.example", 3, "w")
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             request = scheduler.queue.decode(member)
-            scheduler._prefetched.append((request, (lease_id, member, host.decode())))
+            scheduler._prefetched.append((request, Lease.of(lease_id, member, host.decode())))
         assert r.zcard(K.leases) == 3
         kept = scheduler.next_request()
         assert kept is not None and kept.url == "http://a.example/keep"

@@ -8,10 +8,6 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.frontier.seen import SeenConfig
 
 
-def test_the_project_defaults_are_valid():
-    assert SeenConfig.from_settings(load_settings()) is not None
-
-
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [

@@ -4,42 +4,59 @@ writes to, and the seeds claimed once their requests are in."""
 from __future__ import annotations
 
 from spiders_project.frontier.calls import seed_digest
+from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.outcomes import Outcome
+from spiders_project.frontier.write_behind.ops import (
+    Ack,
+    Command,
+    Enqueue,
+    Item,
+    Op,
+    Push,
+    RejectSeed,
+    Release,
+    Transfer,
+)
 from spiders_project.frontier.write_behind.slots import by_slot, seed_claims, slot_keys
-from spiders_project.frontier.write_behind.transaction import ACK, COMMAND, ENQUEUE, ITEM, PUSH
-from spiders_project.keys import HTTP, RedisKeys
+from spiders_project.keys import RedisKeys
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
 
-def request(host: str, seed: bytes = b"") -> tuple[str, tuple[object, ...]]:
-    return (ENQUEUE, (host, "1 x", 0, b"{}", seed, 0, HTTP))
+def request(host: str, seed: bytes = b"") -> Enqueue:
+    return Enqueue(host, "1 x", 0, b"{}", seed)
 
 
 def test_each_op_writes_to_its_own_slot() -> None:
     host = SHARDED.for_host("a.example")
+    shard_2 = Lease.of(b"vm:1:ab@2/7", b"{}", "b.example")
     assert slot_keys(SHARDED, request("a.example")) == host
-    assert slot_keys(SHARDED, (ENQUEUE, ("", "", 0, b"", b"bad seed", 0, HTTP))) == SHARDED
-    assert slot_keys(SHARDED, (ACK, (b"vm:1:ab@2/7", False))) == SHARDED.of_shard(2)
-    assert slot_keys(SHARDED, (ITEM, b"i")) == SHARDED
-    assert slot_keys(SHARDED, (PUSH, (host.host_queue("x"), b"v"))) == host
-    assert slot_keys(SHARDED, (PUSH, (SHARDED.dead, b"v"))) == SHARDED
-    eval_op = (COMMAND, ("EVAL", "return 1", 1, host.leases, "arg"))
+    assert slot_keys(SHARDED, RejectSeed(b"bad seed")) == SHARDED
+    assert slot_keys(SHARDED, Ack(shard_2, Outcome.PAGE, 1)) == SHARDED.of_shard(2)
+    assert slot_keys(SHARDED, Release(shard_2)) == SHARDED.of_shard(2)
+    assert slot_keys(SHARDED, Transfer(shard_2, shard_2)) == SHARDED.of_shard(2)
+    assert slot_keys(SHARDED, Item(b"i")) == SHARDED
+    assert slot_keys(SHARDED, Push(host.host_queue("x"), b"v")) == host
+    assert slot_keys(SHARDED, Push(SHARDED.dead, b"v")) == SHARDED
+    eval_op = Command(("EVAL", "return 1", 1, host.leases, "arg"))
     assert slot_keys(SHARDED, eval_op) == host
-    assert slot_keys(SHARDED, (COMMAND, ("DEL", host.leases))) == host
+    assert slot_keys(SHARDED, Command(("DEL", host.leases))) == host
 
 
 def test_a_seed_request_goes_with_its_digest_and_is_claimed_once_in() -> None:
-    seeded, plain, item = request("a.example", b"seed 1"), request("b.example"), (ITEM, b"i")
+    seeded, plain, item = request("a.example", b"seed 1"), request("b.example"), Item(b"i")
     slots, seeds = by_slot(SHARDED, [seeded, item, plain])
     sent = [op for _, ops in slots.values() for op in ops]
     assert len(sent) == 3 and plain in sent and item in sent
-    (sent_seed,) = [op for op in sent if op[0] == ENQUEUE and op[1][4]]
-    assert sent_seed[1][4] == seed_digest(b"seed 1") and seeds == {id(sent_seed): seeded}
+    (sent_seed,) = [op for op in sent if isinstance(op, Enqueue) and op.seed]
+    assert sent_seed.seed == seed_digest(b"seed 1") and seeds == {id(sent_seed): seeded}
+    assert seeded.seed == b"seed 1"  # the op as given is left as it was
     for keys, ops in slots.values():
         assert all(slot_keys(SHARDED, op).frontier_prefix == keys.frontier_prefix for op in ops)
     # Its request went in: claimed.
     claims, kept = seed_claims(SHARDED, seeds, [item])
-    assert claims == [(COMMAND, ("LREM", SHARDED.start_urls, 1, b"seed 1"))] and kept == [item]
+    assert claims == [Command(("LREM", SHARDED.start_urls, 1, b"seed 1"))] and kept == [item]
     # Its request was kept: not claimed, and sent again as given, entry and all.
-    claims, kept = seed_claims(SHARDED, seeds, [sent_seed, plain])
+    kept_ops: list[Op] = [sent_seed, plain]
+    claims, kept = seed_claims(SHARDED, seeds, kept_ops)
     assert claims == [] and kept == [seeded, plain]

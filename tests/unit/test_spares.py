@@ -2,11 +2,12 @@
 
 from scrapy import Request
 
+from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.spares import Spares
 
 
-def leased(host: str, n: int) -> tuple[Request, tuple[bytes, bytes, str]]:
-    return Request(f"http://{host}/{n}"), (f"w/{host}/{n}".encode(), b"{}", host)
+def leased(host: str, n: int) -> tuple[Request, Lease]:
+    return Request(f"http://{host}/{n}"), Lease.of(f"w/{n}".encode(), b"{}", host)
 
 
 def lease_of(spare):

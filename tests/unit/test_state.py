@@ -35,7 +35,7 @@ def test_a_lost_connection_is_one_line_each_way_and_tells_subscribers(state, cap
     with caplog.at_level(logging.INFO, logger=LOGGER):
         for _ in range(3):
             state.failed(redis.ConnectionError("Connection refused"))
-        assert not state.healthy
+        assert not state.connected
         state.answered(READ)
         state.answered(READ)
     assert caplog.messages == [
@@ -43,7 +43,7 @@ def test_a_lost_connection_is_one_line_each_way_and_tells_subscribers(state, cap
         "redis://:***@db.example:6379/0",
         "Redis reconnected at redis://:***@db.example:6379/0",
     ]
-    assert told == [1] and state.healthy
+    assert told == [1] and state.connected
 
 
 def test_a_call_sent_before_the_last_recovery_that_times_out_is_no_new_loss(state, caplog):
@@ -55,10 +55,10 @@ def test_a_call_sent_before_the_last_recovery_that_times_out_is_no_new_loss(stat
         during_cut = state.epoch
         state.answered(READ)  # the heal: another call got through
         state.failed(redis.TimeoutError("Timeout reading from socket"), "EVALSHA", during_cut)
-        assert state.healthy
+        assert state.connected
         # A call sent after the recovery that fails is a new loss.
         state.failed(redis.TimeoutError("Timeout reading from socket"), "LPOP", state.epoch)
-        assert not state.healthy
+        assert not state.connected
     assert [m.split(" (")[0] for m in caplog.messages] == [
         "Redis connection lost",
         "Redis reconnected at redis://:***@db.example:6379/0",
@@ -94,6 +94,9 @@ def test_readonly_ends_with_an_allow_oom_script_and_loading_with_any_answer(stat
 
 def test_a_callers_error_is_logged_once_with_its_command_and_raised(state, caplog):
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
+    told: list[str] = []
+    state.on_refused_writes.append(told.append)
+    state.on_noperm.append(told.append)
     with caplog.at_level(logging.INFO, logger=LOGGER):
         for _ in range(2):
             with pytest.raises(redis.ResponseError):
@@ -102,7 +105,8 @@ def test_a_callers_error_is_logged_once_with_its_command_and_raised(state, caplo
         "Redis refused LLEN distributed:items: ResponseError: WRONGTYPE Operation against a key "
         "holding the wrong kind"
     ]
-    assert state.healthy
+    # Redis is fine: no lost connection, nothing counted as refused.
+    assert state.connected and state.writable and told == []
 
 
 def test_a_backoff_policy_that_cannot_work_is_refused():

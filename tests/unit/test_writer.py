@@ -12,10 +12,6 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.db_writer.writer import WriterConfig
 
 
-def test_the_project_defaults_are_valid():
-    assert WriterConfig.from_settings(load_settings()) is not None
-
-
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [

@@ -61,8 +61,8 @@ def _latin1(value: bytes | str) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
-# The stored entry's keys (issue 13: a queued request of the benchmark's shape
-# in at most 120 bytes of Redis): one letter each, defaults left out.
+# The stored entry's keys: one letter each, defaults left out, so a queued request
+# costs Redis as few bytes as it can (docs/BENCHMARKS.md, Redis memory).
 URL, CALLBACK, ERRBACK, METHOD, HEADERS, BODY, COOKIES = "u", "c", "e", "v", "h", "b", "k"
 META, CB_KWARGS, ENCODING, FLAGS, DONT_FILTER, PRIORITY, CLASS = "m", "a", "n", "f", "x", "p", "t"
 # Two values every followed link carries, lifted out of headers and meta:

@@ -29,7 +29,8 @@
 --          (lease id, -1) for a request that failed for good, (lease id, -2)
 --          for one refused (robots.txt), (lease id, -3) for one dropped (a
 --          blocked host's): its job counts a dead letter, a refused or a
---          purged request, not a page
+--          purged request, not a page (these numbers are the Outcomes of
+--          spiders_project/frontier/outcomes.py, mapped there by ack_code)
 -- ARGV[5+R+2T+2P..] the other lease ids of the caller to end
 -- Returns  the number of leases ended.
 --          Only a lease this call removes counts (ZREM), so a resent
@@ -50,6 +51,9 @@
 -- Lease ids are unique, so this touches only the caller's own leases: one
 -- that expired and was put back (requeue.lua gave its slot back then) has a
 -- new id, and a late release or ack of the old one finds nothing.
+-- A lease id is "<prefix>/<n>" (lease.lua; the format is built and parsed in
+-- spiders_project/frontier/lease_id.py): its prefix names the worker that
+-- gave a slot back, for the hand-over below.
 --
 -- Fair hand-over: a capped host whose slot comes back is ready again at once,
 -- and the worker that gave the slot back would take it again on its next call,
@@ -224,7 +228,7 @@ local paged = {}  -- job -> pages this call ended
 -- End one lease; items: nil if no page of it was fetched, else its items,
 -- or -1: it failed for good (a dead letter), -2: it was refused after its
 -- lease (robots.txt), -3: a step dropped it (a blocked host's: purged)
--- (frontier/outcomes.py).
+-- (frontier/outcomes.py, ack_code).
 local function finish(id, items)
   if not leased[id] then return end
   leased[id] = false
@@ -303,7 +307,7 @@ job_counts_done(KEYS[8])
 -- "<t0> <p0> <t1> <p1> <last>", the job's pages count at two times at least
 -- RATE_MARK ms apart (the newer shifts down when it is that old) and the time
 -- of its last page, so a reader computes pages/s over the last 30-60 s
--- (spiders_project/keys/jobs.py) with no sample list. Once per job per call:
+-- (spiders_project/read_model/job_progress.py) with no sample list. Once per job per call:
 -- an HGET and an HSET besides the HINCRBY.
 for job, count in pairs(paged) do
   local total = redis.call('HINCRBY', KEYS[8], job .. '|pages', count)

@@ -8,9 +8,9 @@
 -- good), "<job>|refused" (refused after the lease: robots.txt) and
 -- "<job>|purged" (dropped
 -- from a host's queue by an operator: politeness/lua/steer_host.lua; or,
--- leased, dropped by a step, a blocked host's: ack.lua). Readers
--- sum the shards (spiders_project/keys/jobs.py). Bounded: ten fields a job,
--- no per-URL key.
+-- leased, dropped by a step, a blocked host's: ack.lua). Readers sum the
+-- shards (spiders_project/read_model/job_progress.py). Bounded: ten fields a
+-- job, no per-URL key.
 --
 -- A request's job is its meta's "crawl_job" (meta.JOB), read with plain finds,
 -- no JSON decode and no pattern on the way most requests take.

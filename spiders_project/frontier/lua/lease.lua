@@ -35,7 +35,9 @@
 -- ARGV[4]    how many ready hosts to return as next candidates
 -- ARGV[5]    the most requests of one host leased at once, by the whole
 --            cluster (CONCURRENT_REQUESTS_PER_DOMAIN), unless host limits say
--- ARGV[6]    the caller's worker id (lease ids are "<worker id>/<n>")
+-- ARGV[6]    the caller's prefix: lease ids are "<prefix>/<n>", and a worker is named by
+--            its prefix (cap waiters, handover). The format ("<owner>[@<shard>][+<lane>]")
+--            is built and parsed in spiders_project/frontier/lease_id.py, and only there
 -- ARGV[7]    n of the first lease id; the caller never reuses n (not even
 --            after a call whose reply was lost), so every lease id is unique
 -- ARGV[8]    C, the number of candidates

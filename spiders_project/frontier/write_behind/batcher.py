@@ -29,10 +29,10 @@ or acks counts as written only once ``WAIT`` says that many replicas have it
 the same at-least-once rule: a failover to a replica that lacks them, or a
 master cut off from its replicas, then loses nothing a worker counted done.
 
-This module keeps the buffer, the ticks and what is delivered; a tick's
-commands are laid out in ``transaction.py``, what Redis refused inside EXEC
-is read in ``refusals.py``, the WAIT is ``replicas.py``'s, and a sharded
-frontier's split by slot ``slots.py``'s.
+This module keeps the buffer of ops (one type each: ``ops.py``), the ticks and
+what is delivered; a tick's commands are laid out in ``transaction.py``, what
+Redis refused inside EXEC is read in ``refusals.py``, the WAIT is
+``replicas.py``'s, and a sharded frontier's split by slot ``slots.py``'s.
 """
 
 from __future__ import annotations
@@ -42,19 +42,30 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.outcomes import Outcome
 from spiders_project.frontier.scripts import FrontierScripts
+from spiders_project.frontier.write_behind.ops import (
+    ACK,
+    ENQUEUE,
+    ITEM,
+    Ack,
+    Command,
+    Enqueue,
+    Item,
+    Op,
+    Push,
+    RejectSeed,
+    Release,
+    Transfer,
+)
 from spiders_project.frontier.write_behind.refusals import Refusals
 from spiders_project.frontier.write_behind.replicas import ReplicaWait
 from spiders_project.frontier.write_behind.slots import by_slot, seed_claims
 from spiders_project.frontier.write_behind.transaction import (
-    ACK,
-    COMMAND,
     CONFIRMED,
-    ENQUEUE,
-    ITEM,
-    PUSH,
-    Op,
     add_commands,
+    enqueue_reply,
     group,
     load_by_sha,
 )
@@ -110,7 +121,7 @@ class RedisBatcher:
         # start_urls:rejected: once in the cluster, even when several workers
         # read the same bad seed and all asked to reject it.
         self.seeds_rejected: Subscribers[[bytes, str]] = Subscribers()
-        self._reject_reasons: dict[bytes, str] = {}
+        self._rejecting: dict[bytes, str] = {}  # seed -> why, until its script ran
         # Called at the start of every flush, to add writes that are due (acks).
         self.before_flush: Subscribers[[]] = Subscribers()
         self.pending_items = 0
@@ -149,7 +160,7 @@ class RedisBatcher:
         """Queue a request; with ``seed``, only if that start_urls entry is still there;
         with ``wait_ms``, not to be fetched before that many ms from now (a retry);
         in ``lane``, the frontier's HTTP or render queue (``keys.LANES``)."""
-        self._add((ENQUEUE, (host, fingerprint, priority, payload, seed, wait_ms, lane)))
+        self._add(Enqueue(host, fingerprint, priority, payload, seed, wait_ms, lane))
 
     def reject_seed(self, seed: bytes, reason: str) -> None:
         """Move a start_urls entry that is not a valid seed to start_urls:rejected.
@@ -157,23 +168,23 @@ class RedisBatcher:
         ``seeds_rejected`` hears of it once the move happened, if this worker
         was the one that made it.
         """
-        self._reject_reasons[seed] = reason
-        self._add((ENQUEUE, ("", "", 0, b"", seed, 0, HTTP)))
+        self._rejecting[seed] = reason
+        self._add(RejectSeed(seed))
 
     def item(self, payload: bytes) -> None:
-        self._add((ITEM, payload))
+        self._add(Item(payload))
         self.pending_items += 1
         if self.items_limit and self.items_backlog + self.pending_items > self.items_limit:
             self._wake.set()
 
-    def ack(self, lease_id: bytes | str, *, items: int | None = None) -> None:
-        """End a lease of this worker for good (``lua/ack.lua``); ``items``: a
-        response of it reached the spider, which its job counts as a page, with
-        that many items scraped from it (None: no page; ``outcomes.DEAD_LETTER``:
-        a dead letter)."""
-        self._add((ACK, (lease_id, False if items is None else items)))
+    def ack(self, lease: Lease, outcome: Outcome = Outcome.NO_PAGE, items: int = 0) -> None:
+        """End a lease of this worker for good (``lua/ack.lua``); its job counts
+        ``outcome`` (``Outcome.PAGE``: a page, with ``items`` scraped from it)."""
+        if outcome is Outcome.HELD:
+            raise ValueError("a held lease goes back to its queue; it is never acked")
+        self._add(Ack(lease, outcome, items))
 
-    def release(self, lease_id: bytes | str, *, now: bool = False) -> None:
+    def release(self, lease: Lease, *, now: bool = False) -> None:
         """Give back the cap slot of a lease whose download ended; the lease
         stays until ``ack`` (``lua/ack.lua``).
 
@@ -182,33 +193,33 @@ class RedisBatcher:
         up to ``FRONTIER_FLUSH_INTERVAL``). Only such releases wake the
         batcher, so an uncapped crawl keeps its batches whole.
         """
-        self._add((ACK, (lease_id, True)))
+        self._add(Release(lease))
         if now:
             self._wake.set()
 
-    def transfer(self, lease_id: bytes, spare: bytes) -> None:
+    def transfer(self, lease: Lease, spare: Lease) -> None:
         """Pass the cap slot of a lease whose download ended to a spare lease of
         the same host, whose download starts in its place (``lua/ack.lua``):
         the host's count stays, so nothing is urgent."""
-        self._add((ACK, (lease_id, spare)))
+        self._add(Transfer(lease, spare))
 
     def push(self, key: str, value: bytes) -> None:
         """LPUSH ``value`` onto ``key`` (rejects, dead letters)."""
-        self._add((PUSH, (key, value)))
+        self._add(Push(key, value))
 
     def command(self, *args: Any) -> None:
         """Any other Redis command, sent in order with the rest."""
-        self._add((COMMAND, args))
+        self._add(Command(args))
 
     def script(self, script: LuaScript, keys: list[str], args: list[Any]) -> None:
         """A Lua script (EVAL by source: see ``flush``), sent in order with the rest."""
-        self._add((COMMAND, ("EVAL", script.source, len(keys), *keys, *args)))
+        self._add(Command(("EVAL", script.source, len(keys), *keys, *args)))
 
     def __len__(self) -> int:
         return len(self._ops)
 
     def has_pending_requests(self) -> bool:
-        return any(kind == ENQUEUE for kind, _ in self._ops)
+        return any(op.kind == ENQUEUE for op in self._ops)
 
     # --- flushing ---------------------------------------------------------------
     def start(self) -> None:
@@ -269,8 +280,8 @@ class RedisBatcher:
         without queuing it twice. Unlike on one Redis, an identical entry
         pushed again within that window is claimed without a second crawl.
         """
-        first = [op for op in ops if op[0] != ACK]
-        second = [op for op in ops if op[0] == ACK]
+        first = [op for op in ops if op.kind != ACK]
+        second = [op for op in ops if op.kind == ACK]
         kept, delay, claims = await self._send_groups(first)
         self._appended += len(claims)
         second += claims
@@ -341,15 +352,18 @@ class RedisBatcher:
         if applied & CONFIRMED and not await self._replica_wait.confirmed(calls, slot):
             # Applied on the master, not (yet) on its replicas: all again.
             return ops, max(delay, calls.state.backoff)
-        kept = [op for op in ops if op[0] in failed_kinds]
+        kept = [op for op in ops if op.kind in failed_kinds]
         if home and isinstance(results[-1], int):
             self.items_backlog = results[-1]
             self.backlog(self.items_backlog)
         if ITEM not in failed_kinds:
-            self.pending_items -= sum(1 for kind, _ in ops if kind == ITEM)
+            self.pending_items -= sum(1 for op in ops if op.kind == ITEM)
         if ENQUEUE not in failed_kinds:
-            for index, entries in enqueued:
-                self._report_enqueued(entries, results[index])
+            for index, sent in enqueued:
+                requests, added, rejected = enqueue_reply(sent, results[index], self._rejecting)
+                self.enqueued(requests, added)
+                for seed, reason in rejected:
+                    self.seeds_rejected(seed, reason)
         if ACK not in failed_kinds and any(kind == ACK for kind, _ in groups):
             self.slots_freed()
         if lost and kept and again and not reload_delay:
@@ -360,21 +374,6 @@ class RedisBatcher:
     def replicas(self) -> int | None:
         """Connected replicas of the master of this spider's slot, as last read (None: not yet)."""
         return self._replica_wait.connected(self.keys.prefix)
-
-    def _report_enqueued(self, sent: list[Any], reply: Any) -> None:
-        """Tell subscribers what one enqueue script's ``{enqueued, rejected seed...}``
-        says of the requests it was ``sent``."""
-        # Refusals ("~": frontier/refused.py) are never queued: not requests sent.
-        requests = sum(1 for host, fp, *_ in sent if host and not fp.startswith("~"))
-        self.enqueued(requests, int(reply[0]))
-        moved = set(reply[1:])
-        for host, _, _, _, seed, *_ in sent:
-            if host or seed not in self._reject_reasons:
-                continue
-            reason = self._reject_reasons.pop(seed)
-            if seed in moved:
-                moved.discard(seed)
-                self.seeds_rejected(seed, reason)
 
     async def wait_flushed(self) -> None:
         """Return once everything buffered before this call has reached Redis."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spiders_project.frontier.write_behind.transaction import ACK, Span
+from spiders_project.frontier.write_behind.ops import ACK
+from spiders_project.frontier.write_behind.transaction import Span
 from spiders_project.redis_access import ErrorKind, RedisState, classify
 
 

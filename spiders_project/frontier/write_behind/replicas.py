@@ -26,10 +26,8 @@ Which replicas a tick waits for, per master (its replication id,
   Redis configured without it.)
 - a replica counts once it is ``online``: one doing a full resync (after a
   failover, the old master rejoining) cannot confirm anything, and waiting
-  for it stalled every tick for the resync (5 s measured after ``SENTINEL
-  FAILOVER``: ``repl-diskless-sync-delay``; the "not confirmed" line then
-  stood for 14 s, as it was not taken back when ticks went through unwaited
-  on the promoted replica before that).
+  for it would stall every tick for the whole resync (at least
+  ``repl-diskless-sync-delay`` after a failover).
 
 A worker remembers this for its own life only: after an operator removes a
 master's last replica for good, restart the workers (or set

@@ -8,21 +8,24 @@ slot, and names the seeds to claim once their requests are in.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spiders_project.frontier.calls import seed_digest
-from spiders_project.frontier.write_behind.transaction import (
-    ACK,
-    COMMAND,
-    ENQUEUE,
-    PUSH,
+from spiders_project.frontier.write_behind.ops import (
+    Ack,
+    Command,
+    Enqueue,
     Op,
-    lease_part,
+    Push,
+    Release,
+    Transfer,
 )
 from spiders_project.keys import RedisKeys
 
 
 def by_slot(
     keys: RedisKeys, ops: list[Op]
-) -> tuple[dict[str, tuple[RedisKeys, list[Op]]], dict[int, Op]]:
+) -> tuple[dict[str, tuple[RedisKeys, list[Op]]], dict[int, Enqueue]]:
     """``ops`` by the frontier slot they write to, each with its keys, in their order.
 
     A seed's request goes to its host's shard with the entry's digest (that
@@ -30,27 +33,27 @@ def by_slot(
     the second dict maps the id of each such op sent to the op as given.
     """
     slots: dict[str, tuple[RedisKeys, list[Op]]] = {}
-    seeds: dict[int, Op] = {}  # id of the op sent -> the op as given
+    seeds: dict[int, Enqueue] = {}  # id of the op sent -> the op as given
     for op in ops:
         op_keys = slot_keys(keys, op)
-        if op[0] == ENQUEUE and op[1][0] and op[1][4]:
-            host, fingerprint, priority, payload, _, wait_ms, lane = op[1]
-            digest = seed_digest(op[1][4])
-            sent = (ENQUEUE, (host, fingerprint, priority, payload, digest, wait_ms, lane))
+        if isinstance(op, Enqueue) and op.host and op.seed:
+            sent = replace(op, seed=seed_digest(op.seed))
             seeds[id(sent)] = op
             op = sent
         slots.setdefault(op_keys.frontier_prefix, (op_keys, []))[1].append(op)
     return slots, seeds
 
 
-def seed_claims(keys: RedisKeys, seeds: dict[int, Op], kept: list[Op]) -> tuple[list[Op], list[Op]]:
+def seed_claims(
+    keys: RedisKeys, seeds: dict[int, Enqueue], kept: list[Op]
+) -> tuple[list[Op], list[Op]]:
     """(the claims of the seeds whose requests went in, the ``kept`` ops to send again).
 
     ``seeds`` and ``kept`` as ``by_slot`` and the transactions left them.
     """
     kept_ids = {id(op) for op in kept}
     claims: list[Op] = [
-        (COMMAND, ("LREM", keys.start_urls, 1, given[1][4]))
+        Command(("LREM", keys.start_urls, 1, given.seed))
         for sent_id, given in seeds.items()
         if sent_id not in kept_ids
     ]
@@ -60,16 +63,17 @@ def seed_claims(keys: RedisKeys, seeds: dict[int, Op], kept: list[Op]) -> tuple[
 
 def slot_keys(keys: RedisKeys, op: Op) -> RedisKeys:
     """The keys of the slot ``op`` writes to, of the spider's ``keys``."""
-    kind, arg = op
-    if kind == ENQUEUE:
-        return keys.for_host(arg[0]) if arg[0] else keys
-    if kind == ACK:
-        return keys.of_shard(lease_part(arg[0])[0])
-    if kind == PUSH:
-        return _by_prefix(keys, arg[0])
-    if kind == COMMAND:
+    if isinstance(op, Enqueue):
+        return keys.for_host(op.host) if op.host else keys
+    if isinstance(op, (Ack, Release, Transfer)):
+        return keys.of_shard(op.lease.shard)
+    if isinstance(op, Push):
+        return _by_prefix(keys, op.key)
+    if isinstance(op, Command):
         # EVAL source numkeys key...; any other command names its key first.
-        return _by_prefix(keys, str(arg[3] if arg[0] == "EVAL" else arg[1]))
+        args = op.args
+        return _by_prefix(keys, str(args[3] if args[0] == "EVAL" else args[1]))
+    # Items and seed rejections: the spider's own slot (items, start_urls).
     return keys
 
 

@@ -20,14 +20,19 @@
 -- ARGV[2]  worker id ("host:pid")
 -- ARGV[3]  run id, unique per process: tells a process from an earlier one with the same id
 -- ARGV[4]  "1" on the process's first publish, else "0"
--- ARGV[5]  "running", or "closed" for the last publish of a worker that stops cleanly:
---          its heartbeat is deleted and its id leaves the sorted set at once
+-- ARGV[5]  "1" while the worker runs; "0" for the last publish of a worker that stops
+--          cleanly: its heartbeat is deleted and its id leaves the sorted set at once
 -- ARGV[6]  heartbeat time to live, ms
 -- ARGV[7]  retention, ms: of the worker's hash, and of ids in KEYS[3] not seen for that long
 -- ARGV[8]  retention of samples, ms
--- ARGV[9]  N, the number of counters
--- ARGV[10 .. 9+2N]  counter field, absolute value (an integer), in pairs
--- ARGV[10+2N ..]    other stat field, value, in pairs, stored as given
+-- ARGV[9]  the worker's state, stored in its hash as given
+-- ARGV[10 .. 13]  the names of the hash fields this script writes: the worker id, the
+--          run id, the state and the time of the publish (read_model/contract.py names
+--          them all; no field name is spelled here)
+-- ARGV[14] the name of the pages counter, whose total each sample records
+-- ARGV[15] N, the number of counters
+-- ARGV[16 .. 15+2N]  counter field, absolute value (an integer), in pairs
+-- ARGV[16+2N ..]     other stat field, value, in pairs, stored as given
 -- Returns  the spider's pages total after this publish
 local now = tonumber(ARGV[1])
 if now then
@@ -37,8 +42,12 @@ else
   now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 local stamp = string.format('%.3f', now)
+local worker_field, run_field, state_field, seen_field = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
+local pages_field = ARGV[14]
+local n = tonumber(ARGV[15])
+local PAIRS = 16  -- the index of the first counter's name
 
-local run = redis.call('HGET', KEYS[1], '_run')
+local run = redis.call('HGET', KEYS[1], run_field)
 local count
 if run == ARGV[3] then
   count = true -- this process published before: count the growth since then
@@ -52,9 +61,8 @@ else
   count = ARGV[4] == '1'
 end
 
-local n = tonumber(ARGV[9])
 if count then
-  for i = 10, 9 + 2 * n, 2 do
+  for i = PAIRS, PAIRS - 1 + 2 * n, 2 do
     local value = tonumber(ARGV[i + 1])
     local old = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0')
     if value > old then
@@ -63,15 +71,15 @@ if count then
   end
 end
 
--- Pairs start at index 10 and slices hold an even count: a slice never splits a pair.
-for i = 10, #ARGV, 1000 do
+-- Slices hold an even count from the first pair on: a slice never splits a pair.
+for i = PAIRS, #ARGV, 1000 do
   redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-redis.call('HSET', KEYS[1], '_worker', ARGV[2], '_run', ARGV[3], '_state', ARGV[5],
-  '_last_seen', stamp)
+redis.call('HSET', KEYS[1], worker_field, ARGV[2], run_field, ARGV[3], state_field, ARGV[9],
+  seen_field, stamp)
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 
-if ARGV[5] == 'running' then
+if ARGV[5] == '1' then
   redis.call('SET', KEYS[2], stamp, 'PX', ARGV[6])
   redis.call('ZADD', KEYS[3], stamp, ARGV[2])
 else
@@ -81,7 +89,7 @@ end
 local forgotten = string.format('(%.3f', now - tonumber(ARGV[7]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', forgotten)
 
-local pages = redis.call('HGET', KEYS[4], 'pages') or '0'
+local pages = redis.call('HGET', KEYS[4], pages_field) or '0'
 redis.call('ZADD', KEYS[5], stamp, stamp .. ' ' .. pages)
 local old_samples = string.format('(%.3f', now - tonumber(ARGV[8]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', old_samples)
