@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from spiders_project.addon.checks import NOT_ENABLED
 from spiders_project.keys import RedisKeys
 from tests.support.distribution import Installed, install_distribution
 from tests.support.monitoring import scrape_url
@@ -205,3 +206,23 @@ def test_a_settings_py_still_naming_scrapy_redis_is_refused_with_what_to_remove(
         "ITEM_PIPELINES",
     ], done.stderr
     assert all("remove" in line for line in errors)
+
+
+def test_without_the_addon_line_a_plain_spider_is_plain_scrapys_and_ours_is_refused(
+    installed: Installed, project: Path
+) -> None:
+    """The distribution's crawl command replaces Scrapy's in every project of the
+    environment: a crawl that is not the cluster's runs as in Scrapy, unchecked."""
+    settings_py = project / "own_project" / "settings.py"
+    settings_py.write_text(settings_py.read_text().replace(ADDONS_LINE, "ADDONS = {}"))
+    (project / "own_project" / "spiders" / "quiet.py").write_text(
+        "import scrapy\n\n\nclass QuietSpider(scrapy.Spider):\n    name = 'quiet'\n"
+    )
+    env = {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}  # nothing listens: never asked
+    plain = installed.run("-m", "scrapy", "crawl", "quiet", cwd=project, env=env)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "spiders_project" not in plain.stderr and "ERROR" not in plain.stderr, plain.stderr
+    ours = installed.run("-m", "scrapy", "crawl", "pages", cwd=project, env=env)
+    assert ours.returncode == 2, ours.stdout + ours.stderr
+    errors = [line for line in ours.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert errors == [f"ERROR: {NOT_ENABLED}"], ours.stderr

@@ -30,11 +30,13 @@ BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
 
 @dataclass(frozen=True)
 class Installed:
-    """A fresh virtualenv holding the wheel: its interpreter and where it installs."""
+    """A fresh virtualenv holding the wheel: its interpreter and where it installs, and
+    the folder commands run in unless told otherwise (a user's project)."""
 
     wheel: Path
     python: Path
     site_packages: Path
+    project: Path | None = None
 
     def env(self, **extra: str) -> dict[str, str]:
         """This process' environment without anything that would reach the checkout
@@ -43,12 +45,18 @@ class Installed:
         return {**env, "PYTHONNOUSERSITE": "1", **extra}
 
     def run(
-        self, *args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """``python <args>`` of the virtualenv in ``cwd``, its output captured."""
+        """``python <args>`` of the virtualenv in ``cwd`` (the project), its output captured."""
+        folder = cwd or self.project
+        assert folder is not None, "run where? no cwd and no project"
         return subprocess.run(
             [str(self.python), *args],
-            cwd=cwd,
+            cwd=folder,
             env=self.env(**(env or {})),
             capture_output=True,
             text=True,
