@@ -67,6 +67,15 @@ def identity(component: Any) -> str:
     return load_path(component)
 
 
+def is_a(component: Any, path: str) -> bool:
+    """Whether ``component`` (a class or its path) is the class at ``path`` or a subclass."""
+    try:
+        loaded = load_object(component) if isinstance(component, str) else component
+        return isinstance(loaded, type) and issubclass(loaded, load_object(path))
+    except (ImportError, AttributeError, NameError, ValueError):
+        return False
+
+
 def addon_enabled(settings: BaseSettings) -> bool:
     return any(identity(path) == ADDON for path in settings.getdict("ADDONS"))
 
@@ -143,7 +152,7 @@ def guard_problems(settings: BaseSettings) -> list[str]:
             "it in DOWNLOADER_MIDDLEWARES with None"
         )
     resolver = settings.get("TWISTED_DNS_RESOLVER")
-    if identity(resolver) != RESOLVER:
+    if not is_a(resolver, RESOLVER):
         problems.append(
             f"TWISTED_DNS_RESOLVER is {resolver!r}: the SSRF guard ({GUARD}) checks the "
             f"address connected to through {RESOLVER}; remove that setting, or switch the "
@@ -152,7 +161,7 @@ def guard_problems(settings: BaseSettings) -> list[str]:
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
     for scheme, ours in DOWNLOAD_HANDLERS.items():
         handler = handlers.get(scheme)
-        if handler is not None and identity(handler) != ours:
+        if handler is not None and not is_a(handler, ours):
             problems.append(
                 f"DOWNLOAD_HANDLERS[{scheme!r}] is {load_path(handler)!r}: the SSRF guard "
                 f"({GUARD}) needs the cluster's {ours}, which tells it each connection's "

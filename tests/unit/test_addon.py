@@ -259,6 +259,20 @@ def test_a_guard_or_reactor_replaced_by_a_setting_is_refused(project: dict[str, 
     assert problem.startswith(next(iter(project)))
 
 
+def test_a_subclass_of_the_guards_handler_or_resolver_is_its_part() -> None:
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    from spiders_project.rendering.handler import RenderingDownloadHandler
+    from spiders_project.scope.networks import GuardedResolver
+
+    handler = type("OwnHandler", (RenderingDownloadHandler,), {})
+    resolver = type("OwnResolver", (GuardedResolver,), {})
+    c = crawler(Pages, {"DOWNLOAD_HANDLERS": {"https": handler}, "TWISTED_DNS_RESOLVER": resolver})
+    assert start_problems(c.settings) == []
+    with pytest.raises(Refused):
+        crawler(Pages, {"DOWNLOAD_HANDLERS": {"https": HTTP11DownloadHandler}})
+
+
 def test_the_guard_switched_off_by_name_or_setting_needs_none_of_its_parts() -> None:
     parts = {
         "TWISTED_DNS_RESOLVER": "scrapy.resolver.CachingThreadedResolver",
