@@ -152,6 +152,18 @@ def test_two_workers_and_the_db_writer_store_one_row_a_page_with_the_projects_ow
     assert scrape_url(metrics).value("crawler_spider_pages_total", spider="pages") >= len(pages)
     for p in (*workers, writer, monitor):
         assert "Traceback" not in p.log(), p.log()[-3000:]
+    # The operator's commands read the project's settings with the add-on's defaults too.
+    status = installed.run(
+        "-m",
+        "scrapy",
+        "crawlstatus",
+        "--once",
+        "--json",
+        cwd=project,
+        env={**env, "MONITOR_SPIDERS": "pages"},
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert json.loads(status.stdout)["spiders"][0]["totals"]["pages"] >= len(pages)
 
 
 def test_genspider_writes_a_distributed_spider_into_the_project(
