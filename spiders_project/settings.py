@@ -656,6 +656,32 @@ MONITOR_SPIDERS = _env("MONITOR_SPIDERS", "distributed")
 # with crawler_redis_up 0 instead; keep it below Prometheus' scrape_timeout.
 MONITOR_REDIS_TIMEOUT = 2.0
 
+# --- Console (python -m monitor) ---------------------------------------------------
+# An htpasswd file of bcrypt entries ("user:hash" lines, as htpasswd -B writes
+# them): with one, python -m monitor serves the operators' console at / beside
+# /metrics, on MONITOR_HOST:MONITOR_PORT; "" for none (only /metrics).
+CONSOLE_HTPASSWD = _env("CONSOLE_HTPASSWD", "")
+# The users of that file who may act (pause, resume, cancel and submit jobs, steer
+# hosts, requeue or purge dead letters); a list, comma-separated in the environment.
+# Every other user of the file may only look.
+CONSOLE_OPERATORS = _env("CONSOLE_OPERATORS", "")
+# The Redis URL the console acts through, a user with the operator's rights
+# (crawler-operator of scrapy redis-acl); "" leaves the console read-only for
+# everyone. The monitor's own connection (REDIS_URL) only ever reads.
+CONSOLE_REDIS_URL = _env("CONSOLE_REDIS_URL", "")
+# The path a reverse proxy serves the console under (e.g. /crawler), which the
+# proxy strips before passing a request on; the console's links and its cookie
+# carry it. "" when the console is served at the root (docs/SECURITY.md).
+CONSOLE_PREFIX = _env("CONSOLE_PREFIX", "")
+# Seconds a session lives without a request; then its user logs in again.
+# Sessions live in the monitor's memory: a restart logs everyone out.
+CONSOLE_SESSION_IDLE = 28_800.0
+# Failed logins allowed per user name, and per client address, within
+# CONSOLE_LOGIN_WINDOW seconds; past that, logins of that user or from that
+# address are refused (HTTP 429) until the window has passed.
+CONSOLE_LOGIN_ATTEMPTS = 5
+CONSOLE_LOGIN_WINDOW = 900.0
+
 # --- The worker's components -------------------------------------------------------
 # The add-on that makes a Scrapy project's crawl a worker of the cluster: the
 # scheduler, dupefilter and reactor among the defaults above, and the cluster's

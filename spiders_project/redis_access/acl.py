@@ -125,20 +125,28 @@ DB_WRITER_COMMANDS = (
     "time",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory.
-# No write, no script (EVAL counts its keys as written).
+# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory;
+# its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
+# STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
+# newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
     "get",
+    "hget",
     "hgetall",
     "info",
     "lindex",
     "llen",
+    "lrange",
+    "pttl",
     "scard",
+    "strlen",
     "time",
+    "xrevrange",
     "zcard",
     "zrange",
+    "zscore",
 )
 # The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,
 # frontier host: HSET/HDEL of the steering, politeness/lua/steer_host.lua): reads

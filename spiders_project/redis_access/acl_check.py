@@ -63,6 +63,7 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "sismember": ("0",),
         "srem": ("0",),
         "xadd": ("MAXLEN", "~", 1, "*", "f", "0"),
+        "xrevrange": ("+", "-", "COUNT", 1),
         "sscan": (0,),
         "zadd": (0, "0"),
         "zcount": (0, 0),

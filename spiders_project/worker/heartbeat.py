@@ -54,6 +54,7 @@ from spiders_project.read_model.contract import (
     PROXY_BANS,
     PROXY_REQUESTS,
     RESPONSES,
+    ROLE,
     RUN_FIELD,
     RUNNING,
     STATE_FIELD,
@@ -243,8 +244,10 @@ class StatsPublisher:
         worker: str,
         close_timeout: float,
         archive: ArchiveClosing | None = None,
+        role: str = "",
     ) -> None:
         self.stats = stats
+        self.role = role  # WORKER_ROLE, published as a stat (contract.ROLE)
         # Closed, its last records counted, before the last publish (archive/closing.py).
         self.archive = archive
         self.redis = redis
@@ -262,13 +265,15 @@ class StatsPublisher:
         settings = crawler.settings
         if not StatsPublishConfig.enabled_in(settings):
             raise NotConfigured("STATS_PUBLISH_ENABLED is off")
+        frontier = FrontierConfig.from_settings(settings)
         publisher = cls(
             crawler.stats,
             WorkerRedis.of(crawler),
             StatsPublishConfig.from_settings(settings),
             worker=worker_id(),
-            close_timeout=FrontierConfig.from_settings(settings).close_timeout,
+            close_timeout=frontier.close_timeout,
             archive=ArchiveClosing.of(crawler),
+            role=frontier.role,
         )
         crawler.signals.connect(publisher.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(publisher.spider_closed, signal=signals.spider_closed)
@@ -297,6 +302,8 @@ class StatsPublisher:
         self._first = False
 
     def spider_opened(self) -> None:
+        if self.role:
+            self.stats.set_value(ROLE, self.role)
         self._task = spawn_loop("stats publisher", self._loop())
 
     async def _loop(self) -> None:

@@ -23,7 +23,7 @@ from tests.support.processes import ROOT
 pytestmark = pytest.mark.slow
 
 # The files besides modules the packages open at run time.
-DATA_SUFFIXES = (".lua", ".sql", ".tmpl")
+DATA_SUFFIXES = (".lua", ".sql", ".tmpl", ".html", ".js", ".css")
 # The commands a project gets by installing the distribution (pyproject.toml's
 # [project.entry-points."scrapy.commands"]).
 COMMANDS = (
@@ -67,6 +67,7 @@ def test_the_wheel_holds_every_module_and_data_file_of_both_packages(
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     data = checkout_data_files()
     assert {f for f in data if f.endswith(".lua")} and {f for f in data if f.endswith(".tmpl")}
+    assert {f for f in data if f.startswith("monitor/console/templates/")}
     assert data - names == set()
     modules = {
         path.relative_to(ROOT).as_posix()
