@@ -102,15 +102,15 @@ def crawl_beside_the_plain_spider(
     common = (f"SPIDER_MODULES={PACKAGE}", "MAX_IDLE_TIME_BEFORE_CLOSE=2", *settings)
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT}"}
     names = (spider, "plain")
-    workers = [worker(name, redis_url, tmp_path, *common, spider=name, env=env) for name in names]
-    procs += workers
-    # The heartbeat lists each worker (STATS_PUBLISH_ENABLED) before any seed is there.
-    for name in names:
-        keys = RedisKeys(name)
-        wait_until(lambda keys=keys: r.zcard(keys.workers) == 1, 60, what=f"{name}'s heartbeat")
     with TestSite(pages=20, seed=39, dead_links=False, offsite_links=False) as site:
+        workers = [worker(n, redis_url, tmp_path, *common, spider=n, env=env) for n in names]
+        procs += workers
+        # The heartbeat lists each worker (STATS_PUBLISH_ENABLED); each is seeded as
+        # soon as it is listed, so neither idles out waiting for the other to start.
         for name in names:
-            r.lpush(RedisKeys(name).start_urls, site.url)
+            keys = RedisKeys(name)
+            wait_until(lambda keys=keys: r.zcard(keys.workers) == 1, 60, what=f"{name} listed")
+            r.lpush(keys.start_urls, site.url)
         for w in workers:
             assert w.wait(120) == 0, w.log()[-3000:]
         pages = site.page_urls()

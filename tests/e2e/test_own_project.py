@@ -23,7 +23,7 @@ from spiders_project.addon.checks import NOT_ENABLED
 from spiders_project.keys import RedisKeys
 from tests.support.distribution import Installed, install_distribution
 from tests.support.monitoring import scrape_url
-from tests.support.processes import Proc, items_drained, wait_until
+from tests.support.processes import Proc, items_drained, stored_urls, wait_until
 from tests.support.services import free_port
 from tests.support.site import TestSite
 
@@ -86,7 +86,9 @@ def test_two_workers_and_the_db_writer_store_one_row_a_page_with_the_projects_ow
     # CONCURRENT_REQUESTS_PER_DOMAIN = 1 there, as startproject writes them).
     env = {"REDIS_URL": redis_url, "DOWNLOAD_DELAY": "0", "CONCURRENT_REQUESTS_PER_DOMAIN": "4"}
     db_path = tmp_path / "pages.db"
-    crawl = ("-m", "scrapy", "crawl", "pages", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+    # No idle close: a worker that started first must not leave before the seed
+    # (both are seen alive first); both are stopped with SIGTERM once every page is stored.
+    crawl = ("-m", "scrapy", "crawl", "pages")
     workers = [process(installed, f"w{i}", project, tmp_path, *crawl, **env) for i in (1, 2)]
     procs += workers
     port = free_port()
@@ -129,9 +131,10 @@ def test_two_workers_and_the_db_writer_store_one_row_a_page_with_the_projects_ow
             DB_URL=f"sqlite:///{db_path}",
         )
         procs.append(writer)
-        for w in workers:
-            assert w.wait(120) == 0, w.log()[-3000:]
         pages = site.page_urls()
+        wait_until(lambda: set(stored_urls(db_path)) == pages, 120, what="every page stored")
+        for w in workers:
+            assert w.stop(60) == 0, w.log()[-3000:]  # a warm stop
         fetches = [entry for entry in site.request_log() if entry[2] != "/robots.txt"]
     wait_until(lambda: items_drained(r, KEYS), 60, what="the item buffer to drain")
     assert writer.stop(30) == 0, writer.log()[-3000:]
