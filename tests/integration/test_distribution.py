@@ -1,38 +1,29 @@
 """The distribution ``spiders-project``: a wheel of the checkout works without the checkout.
 
-One wheel is built (``pip wheel``, setuptools in pip's isolated build
-environment) from a copy of the files the build reads, so the checkout gets
-no ``build/`` or ``*.egg-info``. It goes into a fresh virtualenv without pip's
-dependency resolution: a ``.pth`` file lets that virtualenv import the
-dependencies already installed where this test runs (``requirements.txt``),
-and nothing else of this machine. Everything then runs from a folder outside
-the checkout, with the checkout on no path: a ``scrapy startproject`` project
-of someone else's, which finds our commands through the distribution's entry
-points only.
+The wheel is installed in a fresh virtualenv as tests/support/distribution.py
+does it (the dependencies through a ``.pth`` file, nothing else of this
+machine). Everything then runs from a folder outside the checkout, with the
+checkout on no path: a ``scrapy startproject`` project of someone else's,
+which finds our commands through the distribution's entry points only.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests.support.distribution import PACKAGES, Installed, install_distribution
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.slow
 
 # The files besides modules the packages open at run time.
 DATA_SUFFIXES = (".lua", ".sql", ".tmpl", ".html", ".js", ".css")
-PACKAGES = ("spiders_project", "monitor")
-# What the build reads: pyproject.toml names README.md as the long description.
-BUILD_INPUTS = ("pyproject.toml", "README.md", *PACKAGES)
 # The commands a project gets by installing the distribution (pyproject.toml's
 # [project.entry-points."scrapy.commands"]).
 COMMANDS = (
@@ -44,30 +35,9 @@ COMMANDS = (
     "frontier",
     "warc",
     "redis-acl",
+    "crawl",
+    "genspider",
 )
-
-
-@dataclass(frozen=True)
-class Installed:
-    wheel: Path
-    python: Path
-    site_packages: Path
-    project: Path
-
-    def run(
-        self, *args: str, cwd: Path | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        """``python <args>`` of the fresh virtualenv, in the user's project folder."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SCRAPY_"))}
-        env["PYTHONNOUSERSITE"] = "1"
-        return subprocess.run(
-            [str(self.python), *args],
-            cwd=cwd or self.project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
 
 
 def checkout_data_files() -> set[str]:
@@ -80,53 +50,15 @@ def checkout_data_files() -> set[str]:
     }
 
 
-def pip(*args: str, timeout: float = 300) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("distribution")
-    source = base / "source"
-    source.mkdir()
-    for name in BUILD_INPUTS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(
-                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy2(ROOT / name, source / name)
-    pip("wheel", "--no-deps", "--quiet", str(source), "--wheel-dir", str(base / "dist"))
-    (wheel,) = (base / "dist").glob("spiders_project-*.whl")
-
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    site_packages = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    # The dependencies: the site-packages of the interpreter running this test.
-    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site_packages / "dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
-    pip("--python", str(python), "install", "--no-deps", "--quiet", str(wheel))
-
-    project = base / "elsewhere"
-    project.mkdir()
-    installation = Installed(wheel, python, site_packages, project / "someones_project")
-    done = installation.run("-m", "scrapy", "startproject", "someones_project", cwd=project)
+    installation = install_distribution(base)
+    elsewhere = base / "elsewhere"
+    elsewhere.mkdir()
+    done = installation.run("-m", "scrapy", "startproject", "someones_project", cwd=elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
-    return installation
+    return replace(installation, project=elsewhere / "someones_project")
 
 
 def test_the_wheel_holds_every_module_and_data_file_of_both_packages(

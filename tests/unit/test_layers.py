@@ -33,7 +33,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "base",
         ("spiders_project", "config", "settings", "settings_doc", "items")
-        + ("keys", "crawl", "insides"),
+        + ("keys", "crawl", "insides", "addon"),
     ),
     ("redis", ("redis_access",)),
     ("shared", ("read_model", "plumbing", "process")),
