@@ -112,8 +112,8 @@ SPIDER_MIDDLEWARES = {
 ITEM_PIPELINES: dict[str, int] = {}
 # Our extensions, merged over Scrapy's EXTENSIONS_BASE (all at 0, so built
 # first), in the order they are built: each one's handlers of a signal are
-# called before those of the extensions after it. Only InternalsCheck relies on
-# its place; the others' handlers do not depend on one another.
+# called before those of the extensions after it. InternalsCheck and JobWebhooks
+# rely on their places; the others' handlers do not depend on one another.
 EXTENSIONS = {
     # First: refuse to run if a Scrapy/Playwright internal we use is missing.
     "spiders_project.insides.check.InternalsCheck": 50,
@@ -125,6 +125,9 @@ EXTENSIONS = {
     "spiders_project.item_buffer.buffer.ItemBuffer": 115,
     # A SIGTERM's drain bounded by SHUTDOWN_GRACE_PERIOD, then leases handed back.
     "spiders_project.worker.shutdown.GracefulShutdown": 120,
+    # Job webhooks (JOB_WEBHOOK_URLS); before StatsPublisher, so its loop stops on
+    # spider_closed before the last stats publish and the Redis clients' close.
+    "spiders_project.jobs.webhook_extension.JobWebhooks": 125,
     # Heartbeat and stats in Redis for the monitor (STATS_PUBLISH_ENABLED).
     "spiders_project.worker.heartbeat.StatsPublisher": 130,
     # Runs the jobs' schedules (JOBS_SCHEDULES_ENABLED).
