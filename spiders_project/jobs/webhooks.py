@@ -73,7 +73,7 @@ class WebhookConfig:
             if url not in urls:
                 urls.append(url)
         if not urls:
-            raise NotConfigured("JOB_WEBHOOK_URLS is empty")
+            raise NotConfigured  # no message: Scrapy would log a warning in every worker
         secret = read.getstr("JOB_WEBHOOK_SECRET")
         if not secret:
             read.fail(
