@@ -9,6 +9,9 @@ log has one line when it starts listening, one when Redis answered at start,
 one per Redis state change (``Redis connection lost ...``, ``Redis reconnected
 at ...``), one per error reply (with its command) and one when it stops.
 
+With ``CONSOLE_REDIS_URL`` (the operator's user) it also finishes jobs when no
+worker is left to (``job_looks.py``); its own connection only ever reads.
+
 Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound,
 or when Redis answers but the monitor's user may not read what it reads (one
 line naming the command or key: ``acl_check.py``);
@@ -29,6 +32,7 @@ from scrapy.settings import Settings
 
 from monitor.collector import CrawlerCollector
 from monitor.config import MonitorConfig
+from monitor.job_looks import job_looks
 from spiders_project.keys import RedisKeys
 from spiders_project.process import (
     command_line,
@@ -53,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with exit_on_bad_config(logger):
         config = MonitorConfig.from_settings(settings)
         RedisConfig.from_settings(settings)
+        # The finish rule when no worker is left to run it (job_looks.py).
+        looks = job_looks(settings, config.spiders)
 
     stop = threading.Event()
     received: list[int] = []
@@ -102,8 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # logs only changes, and starts out assuming Redis is there).
     if collector.read() is not None:
         logger.info("Redis connected at %s", state.url)
+    if looks is not None:
+        looks.start()
     while not stop.wait(1.0):
         pass
+    if looks is not None:
+        looks.stop()
     server.shutdown()
     server.server_close()
     thread.join(5)
