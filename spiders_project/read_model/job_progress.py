@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import DEFAULT_JOB, job_counts
+from spiders_project.keys.jobs import DEFAULT_JOB, host_jobs, job_counts
 
 # The counts that only grow: a run's are the totals less the totals when it
 # started, kept in its record as "base" (jobs/submit.py, jobs/states.py).
@@ -249,8 +249,9 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
     """Set ``top_hosts`` of ``job`` in ``jobs``: its hosts by requests queued.
 
     Reads the queues of the largest hosts of every shard and lane (at most
-    ``HOSTS_READ`` each, ``MEMBERS_READ`` members a queue): what ``scrapy
-    jobs show`` pays once, never the crawl.
+    ``HOSTS_READ`` each, ``MEMBERS_READ`` members a queue; the job's range of
+    a host's jobs set is counted, not read): what ``scrapy jobs show`` pays
+    once, never the crawl.
     """
     found = [p for p in jobs if p.id == job]
     if not found:
@@ -264,7 +265,8 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
             sizes = [
                 (
                     int(calls.command("ZCARD", lane.host_queue(h), writes=False))
-                    + int(calls.command("LLEN", lane.host_list(h), writes=False)),
+                    + int(calls.command("LLEN", lane.host_list(h), writes=False))
+                    + int(calls.command("ZCARD", host_jobs(lane, h), writes=False)),
                     h,
                 )
                 for h in names
@@ -277,6 +279,12 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
                     "LRANGE", lane.host_list(host), 0, MEMBERS_READ - 1, writes=False
                 )
                 mine = sum(1 for m in members if _job_in(m) == job)
+                if job != DEFAULT_JOB:  # the job's range of the host's jobs set, counted
+                    mine += int(
+                        calls.command(
+                            "ZLEXCOUNT", host_jobs(lane, host), f"[{job} ", f"({job}!", writes=False
+                        )
+                    )
                 if mine:
                     queued[host] = queued.get(host, 0) + mine
     found[0].top_hosts = sorted(queued.items(), key=lambda kv: (-kv[1], kv[0]))[:n]

@@ -14,7 +14,7 @@ import pytest
 from spiders_project.frontier.calls import ack_call, enqueue_call, expired_call, requeue_call
 from spiders_project.jobs.control import change_state, purge_job, restore_held
 from spiders_project.keys.jobs import host_jobs, job_held, job_turns
-from spiders_project.read_model.job_progress import read_jobs
+from spiders_project.read_model.job_progress import add_top_hosts, read_jobs
 from tests.integration.test_frontier_scripts import K, Scripts, lease, tok
 from tests.integration.test_job_control import submit
 from tests.integration.test_job_counts import counts, enqueue, request
@@ -177,3 +177,12 @@ def test_in_flight_counts_the_leases_that_hold_a_slot_and_leased_the_rest(r, s):
     assert sum(c.get("acked", 0) for c in left.values()) == 5
     assert sum(c.get("queued", 0) for c in left.values()) == 1  # one not leased yet
     assert not any("slots" in c or "leased" in c for c in left.values())
+
+
+def test_show_counts_a_jobs_requests_in_its_hosts_jobs_sets(r, s):
+    enqueue(s, links("A", 5) + links("B", 2) + links("A", 3, "g", start=5) + links(None, 4))
+    jobs = read_jobs(s.calls, K)
+    add_top_hosts(s.calls, K, jobs, "A", 10)
+    assert [p for p in jobs if p.id == "A"][0].top_hosts == [("h", 5), ("g", 3)]
+    add_top_hosts(s.calls, K, jobs, "default", 10)
+    assert [p for p in jobs if p.id == "default"][0].top_hosts == [("h", 4)]
