@@ -15,7 +15,7 @@ REPLAY_VENV := .venv-replay
 REPLAY_STAMP := $(REPLAY_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-packages test demo bench bench-quick bench-profile lint docs clean
+.PHONY: setup system-packages test test-container demo bench bench-quick bench-profile lint docs clean
 
 setup: system-packages $(STAMP) $(REPLAY_STAMP)
 
@@ -58,6 +58,17 @@ $(REPLAY_STAMP): requirements-replay.txt
 # fills the waits. worksteal keeps all of them busy to the end.
 test: setup lint
 	$(PY) -m pytest -n 3 --dist worksteal --durations=15
+
+# The container image (deploy/container/), then a crawl by it: two worker containers and
+# a db_writer container against a private Redis and the demo site on this host
+# (tests/container; podman as root, which this target installs when missing). Not part
+# of make test; CI runs it after.
+CONTAINER_IMAGE ?= localhost/spiders-project:latest
+test-container: setup
+	deploy/container/build-image $(CONTAINER_IMAGE)
+	CRAWLER_IMAGE=$(CONTAINER_IMAGE) $(PY) -m pytest tests/container -v --durations=5
+	@$(SUDO) podman image inspect --format '{{.Size}}' $(CONTAINER_IMAGE) \
+	  | awk '{ printf "image $(CONTAINER_IMAGE): %d bytes (%.0f MB)\n", $$1, $$1 / 1e6 }'
 
 demo: setup
 	$(PY) -m spiders_project.demo $(DEMO_ARGS)

@@ -1,4 +1,5 @@
-"""``python -m monitor``: serve the crawler's metrics at http://MONITOR_HOST:MONITOR_PORT/metrics.
+"""``python -m monitor``: serve the crawler's metrics at http://MONITOR_HOST:MONITOR_PORT/metrics,
+and the operators' console at ``/`` when ``CONSOLE_HTPASSWD`` is set (``monitor/console/``).
 
 Every scrape reads Redis (two pipelined round trips, at most
 ``MONITOR_REDIS_TIMEOUT`` seconds each, never retried) through the project's
@@ -9,8 +10,11 @@ log has one line when it starts listening, one when Redis answered at start,
 one per Redis state change (``Redis connection lost ...``, ``Redis reconnected
 at ...``), one per error reply (with its command) and one when it stops.
 
+One aiohttp application serves both (``monitor/console/app.py``); scrapes and
+the console's reads run in threads, off its event loop.
+
 With ``CONSOLE_REDIS_URL`` (the operator's user) it also finishes jobs when no
-worker is left to (``job_looks.py``); its own connection only ever reads.
+worker is left to (``job_looks.py``, a thread); its own connection only ever reads.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound,
 or when Redis answers but the monitor's user may not read what it reads (one
@@ -20,18 +24,24 @@ line naming the command or key: ``acl_check.py``);
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import sys
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from aiohttp import web
+from prometheus_client import CollectorRegistry, ProcessCollector
 from scrapy.settings import Settings
 
 from monitor.collector import CrawlerCollector
-from monitor.config import MonitorConfig
+from monitor.config import ConsoleConfig, MonitorConfig
+from monitor.console.actions import Actions, HostDefaults
+from monitor.console.app import build_app
+from monitor.console.auth import Sessions, Throttle, Users
+from monitor.console.reads import Reads
+from monitor.console.state import Console
 from monitor.job_looks import job_looks
 from spiders_project.keys import RedisKeys
 from spiders_project.process import (
@@ -41,7 +51,7 @@ from spiders_project.process import (
     redis_calls,
     start,
 )
-from spiders_project.redis_access.acl import MONITOR
+from spiders_project.redis_access.acl import MONITOR, OPERATOR
 from spiders_project.redis_access.acl_check import permission_problem
 from spiders_project.redis_access.connection import RedisConfig
 from spiders_project.redis_access.shards import masters_memory_reader, shard_keys_reader
@@ -56,18 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, settings = start("monitor", parser, argv)
     with exit_on_bad_config(logger):
         config = MonitorConfig.from_settings(settings)
+        console_config = ConsoleConfig.from_settings(settings)
         RedisConfig.from_settings(settings)
         # The finish rule when no worker is left to run it (job_looks.py).
-        looks = job_looks(settings, config.spiders)
-
-    stop = threading.Event()
-    received: list[int] = []
-
-    def on_stop(signum: int) -> None:
-        received.append(signum)
-        stop.set()
-
-    on_stop_signals(on_stop)
+        looks = job_looks(settings, config.spiders, console_config.redis_url)
+    # The console's actions connect with the workers' timeouts, not the scrapes'.
+    operator_settings = settings.copy()
     # The scrape's own timeout, not the workers' REDIS_SOCKET_TIMEOUT: a scrape
     # must answer (with crawler_redis_up 0) before Prometheus gives up on it.
     settings.set("REDIS_SOCKET_TIMEOUT", config.redis_timeout, priority="cmdline")
@@ -75,14 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # state is here for its log lines, shared with every other process.
     calls = redis_calls(settings, logger)
     client, state = calls.client, calls.state
+    keys_of = shard_keys_reader(settings, calls)
+    masters_memory = masters_memory_reader(settings, calls)
     collector = CrawlerCollector(
         calls,
         config.spiders,
         worker_retention=config.worker_retention,
-        keys_of=shard_keys_reader(settings, calls),
-        masters_memory=masters_memory_reader(settings, calls),
+        keys_of=keys_of,
+        masters_memory=masters_memory,
     )
-    problem = _user_problem(settings, config.spiders)
+    problem = _user_problem(settings, config.spiders, MONITOR.name)
     if problem is not None:
         logger.error("%s", problem)
         client.close()
@@ -90,45 +96,120 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = CollectorRegistry()
     registry.register(collector)
     ProcessCollector(registry=registry)
-    try:
-        server, thread = start_http_server(config.port, config.host, registry=registry)
-    except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc)
-        client.close()
-        return 1
-    host, port = server.server_address[:2]
-    logger.info(
-        "listening on http://%s:%d/metrics (spiders: %s; Redis %s)",
-        host,
-        port,
-        ", ".join(config.spiders),
-        state.url,
-    )
-    # Whether Redis answers now, rather than at the first scrape (the state
-    # logs only changes, and starts out assuming Redis is there).
-    if collector.read() is not None:
-        logger.info("Redis connected at %s", state.url)
-    if looks is not None:
-        looks.start()
-    while not stop.wait(1.0):
-        pass
+    console = None
+    if console_config.htpasswd is not None:
+        reads = Reads(
+            calls,
+            config.spiders,
+            worker_retention=config.worker_retention,
+            keys_of=keys_of,
+            masters_memory=masters_memory,
+        )
+        with exit_on_bad_config(logger):
+            console = _console(operator_settings, console_config, reads)
+    app = build_app(registry, console)
+
+    def ready(host: str, port: int) -> None:
+        logger.info(
+            "listening on http://%s:%d/metrics (spiders: %s; Redis %s)",
+            host,
+            port,
+            ", ".join(config.spiders),
+            state.url,
+        )
+        if console is not None:
+            actions = "on" if console.actions is not None else "off (no CONSOLE_REDIS_URL)"
+            logger.info(
+                "console at http://%s:%d%s/ (%d users; operators: %s; actions %s)",
+                host,
+                port,
+                console_config.prefix,
+                len(console.users.names),
+                ", ".join(sorted(console_config.operators)) or "none",
+                actions,
+            )
+        # Whether Redis answers now, rather than at the first scrape (the state
+        # logs only changes, and starts out assuming Redis is there).
+        if collector.read() is not None:
+            logger.info("Redis connected at %s", state.url)
+        if looks is not None:
+            looks.start()
+
+    status = asyncio.run(_serve(app, config.host, config.port, ready))
     if looks is not None:
         looks.stop()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
     client.close()
+    if console is not None and console.actions is not None:
+        console.actions.calls.client.close()
+    return status
+
+
+async def _serve(
+    app: web.Application, host: str, port: int, ready: Callable[[str, int], None]
+) -> int:
+    """Serve ``app`` until SIGTERM or SIGINT; 1 if the address cannot be bound."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[int] = []
+
+    def on_stop(signum: int) -> None:
+        received.append(signum)
+        loop.call_soon_threadsafe(stop.set)
+
+    on_stop_signals(on_stop)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", host, port, exc)
+        await runner.cleanup()
+        return 1
+    bound_host, bound_port = runner.addresses[0][:2]
+    await asyncio.to_thread(ready, bound_host, bound_port)
+    await stop.wait()
+    await runner.cleanup()
     logger.info("stopped (%s)", signal.Signals(received[0]).name)
     return 0
 
 
-def _user_problem(settings: Settings, spiders: Sequence[str]) -> str | None:
-    """What the monitor's Redis user lacks (acl_check.py); None too when Redis does
-    not answer: the exporter starts anyway and answers ``crawler_redis_up 0``."""
+def _console(settings: Settings, config: ConsoleConfig, reads: Reads) -> Console:
+    """The console's state; its actions on their own Redis connection (the operator's
+    user, ``CONSOLE_REDIS_URL``), None without one. Raises ConfigError."""
+    assert config.htpasswd is not None
+    users = Users(config.htpasswd, config.operators)
+    if not users.names:
+        logger.warning("console: %s has no bcrypt entry: nobody can log in", config.htpasswd)
+    for name in sorted(config.operators - users.names):
+        logger.warning("console: operator %s is not in %s", name, config.htpasswd)
+    actions = None
+    if config.redis_url:
+        settings.set("REDIS_URL", config.redis_url, priority="cmdline")
+        actions = Actions.from_settings(
+            settings, redis_calls(settings, logging.getLogger("monitor.console")), reads.keys_of
+        )
+        problem = _user_problem(settings, reads.spiders, OPERATOR.name)
+        if problem is not None:
+            logger.error("console: CONSOLE_REDIS_URL: %s", problem)
+    return Console(
+        config,
+        users,
+        Sessions(config.session_idle),
+        Throttle(config.login_attempts, config.login_window),
+        reads,
+        HostDefaults.from_settings(settings),
+        actions,
+    )
+
+
+def _user_problem(settings: Settings, spiders: Sequence[str], role: str) -> str | None:
+    """What the Redis user of ``settings`` lacks for ``role`` (acl_check.py); None too
+    when Redis does not answer: the exporter starts anyway and answers
+    ``crawler_redis_up 0``."""
     cluster = RedisConfig.from_settings(settings).cluster
     keys = [RedisKeys(spider, cluster=cluster) for spider in spiders]
     try:
-        return permission_problem(settings, MONITOR.name, keys)
+        return permission_problem(settings, role, keys)
     except (redis.RedisError, OSError):
         return None
 

@@ -40,18 +40,19 @@ class JobLooks:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the looks (if they started) and close their connection."""
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.ident is not None:
+            self._thread.join(5)
         self.looks.calls.client.close()
 
 
-def job_looks(settings: Settings, spiders: Sequence[str]) -> JobLooks | None:
+def job_looks(settings: Settings, spiders: Sequence[str], url: str) -> JobLooks | None:
     """The monitor's looks at the jobs of ``spiders``, with the operator's
-    connection (``CONSOLE_REDIS_URL``), or None without one. ``settings`` are
-    the process' own, before the scrapes' timeout replaces the workers'.
-    Raises ConfigError (a bad JOB_FINISH_GRACE, JOBS_STATE_INTERVAL)."""
+    connection ``url`` (``CONSOLE_REDIS_URL``), or None without one.
+    ``settings`` are the process' own, before the scrapes' timeout replaces the
+    workers'. Raises ConfigError (a bad JOB_FINISH_GRACE, JOBS_STATE_INTERVAL)."""
     config = JobsConfig.from_settings(settings)
-    url = settings.get("CONSOLE_REDIS_URL", "")
     if not url:
         logger.info(
             "jobs: no CONSOLE_REDIS_URL, so this monitor finishes no job (its own user "

@@ -9,8 +9,10 @@
   the setting (the environment variable of the same name, or ``-s NAME=``).
 - Every entry point turns a ConfigError into that line on stderr and exit
   status 2 (:func:`exit_on_config_error`).
-- The db_writer and the monitor load the same module as the workers
-  (:func:`load_settings`), with ``-s NAME=VALUE`` on top.
+- The db_writer and the monitor read the settings of the project they run
+  in, as the workers do, with ``-s NAME=VALUE`` on top
+  (``spiders_project.process.project_settings``); :func:`load_settings` is
+  this checkout's own settings.py (the demo's, and the tests').
 """
 
 from __future__ import annotations
@@ -129,7 +131,10 @@ def exit_on_config_error(prog: str) -> Iterator[None]:
 
 
 def load_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
-    """The project's settings (environment included), with ``overrides`` on top."""
+    """This checkout's settings.py (environment included), with ``overrides`` on top.
+
+    The add-on named in its ADDONS is not applied here: a crawler applies it.
+    """
     settings = Settings()
     settings.setmodule("spiders_project.settings", priority="project")
     if overrides:

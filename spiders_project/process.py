@@ -5,9 +5,10 @@ do it here, once:
 
 - :func:`command_line`: an ``ArgumentParser`` that takes ``-s NAME=VALUE``
   (repeatable), as ``scrapy crawl`` does;
-- :func:`start`: parse it, load the project's settings with those overrides
-  on top, and log to stderr at ``LOG_LEVEL`` in Scrapy's format (a bad
-  LOG_LEVEL is one line and exit status 2, before logging exists);
+- :func:`start`: parse it, load the settings of the project it runs in
+  (:func:`project_settings`) with those overrides on top, and log to stderr
+  at ``LOG_LEVEL`` in Scrapy's format (a bad LOG_LEVEL is one line and exit
+  status 2, before logging exists);
 - :func:`exit_on_bad_config`: any other bad setting is one log line and exit
   status 2, before anything is connected;
 - :func:`redis_calls`: the blocking Redis call path on ``REDIS_URL``;
@@ -26,18 +27,20 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from scrapy.settings import Settings
+from scrapy.utils.project import get_project_settings
 
+from spiders_project.addon.defaults import apply_defaults
 from spiders_project.config import (
     CONFIG_EXIT_STATUS,
     ConfigError,
     add_settings_option,
     exit_on_config_error,
-    load_settings,
     log_level,
     parse_overrides,
 )
@@ -68,11 +71,27 @@ def start(
     """
     args = parser.parse_args(argv)
     args.overrides = parse_overrides(parser, args.overrides)
-    settings = load_settings(args.overrides)
+    settings = project_settings(args.overrides)
     with exit_on_config_error(name):
         level = log_level(settings)
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     return args, settings
+
+
+def project_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
+    """The settings of the Scrapy project this process runs in, as ``scrapy crawl`` reads
+    them there (scrapy.cfg, or SCRAPY_SETTINGS_MODULE), with the add-on's defaults and
+    the environment ranked as for a worker (spiders_project/addon/defaults.py), and
+    ``overrides`` (``-s``) on top.
+
+    The add-on's defaults apply whether the project names it or not: these
+    processes are the cluster's own. Its components are a crawler's only.
+    """
+    settings = get_project_settings()
+    apply_defaults(settings)
+    if overrides:
+        settings.setdict(dict(overrides), priority="cmdline")
+    return settings
 
 
 @contextmanager

@@ -2,8 +2,13 @@
 
 Values that differ between deployments come from environment variables
 (REDIS_URL, DB_URL, ...); every name here can still be overridden on the
-command line with ``scrapy crawl distributed -s NAME=VALUE``.  The db_writer
-and the monitor load this same module, so a default never lives twice.
+command line with ``scrapy crawl distributed -s NAME=VALUE``. This module is
+two things at once: the defaults ``spiders_project.Addon`` gives any Scrapy
+project that names it in ADDONS (every setting below but the project's own
+names of the first section and ADDONS), and this checkout's own project
+settings, which use the add-on like any other project (the last section).
+The db_writer and the monitor start from the settings of the project they
+run in, with the same defaults, so a default never lives twice.
 """
 
 import os
@@ -17,6 +22,12 @@ NEWSPIDER_MODULE = "spiders_project.spiders"
 COMMANDS_MODULE = "spiders_project.commands"
 
 
+# The names every _env call below reads: where one is also a setting's name,
+# the add-on ranks that variable, when set, above a project's own settings.py
+# (spiders_project/addon/defaults.py).
+environment_names: set[str] = set()
+
+
 def _env(name: str, default: Any) -> Any:
     """The environment's text for ``name`` if set, else ``default``.
 
@@ -24,6 +35,7 @@ def _env(name: str, default: Any) -> Any:
     config (``spiders_project.config.SettingsReader``) or Scrapy's typed
     getters, so a bad value gives one line naming it, not an import traceback.
     """
+    environment_names.add(name)
     return os.environ.get(name, default)
 
 
@@ -593,8 +605,29 @@ JOBS_SCHEDULE_TEST_CLOCK = ""
 JOBS_STATE_INTERVAL = 1.0
 # A running job is finished once nothing of it has been queued, backing off,
 # leased or in flight for this many seconds (and no seed of it waits in
-# start_urls). Every worker looks every third of it (at most 5 s).
+# start_urls). The workers look every third of it (at most 5 s), and a monitor
+# given CONSOLE_REDIS_URL when none is left.
 JOB_FINISH_GRACE = _env("JOB_FINISH_GRACE", 30.0)
+# A running job with requests queued (backing off included) that fetched no
+# page for this many seconds gets one "stalled" event per stall; keep it the
+# `for` of the alert CrawlerJobStalled (10m, deploy/prometheus/alerts.yml).
+JOB_STALL_AFTER = 600.0
+# Job webhooks: every job event (running, paused, cancelled, finished, stalled)
+# POSTed as JSON to each of these URLs (a list; comma-separated in the
+# environment), once for the whole cluster; "" sends none (docs/OPERATIONS.md).
+JOB_WEBHOOK_URLS = _env("JOB_WEBHOOK_URLS", "")
+# Signs every POST: X-Crawler-Signature: sha256=<hex HMAC-SHA256 of the body>.
+# Required once JOB_WEBHOOK_URLS is set.
+JOB_WEBHOOK_SECRET = _env("JOB_WEBHOOK_SECRET", "")
+# Seconds one POST may take, connecting included; less than the first retry delay.
+JOB_WEBHOOK_TIMEOUT = 5.0
+# A POST that failed (no 2xx in time) is tried again after this many seconds,
+# doubling each try up to the second value ...
+JOB_WEBHOOK_RETRY_DELAY = 10.0
+JOB_WEBHOOK_RETRY_MAX_DELAY = 300.0
+# ... until its event is this many seconds old: then it is dropped, with one
+# log line and webhooks/dropped (crawler_errors_total{kind="webhook_dropped"}).
+JOB_WEBHOOK_MAX_AGE = 3600.0
 
 # --- Archive (WARC) ---------------------------------------------------------------
 # Every fetch (request, response as received, revisits, rendered DOM) written as
@@ -644,125 +677,46 @@ MONITOR_SPIDERS = _env("MONITOR_SPIDERS", "distributed")
 # with crawler_redis_up 0 instead; keep it below Prometheus' scrape_timeout.
 MONITOR_REDIS_TIMEOUT = 2.0
 
+# --- Console (python -m monitor) ---------------------------------------------------
+# An htpasswd file of bcrypt entries ("user:hash" lines, as htpasswd -B writes
+# them): with one, python -m monitor serves the operators' console at / beside
+# /metrics, on MONITOR_HOST:MONITOR_PORT; "" for none (only /metrics).
+CONSOLE_HTPASSWD = _env("CONSOLE_HTPASSWD", "")
+# The users of that file who may act (pause, resume, cancel and submit jobs, steer
+# hosts, requeue or purge dead letters); a list, comma-separated in the environment.
+# Every other user of the file may only look.
+CONSOLE_OPERATORS = _env("CONSOLE_OPERATORS", "")
+# The Redis URL the console acts through, a user with the operator's rights
+# (crawler-operator of scrapy redis-acl); "" leaves the console read-only for
+# everyone. The monitor also finishes jobs through it when no worker is left to
+# (docs/OPERATIONS.md, "Who finishes jobs"), with or without the console. The
+# monitor's own connection (REDIS_URL) only ever reads.
+CONSOLE_REDIS_URL = _env("CONSOLE_REDIS_URL", "")
+# The path a reverse proxy serves the console under (e.g. /crawler), which the
+# proxy strips before passing a request on; the console's links and its cookie
+# carry it. "" when the console is served at the root (docs/SECURITY.md).
+CONSOLE_PREFIX = _env("CONSOLE_PREFIX", "")
+# Seconds a session lives without a request; then its user logs in again.
+# Sessions live in the monitor's memory: a restart logs everyone out.
+CONSOLE_SESSION_IDLE = 28_800.0
+# Failed logins allowed per user name, and per client address, within
+# CONSOLE_LOGIN_WINDOW seconds; past that, logins of that user or from that
+# address are refused (HTTP 429) until the window has passed.
+CONSOLE_LOGIN_ATTEMPTS = 5
+CONSOLE_LOGIN_WINDOW = 900.0
+
 # --- The worker's components -------------------------------------------------------
-# What happens to a request on its way into the frontier and after a worker
-# leases it: the steps the scheduler runs, {dotted path: order}, lowest order
-# first, as Scrapy builds its middlewares (FRONTIER_STEPS is merged over
-# FRONTIER_STEPS_BASE; a path set to None switches a step off). The scheduler
-# itself knows none of them (frontier/steps.py says what a step may do, and
-# docs/ARCHITECTURE.md, "The worker's components", lists them).
-FRONTIER_STEPS_BASE = {
-    # A seed's start_urls entry, claimed by the enqueue script; first: later steps ask "a seed?".
-    "spiders_project.scope.steps.SeedEntryStep": 100,
-    # One URL, one fetch: normalised (URL_STRIP_PARAMS), traps dropped; before steps read the URL.
-    "spiders_project.scope.steps.UrlRulesStep": 200,
-    # A seed's own recrawl_after; after SeedEntryStep, whose mark tells a seed it may reject.
-    "spiders_project.scope.steps.SeedLimitsStep": 300,
-    # A pool proxy's name and credentials never stored; its `stored` hook runs before any `admit`.
-    "spiders_project.proxies.steps.ForgetProxyStep": 400,
-    # A retry waits out its backoff in the frontier; reads only its own meta key.
-    "spiders_project.politeness.steps.RetryWaitStep": 500,
-    # Requests that render go to the render queue; a `route` hook, after the dedup pre-filter.
-    "spiders_project.rendering.steps.RenderRouteStep": 600,
-    # The politeness group a request queues under, and its delay; a later step's group_of wins.
-    "spiders_project.politeness.steps.PolitenessKeyStep": 700,
-    # Hosts an operator blocked: neither queued nor fetched; their group is the normalised URL's.
-    "spiders_project.politeness.steps.BlockedHostStep": 800,
-    # A paused job's leased requests back to their queue, a cancelled job's dropped; last.
-    "spiders_project.jobs.pause_step.JobStep": 900,
-}
+# The add-on that makes a Scrapy project's crawl a worker of the cluster: the
+# scheduler, dupefilter and reactor among the defaults above, and the cluster's
+# component lists (spiders_project/addon/components.py) merged into this
+# project's DOWNLOADER_MIDDLEWARES, SPIDER_MIDDLEWARES, ITEM_PIPELINES,
+# EXTENSIONS and DOWNLOAD_HANDLERS (and a spider's custom_settings): a project
+# or spider adds to them, and switches one off by naming it with None, but
+# never replaces them. docs/ARCHITECTURE.md ("The worker's components") lists
+# the merged lists; docs/SPIDERS.md ("Your own project") the same line in
+# another project.
+ADDONS = {"spiders_project.Addon": 0}
+# Frontier steps of your own, {dotted path: order}, merged over the cluster's
+# FRONTIER_STEPS_BASE as Scrapy merges DOWNLOADER_MIDDLEWARES over its base; a
+# path set to None switches a step off (frontier/steps.py says what a step may do).
 FRONTIER_STEPS: dict[str, int | None] = {}
-# The downloader middlewares, merged over Scrapy's DOWNLOADER_MIDDLEWARES_BASE
-# (the comments name Scrapy's with their orders): a request passes them from the
-# lowest order up to the download handler, its response or exception from the
-# highest down. No two share an order, ours or Scrapy's, so no place depends on
-# a dict's order (tests/unit/test_components.py). The whole chain, Scrapy's
-# included, is the table in docs/ARCHITECTURE.md ("The worker's components").
-# A component whose feature is off raises NotConfigured, so no entry here
-# depends on the environment.
-DOWNLOADER_MIDDLEWARES = {
-    # Scrapy's RobotsTxtMiddleware (100), off: ClusterRobotsTxt takes its order.
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    # robots.txt once per cluster (ROBOTSTXT_OBEY); early, as Scrapy's: a refusal costs nothing.
-    "spiders_project.politeness.robots.ClusterRobotsTxt": 100,
-    # Dead letters (DEAD_LETTERS_ENABLED); just under the retries: sees what they gave up on.
-    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
-    # Scrapy's RetryMiddleware (550), off: BackoffRetryMiddleware takes its order.
-    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
-    # Retries with backoff through the frontier, blocks retried too; Scrapy's order.
-    "spiders_project.politeness.retries.BackoffRetryMiddleware": 550,
-    # A 429/503's Retry-After pauses its host cluster-wide; sees each answer before the retries.
-    "spiders_project.politeness.middlewares.SitePacingMiddleware": 560,
-    # A seed's max_pages, counted cluster-wide; before HostGate (990): no turn when over budget.
-    "spiders_project.scope.seed_limits.SeedBudget": 565,
-    # Which requests render, each holding a render slot; before HostGate (990).
-    "spiders_project.rendering.rules.RenderMiddleware": 570,
-    # RENDER_MODE=auto: JS pages to the render queue; back after Redirect, before MetaRefresh (580).
-    "spiders_project.rendering.auto.AutoRenderMiddleware": 582,
-    # Page states, revisits (PAGES_ENABLED); back after HttpCompression (590), before the retries.
-    "spiders_project.recrawl.middleware.PageStateMiddleware": 585,
-    # Node health (NODE_HEALTH_ENABLED); back before HttpCompression (590) may refuse an answer.
-    "spiders_project.node_health.middleware.NodeHealthMiddleware": 595,
-    # A 3xx's page-state entry, written before Redirect (600) follows it.
-    "spiders_project.recrawl.middleware.RedirectStateMiddleware": 605,
-    # No public-to-private crossing; back before Redirect (600), so a redirect keeps the mark.
-    "spiders_project.scope.networks.NetworkGuardMiddleware": 650,
-    # A pool proxy per request (PROXIES); after Cookies (700), before HttpProxy (750) reads it.
-    "spiders_project.proxies.middleware.ProxyMiddleware": 710,
-    # Every fetch to WARC (WARC_ENABLED); out after all headers are set, back before any decoding.
-    "spiders_project.archive.middleware.ArchiveMiddleware": 910,
-    # The host's cluster-wide turn, granted last so the site sees the delay.
-    "spiders_project.politeness.middlewares.HostGateMiddleware": 990,
-    # After the turn: a request of a job paused or cancelled during its wait does not start.
-    "spiders_project.jobs.fetch_gate.JobGate": 995,
-}
-# How each scheme is downloaded, merged over Scrapy's DOWNLOAD_HANDLERS_BASE.
-# JavaScript pages render in Debian's Chromium through scrapy-playwright, in the
-# same worker; every other request goes over plain HTTP (docs/RENDERING.md).
-# A request renders when its meta says "render": true (carried to the links
-# followed from it on the same host; a seed's "playwright": true means the same)
-# or its URL matches RENDER_URL_PATTERNS; "render": false never renders.
-# One handler instance serves both schemes; Playwright's driver and Chromium
-# start with the first page that renders, so HTTP-only workers never pay for them.
-DOWNLOAD_HANDLERS = {
-    # Scrapy's HTTP11DownloadHandler for plain requests, Playwright for those that render.
-    "http": "spiders_project.rendering.handler.RenderingDownloadHandler",
-    # The same instance as http's.
-    "https": "spiders_project.rendering.handler.RenderingDownloadHandler",
-}
-# The spider middlewares, merged over Scrapy's SPIDER_MIDDLEWARES_BASE: a
-# response passes them from the lowest order up to the spider, what the spider
-# yields from the highest down to the engine.
-SPIDER_MIDDLEWARES = {
-    # Numbers each page's items in the order yielded; lowest: sees what every other one kept.
-    "spiders_project.item_buffer.identity.PagePositions": 10,
-    # A seed's limits and the network guard's mark on a page's links; out after Depth (900).
-    "spiders_project.scope.seed_limits.SeedScope": 850,
-}
-# Your own ITEM_PIPELINES run as in plain Scrapy (none of ours, none of
-# Scrapy's). Every item they keep goes to <spider>:items once all of them are
-# done with it (ItemBuffer, an extension on item_scraped), with its identity:
-# item_type (its class name) and item_key (ITEM_KEYS).
-ITEM_PIPELINES: dict[str, int] = {}
-# Our extensions, merged over Scrapy's EXTENSIONS_BASE (all at 0, so built
-# first), in the order they are built: each one's handlers of a signal are
-# called before those of the extensions after it. Only InternalsCheck relies on
-# its place; the others' handlers do not depend on one another.
-EXTENSIONS = {
-    # First: refuse to run if a Scrapy/Playwright internal we use is missing.
-    "spiders_project.insides.check.InternalsCheck": 50,
-    # Each worker's download delay zeroed once the engine starts: the frontier spaces hosts.
-    "spiders_project.politeness.extension.ClusterPoliteness": 100,
-    # Pauses fetching while <spider>:items is over ITEM_BUFFER_MAX (0: off).
-    "spiders_project.item_buffer.backpressure.ItemBackpressure": 110,
-    # Items to <spider>:items after every item pipeline (item_scraped).
-    "spiders_project.item_buffer.buffer.ItemBuffer": 115,
-    # A SIGTERM's drain bounded by SHUTDOWN_GRACE_PERIOD, then leases handed back.
-    "spiders_project.worker.shutdown.GracefulShutdown": 120,
-    # Heartbeat and stats in Redis for the monitor (STATS_PUBLISH_ENABLED).
-    "spiders_project.worker.heartbeat.StatsPublisher": 130,
-    # Runs the jobs' schedules (JOBS_SCHEDULES_ENABLED).
-    "spiders_project.jobs.schedules.JobSchedules": 140,
-    # Paused and cancelled jobs, and jobs that finished.
-    "spiders_project.jobs.state_loop.JobWatch": 150,
-}

@@ -1,5 +1,13 @@
 """``scrapy crawl``, refusing to start with one clear line when a setting cannot work
-or Redis is away."""
+or Redis is away.
+
+The checks read the settings the crawler will run with: the project's, the
+spider's ``custom_settings`` and ``-s``, after every add-on of ``ADDONS`` has
+run (the cluster's merges its components there). A crawl that is not the
+cluster's (no ``spiders_project.Addon``, no spider or scheduler of ours) is
+plain Scrapy's, unchecked: installing the distribution adds this command to
+every project of the environment (pyproject.toml's ``scrapy.commands``).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +15,23 @@ import argparse
 import sys
 
 import redis
+from scrapy import Spider
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.settings import BaseSettings
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings, Settings
 from scrapy.spiderloader import get_spider_loader
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import build_from_crawler, load_object
 
+from spiders_project.addon import Refused
+from spiders_project.addon.checks import addon_enabled, needs_addon, start_problems
 from spiders_project.archive.config import ArchiveConfig
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.seen import SeenConfig, mode_problem
 from spiders_project.frontier.steps import StepsConfig
-from spiders_project.insides.scrapy_redis_compat import setting_problems
 from spiders_project.item_buffer.backpressure import BackpressureConfig
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.node_health.config import NodeHealthConfig
@@ -66,6 +80,25 @@ def check_worker_settings(settings: BaseSettings) -> None:
         StatsPublishConfig.from_settings(settings)
 
 
+def settings_after_addons(spidercls: type[Spider], settings: Settings) -> Settings:
+    """The settings a crawler of ``spidercls`` runs with: ``settings``, the spider's
+    ``custom_settings``, then every add-on of ``ADDONS`` as Scrapy applies them
+    (``AddonManager.load_settings``), on a copy: the real crawl applies them again.
+
+    A :class:`Refused` from the cluster's add-on propagates.
+    """
+    crawler = Crawler(spidercls, settings)  # copies settings, applies custom_settings
+    final = crawler.settings.copy()
+    for path in build_component_list(final["ADDONS"]):
+        try:
+            addon = build_from_crawler(load_object(path), crawler)
+        except NotConfigured:
+            continue  # Scrapy leaves it out too
+        if hasattr(addon, "update_settings"):
+            addon.update_settings(final)
+    return final
+
+
 class Command(ScrapyCrawlCommand):
     """Scrapy's crawl command, plus checks before anything starts.
 
@@ -77,46 +110,57 @@ class Command(ScrapyCrawlCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        problems = setting_problems(self.settings)
+        loader = get_spider_loader(self.settings)
+        if len(args) != 1 or args[0] not in loader.list():
+            super().run(args, opts)  # Scrapy's own usage error or "Spider not found"
+            return
+        spidercls = loader.load(args[0])
         try:
-            check_worker_settings(self.settings)
-        except ConfigError as exc:
-            problems.append(str(exc))
+            settings = settings_after_addons(spidercls, self.settings)
+        except Refused as refused:
+            self._refuse(refused.problems, CONFIG_EXIT_STATUS)
+            return
+        if not addon_enabled(settings) and not needs_addon(settings, spidercls):
+            super().run(args, opts)  # not a crawl of the cluster: plain Scrapy
+            return
+        if self._startable(args[0], spidercls, settings):
+            super().run(args, opts)
+
+    def _startable(self, spider: str, spidercls: type[Spider], settings: Settings) -> bool:
+        """Whether nothing stops the crawl; else its lines are printed and the status set."""
+        problems = start_problems(settings)
+        if addon_enabled(settings):
+            try:
+                check_worker_settings(settings)
+            except ConfigError as exc:
+                problems.append(str(exc))
         if problems:
-            for problem in problems:
-                print(f"ERROR: {problem}", file=sys.stderr)
-            self.exitcode = CONFIG_EXIT_STATUS
-            return
-        message = ping_or_message(self.settings)
+            return self._refuse(problems, CONFIG_EXIT_STATUS)
+        message = ping_or_message(settings) or self._user_problem(spider, spidercls, settings)
         if message is not None:
-            print(f"ERROR: {message}", file=sys.stderr)
-            self.exitcode = 1
-            return
-        lacking = self._user_problem(args[0]) if args else None
-        if lacking is not None:
-            print(f"ERROR: {lacking}", file=sys.stderr)
-            self.exitcode = 1
-            return
+            return self._refuse([message], 1)
         try:
             # Also records the frontier's shard count, or refuses another (shards.py).
-            mismatch = mode_problem(self.settings, args[0]) if args else None
+            mismatch = mode_problem(settings, spider)
         except ConfigError as exc:
             mismatch = str(exc)
         if mismatch is not None:
-            print(f"ERROR: {mismatch}", file=sys.stderr)
-            self.exitcode = CONFIG_EXIT_STATUS
-            return
-        super().run(args, opts)
+            return self._refuse([mismatch], CONFIG_EXIT_STATUS)
+        return True
 
-    def _user_problem(self, spider: str) -> str | None:
+    def _refuse(self, problems: list[str], status: int) -> bool:
+        for problem in problems:
+            print(f"ERROR: {problem}", file=sys.stderr)
+        self.exitcode = status
+        return False
+
+    def _user_problem(
+        self, spider: str, spidercls: type[Spider], settings: BaseSettings
+    ) -> str | None:
         """The line saying what REDIS_URL's user lacks of a worker's needs (acl_check.py)."""
-        assert self.settings is not None
-        loader = get_spider_loader(self.settings)
-        if spider not in loader.list():
-            return None  # Scrapy says so itself
-        seeds = seeds_key_of(loader.load(spider)) or ""
-        keys = RedisKeys(spider, seeds, cluster=RedisConfig.from_settings(self.settings).cluster)
+        seeds = seeds_key_of(spidercls) or ""
+        keys = RedisKeys(spider, seeds, cluster=RedisConfig.from_settings(settings).cluster)
         try:
-            return permission_problem(self.settings, WORKER.name, [keys])
+            return permission_problem(settings, WORKER.name, [keys])
         except (redis.RedisError, OSError) as exc:
-            return unreachable_message(self.settings, exc)
+            return unreachable_message(settings, exc)

@@ -22,7 +22,7 @@ from scrapy.exceptions import UsageError
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.letters import DeadLetter
-from spiders_project.dead_letters.requeue import requeue
+from spiders_project.dead_letters.requeue import purge, requeue
 from spiders_project.frontier.codec.serialize import InvalidEntry
 from spiders_project.frontier.codec.values import ValueCodec
 from spiders_project.keys import RedisKeys
@@ -188,11 +188,5 @@ class Command(RedisCommand, ScrapyCommand):
         print(line)
 
     def _purge(self, calls: SyncRedisCalls, keys: RedisKeys) -> None:
-        def purge() -> list[Any]:
-            with calls.client.pipeline(transaction=True) as pipe:
-                pipe.llen(keys.dead)
-                pipe.delete(keys.dead)
-                return pipe.execute()
-
-        total, _ = calls.call("purge dead letters", purge, retry=False)
+        total = calls.call("purge dead letters", lambda: purge(calls.client, keys), retry=False)
         print(f"Purged {total} dead letters from {keys.dead}")

@@ -33,23 +33,16 @@ from scrapy.exceptions import UsageError
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.config import SettingsReader
 from spiders_project.crawl.hosts import host_key
-from spiders_project.keys import LANES, RedisKeys
-from spiders_project.keys.jobs import host_jobs
+from spiders_project.keys import RedisKeys
 from spiders_project.politeness.delays import HostPoliteness
-from spiders_project.politeness.steered import (
-    record_call,
-    record_script,
-    steer_call,
-    steer_script,
-)
+from spiders_project.politeness.steered import steer_host
 from spiders_project.read_model.host_steering import (
-    HostSteer,
     InvalidSteering,
     check_cap,
     check_delay,
     check_host,
 )
-from spiders_project.read_model.replies import scored, text
+from spiders_project.read_model.host_view import show
 from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls
 from spiders_project.redis_access.shards import spider_keys
 
@@ -125,9 +118,7 @@ class Command(RedisCommand, ScrapyCommand):
     def _steer(
         self, calls: SyncRedisCalls, keys: RedisKeys, opts: argparse.Namespace
     ) -> dict[str, Any]:
-        """Write the change: the record every worker reads first, changed in one
-        script (a block is then refused by the workers), then the host's limits
-        and its purge in its shard."""
+        """Write the change, if one was asked (``steered.steer_host``)."""
         asked = self._delay is not None or self._cap is not None
         if not (asked or opts.block or opts.unblock or opts.purge or opts.clear):
             return {}
@@ -137,97 +128,15 @@ class Command(RedisCommand, ScrapyCommand):
         else:
             delay, cap = _arg(self._delay), _arg(self._cap)
             blocked = True if opts.block else (False if opts.unblock else None)
-        script_keys, args = record_call(keys, self._host, delay, cap, blocked)
-        before, after = calls.script(record_script(), script_keys, args, retry=False)
-        old, new = _record(before), _record(after)
-        purge = opts.purge or opts.block
-        script_keys, args = steer_call(keys, self._host, new.limits(), purge=purge)
-        queued, later = calls.script(steer_script(), script_keys, args, retry=False)
-        out: dict[str, Any] = {"changed": new != old}
-        if purge:
-            out.update(purged=int(queued) + int(later), purged_retries=int(later))
-        return out
-
-
-def show(
-    calls: SyncRedisCalls, keys: RedisKeys, host: str, configured_ms: int, configured_cap: int
-) -> dict[str, Any]:
-    """Everything the frontier holds about ``host``, in two round trips (its
-    shard, then the spider's slot): what ``--show`` prints."""
-    shard = keys.for_host(host)
-    reads: list[tuple[Any, ...]] = []
-    for lane in LANES:
-        k = shard.in_lane(lane)
-        reads += [
-            ("ZCARD", k.host_queue(host)),
-            ("LLEN", k.host_list(host)),
-            ("ZCARD", k.host_later(host)),
-            ("HGET", k.in_flight, host),
-            ("ZSCORE", k.hosts, host),
-            ("ZCARD", host_jobs(k, host)),
-        ]
-    reads += [("HGET", shard.host_delays, host), ("HGET", shard.host_limits, host), ("TIME",)]
-    replies = calls.pipelined("frontier host", reads, retry=False)
-    origins = [f"{scheme}://{host}" for scheme in ("http", "https")]
-    spider_reads: list[tuple[Any, ...]] = [("HGET", keys.host_steering, host)]
-    for origin in origins:
-        spider_reads += [
-            ("STRLEN", keys.robots(origin)),
-            ("PTTL", keys.robots(origin)),
-            ("EXISTS", keys.robots_lock(origin)),
-        ]
-    spider_reads.append(("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"))
-    more = calls.pipelined("frontier host", spider_reads, retry=False)
-    seconds, micros = replies[-1]
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
-    lanes = [replies[i : i + 6] for i in range(0, 6 * len(LANES), 6)]
-    turns = [float(lane[4]) for lane in lanes if lane[4] is not None]
-    try:
-        steer = HostSteer.from_json(more[0]) if more[0] is not None else HostSteer()
-        bad = None
-    except InvalidSteering as exc:
-        steer, bad = HostSteer(), str(exc)
-    site_ms = int(replies[-3] or 0)
-    override_ms = steer.delay_ms
-    robots = {
-        origin: _robots(int(more[1 + 3 * i]), int(more[2 + 3 * i]), bool(more[3 + 3 * i]))
-        for i, origin in enumerate(origins)
-    }
-    bans = {text(m): (s - now_ms) / 1000 for m, s in scored(more[-1]) if s > now_ms}
-    out: dict[str, Any] = {
-        "host": host,
-        "queued": sum(int(lane[0]) + int(lane[1]) + int(lane[5]) for lane in lanes),
-        "retries_waiting": sum(int(lane[2]) for lane in lanes),
-        "in_flight": sum(int(lane[3] or 0) for lane in lanes),
-        "next_turn_in_s": max(0.0, (min(turns) - now_ms) / 1000) if turns else None,
-        "delay": {
-            "configured": configured_ms / 1000,
-            "site": site_ms / 1000,
-            "override": steer.delay,
-            "effective": max(configured_ms if override_ms is None else override_ms, site_ms) / 1000,
-        },
-        "cap": {
-            "configured": configured_cap,
-            "override": steer.cap,
-            "effective": steer.cap or configured_cap,
-        },
-        "blocked": steer.blocked,
-        "limits_in_shard": text(replies[-2]) if replies[-2] is not None else None,
-        "robots": robots,
-        "proxy_bans": bans,
-    }
-    if bad is not None:
-        out["bad_record"] = bad
-    return out
-
-
-def _robots(size: int, pttl: int, fetching: bool) -> str:
-    if pttl == -2:
-        return "being fetched" if fetching else "not fetched (or expired)"
-    if size == 0:
-        return "none (everything allowed)"
-    expires = "" if pttl < 0 else f", kept {pttl / 1000:.0f} s more"
-    return f"fetched ({size} bytes{expires})"
+        return steer_host(
+            calls,
+            keys,
+            self._host,
+            delay=delay,
+            cap=cap,
+            blocked=blocked,
+            purge=opts.purge or opts.block,
+        )
 
 
 def _lines(out: dict[str, Any]) -> list[str]:
@@ -273,11 +182,3 @@ def _parse(value: str | None, check: Any, option: str, what: str) -> Any:
 def _arg(value: Any) -> str:
     """An option as steer_record.lua takes it: "" to keep, DEFAULT to clear, or the value."""
     return "" if value is None else (DEFAULT if value == DEFAULT else repr(value))
-
-
-def _record(raw: Any) -> HostSteer:
-    """A record the script returned; one that is not ours counts as none (it is replaced)."""
-    try:
-        return HostSteer.from_json(raw) if raw else HostSteer()
-    except InvalidSteering:
-        return HostSteer()

@@ -42,29 +42,16 @@ from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.jobs.config import JobsConfig
 from spiders_project.jobs.control import (
     change_state,
-    clear_control,
     purge_job,
     restore_held,
+    submit_run,
     wait_for_end,
 )
 from spiders_project.jobs.schedules import InvalidSchedule, Schedule, check_cron, next_tick
 from spiders_project.jobs.states import CANCELLED, FINISHED, PAUSED, RUNNING, JobStateError
-from spiders_project.jobs.submit import (
-    InvalidJob,
-    JobSpec,
-    new_run_id,
-    resubmit_recrawl_after,
-    submit_call,
-    submit_script,
-)
+from spiders_project.jobs.submit import InvalidJob, JobSpec
 from spiders_project.keys import RedisKeys
-from spiders_project.read_model.job_progress import (
-    add_top_hosts,
-    details,
-    job_totals,
-    read_jobs,
-    summary,
-)
+from spiders_project.read_model.job_progress import add_top_hosts, details, read_jobs, summary
 from spiders_project.redis_access import ErrorKind, RedisUnavailable, SyncRedisCalls, classify
 from spiders_project.redis_access.connection import unreachable_message
 from spiders_project.redis_access.shards import spider_keys
@@ -270,25 +257,8 @@ class Command(RedisCommand, ScrapyCommand):
         print(json.dumps(out) if opts.json else line)
 
     def _submit(self, calls: SyncRedisCalls, keys: RedisKeys, config: JobsConfig) -> dict[str, Any]:
-        spec, run = self._spec, new_run_id()
-        # A job submitted again runs, even if it was paused or cancelled:
-        # first no shard keeps it so, then its record says running.
-        clear_control(calls, keys, spec.job)
-        # A job that ran before recrawls its pages (jobs/submit.py), where the seen-set keeps times.
-        recrawl_after = resubmit_recrawl_after(
-            calls.command("HGET", keys.jobs, spec.job, writes=False),
-            calls.command("GET", keys.all_shards[0].seen_mode, writes=False),
-            _now_ms(calls),
-        )
-        script_keys, args = submit_call(
-            keys,
-            spec,
-            run,
-            events_max=config.events_max,
-            recrawl_after=recrawl_after,
-            base=job_totals(calls, keys, spec.job),
-        )
-        started = int(calls.script(submit_script(), script_keys, args, retry=False))
+        spec = self._spec
+        run, started = submit_run(calls, keys, spec, events_max=config.events_max)
         line = (
             f"Job {spec.job} submitted (run {run}): {_seeds(len(spec.urls))} in {keys.start_urls}"
             + (f", at most {spec.max_pages} pages" if spec.max_pages is not None else "")
@@ -326,11 +296,6 @@ class Command(RedisCommand, ScrapyCommand):
         removed = int(calls.command("HDEL", keys.job_schedules, job, retry=False)) == 1
         line = f"Job {job} unscheduled" if removed else f"Job {job} had no schedule"
         return {"line": line, "id": job, "removed": removed}
-
-
-def _now_ms(calls: SyncRedisCalls) -> int:
-    seconds, micros = calls.command("TIME", writes=False)
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def _iso(ms: int) -> str:

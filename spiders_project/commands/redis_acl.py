@@ -13,11 +13,12 @@ spiders (a spider's ``redis_key`` may put its seed list outside its prefix).
 A missing password is one line and exit status 2: a user without a password
 would let anyone in.
 
-Scrapy names a command after its module, and a module named ``redis-acl``
-cannot be imported by name: ``commands/redis-acl.py`` holds only the
-``Command`` class Scrapy finds, built from :class:`RedisAcl` here (which,
-like the mixin, is no ScrapyCommand at run time, so Scrapy does not list
-this module as a second command).
+Scrapy names a command of ``COMMANDS_MODULE`` after its module, and a module
+named ``redis-acl`` cannot be imported by name (nor named by an entry point):
+so :class:`Command` is defined here, where the ``scrapy.commands`` entry
+point finds it, and claims ``commands/redis-acl.py`` as its module, which
+imports it. Scrapy lists a ``COMMANDS_MODULE`` class only under the module
+its ``__module__`` names, so the walk lists it once, as ``redis-acl``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from scrapy.commands import ScrapyCommand
 from scrapy.spiderloader import get_spider_loader
 
 from spiders_project.commands.redis_command import DEFAULT_SPIDER, RedisCommand
@@ -69,3 +71,10 @@ class RedisAcl(RedisCommand):
             seeds = seeds_key_of(loader.load(name)) if name in known else None
             keys.append(RedisKeys(name, seeds or "", cluster=config.cluster))
         sys.stdout.write(acl_file(config, keys))
+
+
+class Command(RedisAcl, ScrapyCommand):
+    """``scrapy redis-acl``, for the entry point and for ``commands/redis-acl.py``."""
+
+
+Command.__module__ = "spiders_project.commands.redis-acl"

@@ -20,6 +20,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
+from spiders_project.addon.defaults import apply_defaults
 from spiders_project.config import SettingsReader, exit_on_config_error
 from spiders_project.keys import RedisKeys, seeds_key_of
 from spiders_project.redis_access import SyncRedisCalls, one_shot_calls
@@ -68,6 +69,10 @@ class RedisCommand(_Command):
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
+        # Without a crawler process Scrapy applies no add-on: these commands are the
+        # cluster's own, so they take its defaults in any project, as the db_writer does.
+        assert self.settings is not None
+        apply_defaults(self.settings)
         if args and not self.takes_arguments:
             raise UsageError(f"unexpected arguments: {' '.join(args)}")
         # The spiders the command works on, for the user check (redis_calls).

@@ -1,4 +1,5 @@
-"""Putting dead letters back into the frontier (``scrapy deadletters requeue``).
+"""Putting dead letters back into the frontier (``scrapy deadletters requeue``), or
+dropping them all (``purge``).
 
 The oldest entries of ``<spider>:dead`` go back, a batch at a time, each
 request in its host's queue of the lane it renders in, with a fresh count of
@@ -235,3 +236,12 @@ def _requeue_sharded(
         taken += len(raw_entries)
         batch.done(result, on_rejected)
     return result
+
+
+def purge(client: redis.Redis, keys: RedisKeys) -> int:
+    """Delete every dead letter in one transaction; how many there were."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.llen(keys.dead)
+        pipe.delete(keys.dead)
+        total, _ = pipe.execute()
+    return int(total)

@@ -40,6 +40,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet.defer import Deferred
 
+from spiders_project.addon.checks import start_problems
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.clear import clear_frontier
 from spiders_project.frontier.codec import serialize
@@ -58,7 +59,7 @@ from spiders_project.frontier.spares import Spares
 from spiders_project.frontier.steps import Enqueue, FrontierSteps, Hold
 from spiders_project.frontier.taking import LeaseTaker
 from spiders_project.insides import internals
-from spiders_project.insides.scrapy_redis_compat import not_here, setting_problems
+from spiders_project.insides.scrapy_redis_compat import not_here
 from spiders_project.plumbing.pauses import EnginePauses
 from spiders_project.plumbing.tasks import spawn_loop, stop_tasks, wait_event
 from spiders_project.redis_access import RedisUnavailable
@@ -122,10 +123,10 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         settings = crawler.settings
-        # scrapy-redis' settings that this frontier does not honour (or fixes):
-        # `scrapy crawl` refuses them with one line each before anything starts;
+        # What a worker must not start with (spiders_project/addon/checks.py):
+        # `scrapy crawl` refuses it with one line each before anything starts;
         # this catches crawls started otherwise (CrawlerProcess).
-        problems = setting_problems(settings)
+        problems = start_problems(settings)
         if problems:
             raise NotConfigured("; ".join(problems))
         return cls(

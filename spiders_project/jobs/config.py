@@ -15,7 +15,8 @@ MAX_STATE_INTERVAL = 1.5
 @dataclass(frozen=True)
 class JobsConfig:
     """``JOBS_SCHEDULES_ENABLED``, ``JOBS_SCHEDULE_INTERVAL``, ``JOBS_EVENTS_MAX``,
-    ``JOBS_SCHEDULE_TEST_CLOCK``, ``JOBS_STATE_INTERVAL``, ``JOB_FINISH_GRACE``."""
+    ``JOBS_SCHEDULE_TEST_CLOCK``, ``JOBS_STATE_INTERVAL``, ``JOB_FINISH_GRACE``,
+    ``JOB_STALL_AFTER``."""
 
     schedules_enabled: bool  # off: this worker runs no schedule (the others still do)
     schedule_interval: float  # seconds between looks at the schedules
@@ -28,6 +29,7 @@ class JobsConfig:
     # Seconds between two looks at every job's counts (finish detection): a
     # third of the grace, within the state interval and 5 s.
     finish_look: float
+    stall_after: float  # seconds a running job with work queued fetches nothing: stalled
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> JobsConfig:
@@ -47,4 +49,5 @@ class JobsConfig:
             state_interval=interval,
             finish_grace=grace,
             finish_look=min(5.0, max(interval, grace / 3)),
+            stall_after=read.getfloat("JOB_STALL_AFTER", above=0),
         )

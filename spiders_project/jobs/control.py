@@ -35,9 +35,16 @@ from spiders_project.jobs.states import (
     state_call,
     state_script,
 )
+from spiders_project.jobs.submit import (
+    JobSpec,
+    new_run_id,
+    resubmit_recrawl_after,
+    submit_call,
+    submit_script,
+)
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.jobs import host_jobs, job_counts, job_held
-from spiders_project.read_model.job_progress import JobProgress, read_jobs
+from spiders_project.read_model.job_progress import JobProgress, job_totals, read_jobs
 from spiders_project.redis_access import SyncRedisCalls
 
 # Attempts at a state change whose record a worker changed meanwhile.
@@ -53,12 +60,20 @@ def _now_ms(calls: SyncRedisCalls) -> int:
 
 
 def change_state(
-    calls: SyncRedisCalls, keys: RedisKeys, job: str, to: str, *, why: str, events_max: int
+    calls: SyncRedisCalls,
+    keys: RedisKeys,
+    job: str,
+    to: str,
+    *,
+    why: str,
+    events_max: int,
+    by: str | None = None,
 ) -> JobProgress:
     """Take ``job`` to state ``to`` as the operator asked; its progress at the change.
 
-    A job seeded raw that no look has given a record yet is running, as
-    ``scrapy jobs list`` shows it (``states.shown_state``): the change writes
+    ``by`` names who asked (the console's user): the event then carries it as
+    ``"by"``. A job seeded raw that no look has given a record yet is running,
+    as ``scrapy jobs list`` shows it (``states.shown_state``): the change writes
     its record. Raises JobStateError if its state does not allow it.
     """
     for _ in range(ATTEMPTS):
@@ -76,12 +91,40 @@ def change_state(
             progress=progress,
             events_max=events_max,
         )
+        if by is not None:
+            args += ["by", by]  # one more pair of the event's fields (job_state.lua)
         if int(calls.script(state_script(), script_keys, args, retry=False)) == 1:
             for command in control_writes(keys, job, to):
                 calls.command(*command, retry=True)
             progress.state = to
             return progress
     raise JobStateError(f"job {job} kept changing; try again")
+
+
+def submit_run(
+    calls: SyncRedisCalls, keys: RedisKeys, spec: JobSpec, *, events_max: int
+) -> tuple[str, int]:
+    """Start a run of ``spec`` (``scrapy jobs submit``, the console): its run id and
+    its started_at (ms, Redis' clock). ``spec`` is checked (``JobSpec.check``)."""
+    run = new_run_id()
+    # A job submitted again runs, even if it was paused or cancelled:
+    # first no shard keeps it so, then its record says running.
+    clear_control(calls, keys, spec.job)
+    # A job that ran before recrawls its pages (jobs/submit.py), where the seen-set keeps times.
+    recrawl_after = resubmit_recrawl_after(
+        calls.command("HGET", keys.jobs, spec.job, writes=False),
+        calls.command("GET", keys.all_shards[0].seen_mode, writes=False),
+        _now_ms(calls),
+    )
+    script_keys, args = submit_call(
+        keys,
+        spec,
+        run,
+        events_max=events_max,
+        recrawl_after=recrawl_after,
+        base=job_totals(calls, keys, spec.job),
+    )
+    return run, int(calls.script(submit_script(), script_keys, args, retry=False))
 
 
 def clear_control(calls: SyncRedisCalls, keys: RedisKeys, job: str) -> int:

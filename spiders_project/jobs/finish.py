@@ -157,8 +157,12 @@ class Change:
 
 @dataclass
 class LookResult:
-    """What one look found: every job's progress, and the changes it made."""
+    """What one look read and did: the time (Redis' clock, ms), the jobs'
+    records as read (id -> raw record), every job's progress, and the changes
+    it made."""
 
+    now_ms: int
+    records: dict[str, Any] = field(default_factory=dict)
     jobs: list[JobProgress] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
 
@@ -180,7 +184,7 @@ def finish_look(keys: RedisKeys, *, grace_ms: int, events_max: int) -> Look:
     shards = yield Reads("job counts", [("HGETALL", key) for key in count_keys(keys)], spread=True)
     records = {_text(k): v for k, v in records.items()}
     quiet = {_text(k): v for k, v in quiet.items()}
-    result = LookResult(jobs=job_progress(records, shards, now_ms))
+    result = LookResult(now_ms, records, job_progress(records, shards, now_ms))
     for progress in result.jobs:
         record = records.get(progress.id)
         verdict = judge(progress, record, quiet.get(progress.id), now_ms, grace_ms)

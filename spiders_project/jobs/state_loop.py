@@ -15,7 +15,9 @@ Every few seconds it also runs the finish rule (``finish.py``): a look at
 every job's counts whose verdicts become state changes (finished, running
 again). One looker a period looks, a worker or a monitor (the first to take
 ``jobs:look``), and the compare-and-set in ``lua/job_state.lua`` keeps a
-change single even if two looks overlap.
+change single even if two looks overlap. A worker's look then turns the
+verdicts of ``stalls.stall_of`` into "stalled" events (a running job with work
+queued that fetches nothing, once per stall; ``lua/job_stalled.lua``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from spiders_project.jobs.finish import (
     finish_look,
     turn_command,
 )
+from spiders_project.jobs.stalls import STALLED, stall_of, stalled_call, stalled_script
 from spiders_project.jobs.states import (
     PAUSED,
     held_job,
@@ -47,9 +50,10 @@ from spiders_project.jobs.states import (
     restore_script,
     state_script,
 )
-from spiders_project.keys.jobs import job_held, spider_job_control
+from spiders_project.keys.jobs import job_held, job_stalls, spider_job_control
 from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.plumbing.wiring import shared
+from spiders_project.read_model.job_progress import JobProgress, summary
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,7 @@ class JobWatch:
         self.states: dict[str, str] = {}
         self.script = state_script()
         self.restore = restore_script()
+        self.stalled = stalled_script()
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -162,6 +167,11 @@ class JobWatch:
         result = await self._run(look)
         for change in result.changes:
             self.stats.inc_value(f"jobs/{change.progress.state}")
+        stalls = await self.redis.calls.command(
+            "HGETALL", job_stalls(self.redis.keys), retry=False, writes=False
+        )
+        marks = {_text(k): v for k, v in stalls.items()}
+        await self._stalls(result.jobs, result.records, marks, result.now_ms)
         await self.restore_stray()
         return len(result.changes)
 
@@ -183,6 +193,38 @@ class JobWatch:
         except StopIteration as done:
             result: LookResult = done.value
             return result
+
+    async def _stalls(
+        self, jobs: list[JobProgress], records: dict[str, Any], marks: dict[str, Any], now_ms: int
+    ) -> None:
+        """The running jobs that fetch nothing: each stall's one event (``stalls.py``).
+        Runs after the state changes of the look, so a job just finished is not stalled."""
+        assert self.redis is not None
+        keys, calls = self.redis.keys, self.redis.calls
+        stall_ms = int(self.config.stall_after * 1000)
+        gone = set(marks) - {progress.id for progress in jobs}
+        if gone:  # jobs no longer counted (their counts removed)
+            await calls.command("HDEL", job_stalls(keys), *sorted(gone), retry=False)
+        for progress in jobs:
+            mark = marks.get(progress.id)
+            stall = stall_of(progress, mark, now_ms, stall_ms)
+            if stall.clear:
+                await calls.command("HDEL", job_stalls(keys), progress.id, retry=False)
+            elif stall.mark is not None:
+                await calls.command("HSET", job_stalls(keys), progress.id, stall.mark, retry=False)
+            elif stall.say and mark is not None:
+                script_keys, args = stalled_call(
+                    keys, progress, records.get(progress.id), mark, now_ms, self.config.events_max
+                )
+                if int(await calls.script(self.stalled, script_keys, args, retry=False)) == 1:
+                    self.stats.inc_value(f"jobs/{STALLED}")
+                    logger.warning(
+                        "Job %s stalled: %d requests queued, no page fetched for %.0f s: %s",
+                        progress.id,
+                        progress.queued + progress.backing_off,
+                        self.config.stall_after,
+                        summary(progress),
+                    )
 
     async def restore_stray(self) -> int:
         """Requests set aside for a job that is no longer paused go back to their

@@ -66,3 +66,16 @@ def job_quiet(keys: RedisKeys) -> str:
 def job_look(keys: RedisKeys) -> str:
     """String: the worker or monitor making this period's look at the jobs (SET NX PX)."""
     return keys.prefix + "jobs:look"
+
+
+def job_stalls(keys: RedisKeys) -> str:
+    """Hash job -> "<since ms> <said> <seen>": since when a running job with requests
+    queued has fetched nothing (its start and pages then: ``seen``), and whether
+    its "stalled" event was written (``said`` 1), so one is written per stall."""
+    return keys.prefix + "jobs:stalls"
+
+
+def webhook_marks(keys: RedisKeys, event_id: str) -> str:
+    """Set of the webhook URLs (as tags) that took the event ``event_id`` while
+    another failed: a retry skips them. Expires after the delivery window."""
+    return keys.prefix + "jobs:webhooks:" + event_id

@@ -32,8 +32,8 @@ from spiders_project.keys import LANES, RedisKeys
 from spiders_project.keys.jobs import host_jobs, job_counts
 from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.plumbing.wiring import shared
-from spiders_project.read_model.host_steering import HostSteer, parse_steering
-from spiders_project.redis_access import LuaScript, load_lua
+from spiders_project.read_model.host_steering import HostSteer, InvalidSteering, parse_steering
+from spiders_project.redis_access import LuaScript, SyncRedisCalls, load_lua
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,44 @@ def steer_call(
         ]
     script_keys.append(job_counts(shard))
     return script_keys, [host, limits, "1" if purge else "0"]
+
+
+def steer_host(
+    calls: SyncRedisCalls,
+    keys: RedisKeys,
+    host: str,
+    *,
+    delay: str,
+    cap: str,
+    blocked: bool | None,
+    purge: bool,
+) -> dict[str, Any]:
+    """An operator's change of ``host`` (``scrapy frontier host``, the console).
+
+    ``delay`` and ``cap`` as :func:`record_call` takes them ("" keeps, "default"
+    clears, else the value's text), ``blocked`` None to keep it; ``purge``
+    empties its queues (a block should). The record every worker reads is
+    written first, in one script (a block is then refused by the workers), then
+    the host's limits and its purge in its shard. Returns ``{"changed": bool}``,
+    with ``purged`` and ``purged_retries`` when purged.
+    """
+    script_keys, args = record_call(keys, host, delay, cap, blocked)
+    before, after = calls.script(record_script(), script_keys, args, retry=False)
+    old, new = _record(before), _record(after)
+    script_keys, args = steer_call(keys, host, new.limits(), purge=purge)
+    queued, later = calls.script(steer_script(), script_keys, args, retry=False)
+    out: dict[str, Any] = {"changed": new != old}
+    if purge:
+        out.update(purged=int(queued) + int(later), purged_retries=int(later))
+    return out
+
+
+def _record(raw: Any) -> HostSteer:
+    """A record the script returned; one that is not ours counts as none (it is replaced)."""
+    try:
+        return HostSteer.from_json(raw) if raw else HostSteer()
+    except InvalidSteering:
+        return HostSteer()
 
 
 def steering_interval(settings: BaseSettings) -> float:

@@ -54,6 +54,8 @@ RUNNING, CLOSED = "running", "closed"
 # A Scrapy stat of the worker's (published with the others): 1 while node
 # health found this node cut off from the sites the cluster reaches.
 CUT_OFF = "node/cut_off"
+# A Scrapy stat of the worker's: its WORKER_ROLE (all, http or render), for the console.
+ROLE = "worker/role"
 
 # Labels of crawler_queue_length, in display order. "requests" are all queued
 # requests, "render" those of them in the render queue (waiting for a worker

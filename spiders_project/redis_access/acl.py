@@ -46,8 +46,11 @@ _TRANSACTION = ("multi", "exec", "discard")
 # run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
 # the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
 # node health's reads of the other workers' stats (ZRANGE, HMGET), and the
-# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), and the hosts
-# an operator steers (HGETALL of <spider>:hosts:steering each second).
+# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), the hosts
+# an operator steers (HGETALL of <spider>:hosts:steering each second), and the
+# job webhooks' consumer group on <spider>:jobs:events (jobs/webhook_delivery.py:
+# XGROUP CREATE and DELCONSUMER, XINFO CONSUMERS, XREADGROUP, XPENDING, XCLAIM,
+# XACK, XRANGE; SMEMBERS, SADD, PEXPIRE, DEL of the marks of who took an event).
 WORKER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -88,7 +91,15 @@ WORKER_COMMANDS = (
     "time",
     "unlink",
     "wait",
+    "xack",
     "xadd",
+    "xclaim",
+    "xgroup|create",
+    "xgroup|delconsumer",
+    "xinfo|consumers",
+    "xpending",
+    "xrange",
+    "xreadgroup",
     "zadd",
     "zcard",
     "zcount",
@@ -125,20 +136,28 @@ DB_WRITER_COMMANDS = (
     "time",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory.
-# No write, no script (EVAL counts its keys as written).
+# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory;
+# its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
+# STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
+# newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
     "get",
+    "hget",
     "hgetall",
     "info",
     "lindex",
     "llen",
+    "lrange",
+    "pttl",
     "scard",
+    "strlen",
     "time",
+    "xrevrange",
     "zcard",
     "zrange",
+    "zscore",
 )
 # The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,
 # frontier host: HSET/HDEL of the steering, politeness/lua/steer_host.lua): reads

@@ -54,6 +54,7 @@ from spiders_project.read_model.contract import (
     PROXY_BANS,
     PROXY_REQUESTS,
     RESPONSES,
+    ROLE,
     RUN_FIELD,
     RUNNING,
     STATE_FIELD,
@@ -79,6 +80,7 @@ _ERROR_STATS = {
     "seeds/rejected": "seed_rejected",
     "frontier/rejected": "frontier_rejected",
     "frontier/unserializable": "frontier_unserializable",
+    "webhooks/dropped": "webhook_dropped",
 }
 
 
@@ -97,7 +99,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
     ``responses:<status>`` once non-zero. Error kinds: ``download:<Exception>``
     (every failed download, retried or not), ``spider:<Exception>`` (a callback
     raised), ``dead_letter`` (a request given up for good), ``seed_rejected``,
-    ``frontier_rejected``, ``frontier_unserializable``. Per proxy (names
+    ``frontier_rejected``, ``frontier_unserializable``, ``webhook_dropped`` (a
+    job event given up, ``jobs/webhook_delivery.py``). Per proxy (names
     without credentials): ``proxy_requests:<name>``, ``proxy_bans:<name>``.
     """
     counters = {
@@ -243,8 +246,10 @@ class StatsPublisher:
         worker: str,
         close_timeout: float,
         archive: ArchiveClosing | None = None,
+        role: str = "",
     ) -> None:
         self.stats = stats
+        self.role = role  # WORKER_ROLE, published as a stat (contract.ROLE)
         # Closed, its last records counted, before the last publish (archive/closing.py).
         self.archive = archive
         self.redis = redis
@@ -262,13 +267,15 @@ class StatsPublisher:
         settings = crawler.settings
         if not StatsPublishConfig.enabled_in(settings):
             raise NotConfigured("STATS_PUBLISH_ENABLED is off")
+        frontier = FrontierConfig.from_settings(settings)
         publisher = cls(
             crawler.stats,
             WorkerRedis.of(crawler),
             StatsPublishConfig.from_settings(settings),
             worker=worker_id(),
-            close_timeout=FrontierConfig.from_settings(settings).close_timeout,
+            close_timeout=frontier.close_timeout,
             archive=ArchiveClosing.of(crawler),
+            role=frontier.role,
         )
         crawler.signals.connect(publisher.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(publisher.spider_closed, signal=signals.spider_closed)
@@ -297,6 +304,8 @@ class StatsPublisher:
         self._first = False
 
     def spider_opened(self) -> None:
+        if self.role:
+            self.stats.set_value(ROLE, self.role)
         self._task = spawn_loop("stats publisher", self._loop())
 
     async def _loop(self) -> None:

@@ -19,9 +19,16 @@ from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.utils.project import get_project_settings
 
+from spiders_project.addon import components
 from tests.bench.spiders import PlainSpider, StockRedisSpider
 
 COMMON: dict[str, Any] = {
+    # Not the cluster's add-on (it would merge its components back and refuse
+    # another scheduler), but its download handlers and spider middlewares, as
+    # the baselines have always had them.
+    "ADDONS": {},
+    "DOWNLOAD_HANDLERS": dict(components.DOWNLOAD_HANDLERS),
+    "SPIDER_MIDDLEWARES": dict(components.SPIDER_MIDDLEWARES),
     "EXTENSIONS": {},
     "DOWNLOADER_MIDDLEWARES": {},
     "LOG_LEVEL": "INFO",

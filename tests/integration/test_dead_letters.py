@@ -21,7 +21,6 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError
 
-from spiders_project.config import load_settings
 from spiders_project.dead_letters.letters import DeadLetter, make_dead_letter
 from spiders_project.dead_letters.middleware import DeadLetterMiddleware, DeadLetters
 from spiders_project.dead_letters.requeue import requeue
@@ -31,17 +30,10 @@ from tests.support.processes import PYTHON, ROOT, K, Proc, stat, worker
 
 REFUSED = "http://127.0.0.1:1/"
 OK, FAIL = range(1, 6), range(1, 4)
-# The project's downloader middlewares plus ours, whether settings.py lists it yet or not
-# (-s replaces the whole dict).
-MIDDLEWARES = {
-    **load_settings().getdict("DOWNLOADER_MIDDLEWARES"),
-    "spiders_project.dead_letters.middleware.DeadLetterMiddleware": 540,
-}
 WORKER_SETTINGS = (
     "MAX_IDLE_TIME_BEFORE_CLOSE=2",
     "RETRY_TIMES=2",
     "DEAD_LETTERS_ENABLED=True",
-    f"DOWNLOADER_MIDDLEWARES={json.dumps(MIDDLEWARES)}",
 )
 
 

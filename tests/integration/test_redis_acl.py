@@ -225,10 +225,10 @@ def test_a_user_without_a_key_refuses_at_start_naming_it(acl_redis, tmp_path, pr
 
 
 def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):
-    _lacking(acl_redis, "crawler-operator", "-lrange")
+    _lacking(acl_redis, "crawler-operator", "-lrem")
     done = scrapy_command(acl_redis.url("operator"), "deadletters", "list")
     assert done.returncode == 1
-    assert done.stderr.count("\n") == 1 and "LRANGE" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "LREM" in done.stderr, done.stderr
     # Not the operator's for crawlstatus: its reads are the monitor's.
     done = scrapy_command(acl_redis.url("operator"), "crawlstatus", "--once")
     assert done.returncode == 0, done.stderr

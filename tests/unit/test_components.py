@@ -2,10 +2,12 @@
 
 Scrapy sorts a component dict merged over its own ``*_BASE`` by order, and two
 components with the same order keep the order of the merged dict, which
-nobody chose. So each list is built in one place (``spiders_project/settings.py``,
-"The worker's components"), no order of ours is another's or one of Scrapy's,
-and docs/ARCHITECTURE.md's tables ("The worker's components") are the merged
-lists, Scrapy's components included, row for row.
+nobody chose. So each list is built in one place (the add-on's
+``spiders_project/addon/components.py``, which every project's settings,
+this checkout's included, get through ``ADDONS``), no order of ours is
+another's or one of Scrapy's, and docs/ARCHITECTURE.md's tables ("The
+worker's components") are the lists a worker of this checkout runs with,
+Scrapy's components included, row for row.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scrapy.settings import BaseSettings, default_settings
+from scrapy.settings import BaseSettings, Settings, default_settings
 from scrapy.utils.conf import build_component_list
 
 from spiders_project import settings as project
+from spiders_project.addon import Addon, components
+from spiders_project.addon.checks import identity
 from spiders_project.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_PY = ROOT / "spiders_project" / "settings.py"
+COMPONENTS_PY = ROOT / "spiders_project" / "addon" / "components.py"
 ARCHITECTURE_MD = ROOT / "docs" / "ARCHITECTURE.md"
 
-# Each ordered list, with the dicts of settings.py merged into it (in that order).
+# Each ordered list, with the dicts merged into it (in that order): the
+# add-on's, and for the frontier steps the project's FRONTIER_STEPS.
 ORDERED: dict[str, tuple[str, ...]] = {
     "FRONTIER_STEPS": ("FRONTIER_STEPS_BASE", "FRONTIER_STEPS"),
     "DOWNLOADER_MIDDLEWARES": ("DOWNLOADER_MIDDLEWARES",),
@@ -45,13 +51,34 @@ OFF = "off"
 SCRAPY = "Scrapy"
 
 
+def _home(name: str) -> Path:
+    """The module that builds component dict ``name``: the project's own FRONTIER_STEPS
+    is settings.py's, every other one the add-on's."""
+    return SETTINGS_PY if name == "FRONTIER_STEPS" else COMPONENTS_PY
+
+
 # --- helpers (each used on the real files, and on broken copies to show it fails) -----
 def ours(name: str) -> dict[str, int | None]:
-    """The project's entries of ordered list ``name``, as settings.py writes them."""
+    """The cluster's entries of ordered list ``name``, as components.py (and, for
+    FRONTIER_STEPS, settings.py) writes them."""
     merged: dict[str, int | None] = {}
     for setting in ORDERED[name]:
-        merged.update(getattr(project, setting))
+        home = project if _home(setting) == SETTINGS_PY else components
+        merged.update(getattr(home, setting))
     return merged
+
+
+def worker_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    """This checkout's settings as a crawler has them once its add-on ran."""
+    settings = load_settings(overrides)
+    Addon().update_settings(settings)
+    return settings
+
+
+def merged_list(settings: BaseSettings, name: str) -> list[tuple[str, str]]:
+    """(order, dotted path) of each component of ``name`` that is on, in Scrapy's order."""
+    merged = settings.get_component_priority_dict_with_base(name)
+    return [(str(merged[key]), identity(key)) for key in build_component_list(merged)]
 
 
 def scrapys(name: str) -> dict[str, Any]:
@@ -124,8 +151,7 @@ def table_problems(rows: list[list[str]], name: str, settings: BaseSettings) -> 
     problems = _shape_problems(rows)
     if problems:
         return problems
-    merged = settings.getwithbase(name)
-    expected = [(str(merged[path]), path) for path in build_component_list(merged)]
+    expected = merged_list(settings, name)
     shown = [(row[0], _path(row[1])) for row in rows if row[0] != OFF]
     if shown != expected:
         problems.append(f"{name}: the table says {shown}, the settings {expected}")
@@ -148,7 +174,7 @@ def handler_problems(rows: list[list[str]], settings: BaseSettings) -> list[str]
 
 
 def _assignments(tree: ast.Module, name: str) -> list[ast.stmt]:
-    """Every top-level statement of settings.py that sets or changes ``name``."""
+    """Every top-level statement of a module that sets or changes ``name``."""
     found = []
     for stmt in tree.body:
         targets: list[ast.expr] = []
@@ -170,13 +196,13 @@ def _assignments(tree: ast.Module, name: str) -> list[ast.stmt]:
     return found
 
 
-# --- the project's lists ---------------------------------------------------------------
+# --- the cluster's lists ---------------------------------------------------------------
 @pytest.mark.parametrize("name", COMPONENT_DICTS)
 def test_each_component_dict_is_one_literal_in_order_with_a_comment_per_entry(name):
-    source = SETTINGS_PY.read_text(encoding="utf-8")
+    source = _home(name).read_text(encoding="utf-8")
     lines = source.splitlines()
     statements = _assignments(ast.parse(source), name)
-    assert len(statements) == 1, f"{name} is built in {len(statements)} places of settings.py"
+    assert len(statements) == 1, f"{name} is built in {len(statements)} places of {_home(name)}"
     (statement,) = statements
     assert isinstance(statement, (ast.Assign, ast.AnnAssign))
     assert isinstance(statement.value, ast.Dict), f"{name} is not one dict literal"
@@ -189,6 +215,13 @@ def test_each_component_dict_is_one_literal_in_order_with_a_comment_per_entry(na
         assert len(orders) == len(statement.value.values), f"{name}: an order not written out"
         numbers = [order for order in orders if order is not None]
         assert numbers == sorted(numbers), f"{name} is not written in its order: {numbers}"
+
+
+@pytest.mark.parametrize("name", [n for n in COMPONENT_DICTS if _home(n) == COMPONENTS_PY])
+def test_there_is_one_list_settings_py_builds_none_and_names_the_addon(name):
+    tree = ast.parse(SETTINGS_PY.read_text(encoding="utf-8"))
+    assert _assignments(tree, name) == []
+    assert project.ADDONS == {"spiders_project.Addon": 0}
 
 
 @pytest.mark.parametrize("name", ORDERED)
@@ -217,16 +250,16 @@ def test_architecture_has_one_table_per_component_dict():
 @pytest.mark.parametrize("name", ORDERED)
 def test_architecture_table_is_the_merged_list(name):
     rows = tables(ARCHITECTURE_MD.read_text(encoding="utf-8"))[name]
-    assert table_problems(rows, name, load_settings()) == []
+    assert table_problems(rows, name, worker_settings()) == []
 
 
 def test_architecture_download_handlers_table():
     rows = tables(ARCHITECTURE_MD.read_text(encoding="utf-8"))[HANDLERS]
-    assert handler_problems(rows, load_settings()) == []
+    assert handler_problems(rows, worker_settings()) == []
 
 
 def test_a_table_that_drifted_is_found():
-    settings = load_settings()
+    settings = worker_settings()
     rows = tables(ARCHITECTURE_MD.read_text(encoding="utf-8"))["DOWNLOADER_MIDDLEWARES"]
     assert table_problems(rows, "DOWNLOADER_MIDDLEWARES", settings) == []
     swapped = [*rows[:2], rows[3], rows[2], *rows[4:]]
@@ -239,8 +272,8 @@ def test_a_table_that_drifted_is_found():
     )
     not_off = [r for r in rows if r[0] != OFF]
     assert table_problems(not_off, "DOWNLOADER_MIDDLEWARES", settings) != []
-    # A changed order in the settings fails against the same table.
-    moved = load_settings(
-        {"DOWNLOADER_MIDDLEWARES": {**ours("DOWNLOADER_MIDDLEWARES"), "x.Late": 999}}
+    # A project's entry changes the merged list: it fails against the same table.
+    moved = worker_settings(
+        {"DOWNLOADER_MIDDLEWARES": {"scrapy.downloadermiddlewares.stats.DownloaderStats": 999}}
     )
     assert table_problems(rows, "DOWNLOADER_MIDDLEWARES", moved) != []

@@ -66,7 +66,10 @@ def test_spiders_project_never_imports_the_monitor() -> None:
 
 
 def test_the_monitor_reads_workers_through_the_contract_not_their_extensions() -> None:
-    for path in (ROOT / "monitor").rglob("*.py"):
+    # The console's actions act, through the code the commands call (the dead
+    # letters' requeue takes the frontier's value codec): test_layers' door.
+    acting = ROOT / "monitor" / "console" / "actions.py"
+    for path in set((ROOT / "monitor").rglob("*.py")) - {acting}:
         worker_side = {
             n
             for n in imports_of(path)
