@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
-from tests.support.processes import PYTHON, K, Proc, wait_until, worker
+from tests.support.processes import PYTHON, K, Proc, worker
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -42,19 +42,18 @@ def test_the_monitor_finishes_a_job_whose_workers_all_closed_when_idle(tmp_path,
                 ("m3", []),
             ):
                 monitors.append(Exporter(acl.url("monitor"), tmp_path, grace, *extra, name=name))
-            w = worker("w", acl.url("worker"), tmp_path, grace, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
-            procs.append(w)
-            wait_until(lambda: admin.zcard(K.workers) == 1, 90, what="the worker to start")
+            # The job first: a worker that closes when idle must find its seed.
             submit = [PYTHON, "-m", "scrapy", "jobs", "submit", "J", site.url]
             done = Proc("submit", submit, {"REDIS_URL": operator}, tmp_path / "submit.log")
             assert done.wait(60) == 0, done.log()
+            w = worker("w", acl.url("worker"), tmp_path, grace, "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+            procs.append(w)
             wait_argv = [PYTHON, "-m", "scrapy", "jobs", "wait", "J", "--timeout", "90"]
             waiting = Proc("wait", wait_argv, {"REDIS_URL": operator}, tmp_path / "wait.log")
             procs.append(waiting)
             # The worker crawls the site and closes, idle, long before the grace ends.
             assert w.wait(120) == 0, w.log()[-3000:]
             last_page = max(t for t, _, path, _ in site.request_log() if path != "/robots.txt")
-            assert b'"state":"running"' in admin.hget(K.jobs, "J")
             assert waiting.wait(GRACE + 30) == 0, waiting.log()
             ended = time.monotonic()
             pages = {path for _, _, path, _ in site.request_log() if path != "/robots.txt"}
@@ -65,6 +64,9 @@ def test_the_monitor_finishes_a_job_whose_workers_all_closed_when_idle(tmp_path,
             fields[b"state"] for _, fields in admin.xrange(K.jobs_events) if fields[b"job"] == b"J"
         ]
         assert states == [b"running", b"finished"]
+        # A monitor decided it: the worker had gone before the grace ended.
+        assert "Job J finished" not in w.log()
+        assert sum("Job J finished" in m.log() for m in monitors) == 1
         assert "finishes no job" in monitors[2].log()
         # No process was refused a command or a key: the monitors' own user wrote nothing.
         assert acl.denials() == []
