@@ -13,6 +13,9 @@ at ...``), one per error reply (with its command) and one when it stops.
 One aiohttp application serves both (``monitor/console/app.py``); scrapes and
 the console's reads run in threads, off its event loop.
 
+With ``CONSOLE_REDIS_URL`` (the operator's user) it also finishes jobs when no
+worker is left to (``job_looks.py``, a thread); its own connection only ever reads.
+
 Exit status: 0 after SIGTERM or SIGINT; 1 when the address cannot be bound,
 or when Redis answers but the monitor's user may not read what it reads (one
 line naming the command or key: ``acl_check.py``);
@@ -39,6 +42,7 @@ from monitor.console.app import build_app
 from monitor.console.auth import Sessions, Throttle, Users
 from monitor.console.reads import Reads
 from monitor.console.state import Console
+from monitor.job_looks import job_looks
 from spiders_project.keys import RedisKeys
 from spiders_project.process import (
     command_line,
@@ -64,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = MonitorConfig.from_settings(settings)
         console_config = ConsoleConfig.from_settings(settings)
         RedisConfig.from_settings(settings)
+        # The finish rule when no worker is left to run it (job_looks.py).
+        looks = job_looks(settings, config.spiders, console_config.redis_url)
     # The console's actions connect with the workers' timeouts, not the scrapes'.
     operator_settings = settings.copy()
     # The scrape's own timeout, not the workers' REDIS_SOCKET_TIMEOUT: a scrape
@@ -126,8 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # logs only changes, and starts out assuming Redis is there).
         if collector.read() is not None:
             logger.info("Redis connected at %s", state.url)
+        if looks is not None:
+            looks.start()
 
     status = asyncio.run(_serve(app, config.host, config.port, ready))
+    if looks is not None:
+        looks.stop()
     client.close()
     if console is not None and console.actions is not None:
         console.actions.calls.client.close()

@@ -354,7 +354,16 @@ def job_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
         "crawler_job_queued", "Requests of a job queued, backing off included.", labels=labels
     )
     in_flight = GaugeMetricFamily(
-        "crawler_job_in_flight", "Requests of a job leased by a worker.", labels=labels
+        "crawler_job_in_flight",
+        "Requests of a job being downloaded: its leases holding one of their host's download "
+        "slots (the cluster-wide cap, CONCURRENT_REQUESTS_PER_DOMAIN).",
+        labels=labels,
+    )
+    leased = GaugeMetricFamily(
+        "crawler_job_leased",
+        "Requests of a job leased by a worker and not downloading: not started yet (spare "
+        "leases waiting for a slot, prefetched requests) or downloaded and awaiting their ack.",
+        labels=labels,
     )
     dead = GaugeMetricFamily(
         "crawler_job_dead_letters", "Requests of a job that ended as dead letters.", labels=labels
@@ -375,12 +384,13 @@ def job_metrics(spiders: Sequence[SpiderView]) -> Iterator[Metric]:
             items.add_metric(at, job.items)
             queued.add_metric(at, job.queued + job.backing_off)
             in_flight.add_metric(at, job.in_flight)
+            leased.add_metric(at, job.leased)
             dead.add_metric(at, job.dead_letters)
             if job.eta_s is not None:
                 eta.add_metric(at, job.eta_s)
             for name in JOB_STATES:
                 state.add_metric([*at, name], 1 if job.state == name else 0)
-    yield from (pages, items, queued, in_flight, dead, eta, state)
+    yield from (pages, items, queued, in_flight, leased, dead, eta, state)
 
 
 def _by_prefix(counters: dict[str, int], prefix: str) -> list[tuple[str, int]]:

@@ -605,7 +605,8 @@ JOBS_SCHEDULE_TEST_CLOCK = ""
 JOBS_STATE_INTERVAL = 1.0
 # A running job is finished once nothing of it has been queued, backing off,
 # leased or in flight for this many seconds (and no seed of it waits in
-# start_urls). Every worker looks every third of it (at most 5 s).
+# start_urls). The workers look every third of it (at most 5 s), and a monitor
+# given CONSOLE_REDIS_URL when none is left.
 JOB_FINISH_GRACE = _env("JOB_FINISH_GRACE", 30.0)
 # A running job with requests queued (backing off included) that fetched no
 # page for this many seconds gets one "stalled" event per stall; keep it the
@@ -687,7 +688,9 @@ CONSOLE_HTPASSWD = _env("CONSOLE_HTPASSWD", "")
 CONSOLE_OPERATORS = _env("CONSOLE_OPERATORS", "")
 # The Redis URL the console acts through, a user with the operator's rights
 # (crawler-operator of scrapy redis-acl); "" leaves the console read-only for
-# everyone. The monitor's own connection (REDIS_URL) only ever reads.
+# everyone. The monitor also finishes jobs through it when no worker is left to
+# (docs/OPERATIONS.md, "Who finishes jobs"), with or without the console. The
+# monitor's own connection (REDIS_URL) only ever reads.
 CONSOLE_REDIS_URL = _env("CONSOLE_REDIS_URL", "")
 # The path a reverse proxy serves the console under (e.g. /crawler), which the
 # proxy strips before passing a request on; the console's links and its cookie

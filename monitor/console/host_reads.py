@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spiders_project.keys import LANES, RedisKeys
+from spiders_project.keys.jobs import host_jobs
 from spiders_project.read_model.contract import Send
 from spiders_project.read_model.host_steering import HostSteer, parse_steering
 from spiders_project.read_model.job_progress import _job_in
@@ -149,6 +150,7 @@ def _add_sizes(send: Send, keys: RedisKeys, rows: list[HostRow]) -> None:
             reads += [
                 ("ZCARD", k.host_queue(r.host)),
                 ("LLEN", k.host_list(r.host)),
+                ("ZCARD", host_jobs(k, r.host)),
                 ("ZCARD", k.host_later(r.host)),
             ]
     if not reads:
@@ -156,7 +158,7 @@ def _add_sizes(send: Send, keys: RedisKeys, rows: list[HostRow]) -> None:
     replies = iter(send("console host sizes", reads))
     for r in rows:
         for _ in LANES:
-            r.queued += int(next(replies)) + int(next(replies))
+            r.queued += int(next(replies)) + int(next(replies)) + int(next(replies))
             r.retries += int(next(replies))
 
 
@@ -183,8 +185,10 @@ def read_job_hosts(send: Send, keys: RedisKeys, job: str, hosts: list[str]) -> l
             reads += [
                 ("ZCARD", k.host_queue(host)),
                 ("LLEN", k.host_list(host)),
+                ("ZCARD", host_jobs(k, host)),
                 ("ZRANGE", k.host_queue(host), 0, MEMBERS_READ - 1),
                 ("LRANGE", k.host_list(host), 0, MEMBERS_READ - 1),
+                ("ZRANGE", host_jobs(k, host), 0, MEMBERS_READ - 1),
             ]
     if not reads:
         return []
@@ -193,8 +197,8 @@ def read_job_hosts(send: Send, keys: RedisKeys, job: str, hosts: list[str]) -> l
     for host in hosts:
         queued = sampled = mine = 0
         for _ in LANES:
-            queued += int(next(replies)) + int(next(replies))
-            members = [*next(replies), *next(replies)]
+            queued += int(next(replies)) + int(next(replies)) + int(next(replies))
+            members = [*next(replies), *next(replies), *next(replies)]
             sampled += len(members)
             mine += sum(1 for m in members if _job_in(m) == job)
         found.append(JobHost(host, queued, sampled, mine))

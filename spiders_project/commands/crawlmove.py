@@ -11,7 +11,7 @@ workers will run)::
 
 What goes where:
 
-- each host's queue, list and waiting retries, its ready-set entry and its
+- each host's queue, list, jobs set and waiting retries, its ready-set entry and its
   Crawl-delay go to its host's shard, as they were (DUMP/RESTORE: order,
   priorities and retry times kept); each shard's request counter is the sum
   of what it received, and its sequence counter the source's, so requests
@@ -47,6 +47,7 @@ from scrapy.commands import ScrapyCommand
 
 from spiders_project.commands.redis_command import RedisCommand, redis_error
 from spiders_project.keys import SPIDERS, RedisKeys
+from spiders_project.keys.jobs import host_jobs, job_turns
 from spiders_project.redis_access.connection import sync_client
 from spiders_project.redis_access.shards import spider_keys
 
@@ -58,6 +59,7 @@ _HOST_KEYS = {
     "requests:host:": RedisKeys.host_queue,
     "requests:list:": RedisKeys.host_list,
     "requests:later:": RedisKeys.host_later,
+    "requests:jobs:": host_jobs,
 }
 # Leases and what lives only while a request is leased: must be empty or are transient.
 _LEASE_STATE = (
@@ -82,6 +84,7 @@ class Moved:
     """What the move wrote, for its summary line."""
 
     hosts: set[str] = field(default_factory=set)
+    job_hosts: set[str] = field(default_factory=set)  # hosts with a jobs set: their turns
     requests: Counter[int] = field(default_factory=Counter)  # shard -> requests
     seen_keys: int = 0
     spider_keys: int = 0
@@ -247,12 +250,20 @@ class CrawlMove:
             if suffix.startswith(prefix):
                 host = suffix[len(prefix) :]
                 moved.hosts.add(host)
+                if prefix == "requests:jobs:":
+                    moved.job_hosts.add(host)
                 keys = self.keys.for_host(host)
                 return [(key_of(keys, host), keys.shard if keys.sharded else 0)]
         if suffix in ("seen", "dupefilter") or suffix.startswith("seen:"):
             moved.seen_keys += 1
             return [(shard.frontier_prefix + suffix, None) for shard in self.keys.all_shards]
-        if suffix in ("requests:hosts", "requests:host_delays", "requests:size", "requests:seq"):
+        if suffix in (
+            "requests:hosts",
+            "requests:host_delays",
+            "requests:size",
+            "requests:seq",
+            "requests:job_turns",
+        ):
             return []  # split by host, or recomputed: _counters
         if suffix in _LEASE_STATE or suffix in _NOT_MOVED:
             moved.skipped[suffix] += 1
@@ -279,12 +290,18 @@ class CrawlMove:
             name = host.decode("utf-8", "surrogateescape")
             delays[self._shard_of(name)][name] = delay
         seq = self.source.get(src.requests_seq)
+        turns: dict[int, dict[Any, bytes]] = defaultdict(dict)
+        for host in moved.job_hosts:
+            turns[self._shard_of(host)][host] = b""  # its jobs take turns from the first
         pipe = self.target.pipeline(transaction=False)
         for index, shard in enumerate(self.keys.all_shards):
             pipe.delete(shard.hosts)  # one key a call: a cluster pipeline refuses more
             pipe.delete(shard.host_delays)
+            pipe.delete(job_turns(shard))
             if by_shard[index]:
                 pipe.zadd(shard.hosts, by_shard[index])
+            if turns[index]:
+                pipe.hset(job_turns(shard), mapping=turns[index])
             if delays[index]:
                 pipe.hset(shard.host_delays, mapping=delays[index])
             pipe.set(shard.requests_size, moved.requests[index])

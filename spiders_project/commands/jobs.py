@@ -248,6 +248,7 @@ class Command(RedisCommand, ScrapyCommand):
             out["purged"] = sum(purged.values())
             out.update(purged)
             out["in_flight"] = progress.in_flight
+            out["leased"] = progress.leased
             line = (
                 f"Job {job} cancelled: {out['purged']} requests purged ({purged['queued']} queued, "
                 f"{purged['backing_off']} backing off, {purged['held']} set aside by a pause); "

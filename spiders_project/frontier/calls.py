@@ -12,7 +12,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import job_control, job_counts, job_held
+from spiders_project.keys.jobs import (
+    host_jobs,
+    job_control,
+    job_counts,
+    job_held,
+    job_turns,
+)
 
 Call = tuple[list[str], list[Any]]
 
@@ -88,8 +94,10 @@ def enqueue_call(
             *(keys.host_queue(h) for h in hosts),
             *(keys.host_later(h) for h in hosts),
             *(keys.host_list(h) for h in hosts),
+            *(host_jobs(keys, h) for h in hosts),
             job_counts(keys),
             job_control(keys),
+            job_turns(keys),
         ],
         [
             *(now, seen, SEED_TAKEN_MS if in_shard else "", len(hosts), *hosts),
@@ -151,11 +159,13 @@ def lease_call(
             *(keys.host_queue(h) for h, *_ in candidates),
             *(keys.host_later(h) for h, *_ in candidates),
             *(keys.host_list(h) for h, *_ in candidates),
+            *(host_jobs(keys, h) for h, *_ in candidates),
             keys.released,
             keys.host_limits,
             job_counts(keys),
             job_control(keys),
             job_held(keys),
+            job_turns(keys),
         ],
         args,
     )
@@ -184,7 +194,9 @@ def requeue_call(
             keys.released,
             *(keys.host_queue(h) for _, h in leased),
             *(keys.host_list(h) for _, h in leased),
+            *(host_jobs(keys, h) for _, h in leased),
             job_counts(keys),
+            job_turns(keys),
         ],
         [now, "expired" if expired else "mine", *(m for m, _ in leased)],
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.dupefilter import SentFingerprints
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import job_counts, job_held
+from spiders_project.keys.jobs import host_jobs, job_counts, job_held, job_turns
 from spiders_project.redis_access import RedisCalls
 
 
@@ -39,6 +39,8 @@ async def _clear_shard(keys: RedisKeys, calls: RedisCalls) -> None:
             *(lane.host_queue(h) for h in names),
             *(lane.host_later(h) for h in names),
             *(lane.host_list(h) for h in names),
+            *(host_jobs(lane, h) for h in names),
+            job_turns(lane),
             lane.in_flight,
             lane.cap_waiters,
             lane.cap_handover,

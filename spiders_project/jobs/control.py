@@ -31,8 +31,8 @@ from spiders_project.jobs.states import (
     restore_call,
     restore_script,
     run_clears,
+    shown_state,
     state_call,
-    state_of,
     state_script,
 )
 from spiders_project.jobs.submit import (
@@ -43,7 +43,7 @@ from spiders_project.jobs.submit import (
     submit_script,
 )
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import job_counts, job_held
+from spiders_project.keys.jobs import host_jobs, job_counts, job_held
 from spiders_project.read_model.job_progress import JobProgress, job_totals, read_jobs
 from spiders_project.redis_access import SyncRedisCalls
 
@@ -72,12 +72,14 @@ def change_state(
     """Take ``job`` to state ``to`` as the operator asked; its progress at the change.
 
     ``by`` names who asked (the console's user): the event then carries it as
-    ``"by"``. Raises JobStateError if its state does not allow it.
+    ``"by"``. A job seeded raw that no look has given a record yet is running,
+    as ``scrapy jobs list`` shows it (``states.shown_state``): the change writes
+    its record. Raises JobStateError if its state does not allow it.
     """
     for _ in range(ATTEMPTS):
         read = calls.command("HGET", keys.jobs, job, writes=False)
-        check_change(job, state_of(read), to)
         found = [p for p in read_jobs(calls, keys) if p.id == job]
+        check_change(job, shown_state(read, bool(found)), to)
         progress = found[0] if found else JobProgress(job)
         script_keys, args = state_call(
             keys,
@@ -176,6 +178,7 @@ def purge_job(calls: SyncRedisCalls, keys: RedisKeys, job: str) -> dict[str, int
                 script_keys += [lane.host_queue(h) for h in batch]
                 script_keys += [lane.host_later(h) for h in batch]
                 script_keys += [lane.host_list(h) for h in batch]
+                script_keys += [host_jobs(lane, h) for h in batch]
                 args = [job, "1" if first else "0"]
                 queued, later, held = calls.script(script, script_keys, args, retry=False)
                 first = False
@@ -197,12 +200,15 @@ def wait_for_end(
     """Block until ``job`` is finished or cancelled; its state then, or None on timeout.
 
     ``seen`` is called with each state the job is found in, once per change.
-    Raises JobStateError if the job has no record.
+    A job seeded raw is running before it has a record (``states.shown_state``).
+    Raises JobStateError if the job has neither a record nor counts.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     last = None
     while True:
-        state = state_of(calls.command("HGET", keys.jobs, job, writes=False))
+        read = calls.command("HGET", keys.jobs, job, writes=False)
+        listed = not read and any(p.id == job for p in read_jobs(calls, keys))
+        state = shown_state(read, listed)
         if state is None:
             raise JobStateError(f"no job {job} in {keys.jobs}")
         if state != last:

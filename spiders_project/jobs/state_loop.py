@@ -11,14 +11,13 @@ never reach them (the lease script sets a paused job's requests aside and
 drops a cancelled job's, ``frontier/lua/lease.lua``). So from two seconds
 after ``scrapy jobs pause``, no worker starts a download of the job.
 
-Every few seconds it also looks at every job's counts and turns the verdicts
-of ``states.judge`` into state changes (finished, running again), and those
-of ``stalls.stall_of`` into "stalled" events (a running job with work queued
-that fetches nothing, once per stall): one worker a period looks (the first
-to take ``jobs:look``), and the compare-and-set in ``lua/job_state.lua`` (and
-``lua/job_stalled.lua``) keeps a change single even if two looks overlap. A
-look that finds a job finished reads start_urls first, so a seed of the job
-that no worker has taken yet keeps it running.
+Every few seconds it also runs the finish rule (``finish.py``): a look at
+every job's counts whose verdicts become state changes (finished, running
+again). One looker a period looks, a worker or a monitor (the first to take
+``jobs:look``), and the compare-and-set in ``lua/job_state.lua`` keeps a
+change single even if two looks overlap. A worker's look then turns the
+verdicts of ``stalls.stall_of`` into "stalled" events (a running job with work
+queued that fetches nothing, once per stall; ``lua/job_stalled.lua``).
 """
 
 from __future__ import annotations
@@ -35,39 +34,29 @@ from scrapy.statscollectors import StatsCollector
 from spiders_project.crawl.meta import job_of
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.jobs.config import JobsConfig
+from spiders_project.jobs.finish import (
+    Look,
+    LookResult,
+    Reads,
+    Write,
+    finish_look,
+    turn_command,
+)
 from spiders_project.jobs.stalls import STALLED, stall_of, stalled_call, stalled_script
 from spiders_project.jobs.states import (
-    FINISHED,
     PAUSED,
     held_job,
-    judge,
     restore_call,
     restore_script,
-    seeds_pending,
-    state_call,
     state_script,
 )
-from spiders_project.keys.jobs import (
-    job_held,
-    job_look,
-    job_quiet,
-    job_stalls,
-    spider_job_control,
-)
+from spiders_project.keys.jobs import job_held, job_stalls, spider_job_control
 from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.plumbing.wiring import shared
-from spiders_project.read_model.job_progress import (
-    JobProgress,
-    count_keys,
-    job_progress,
-    summary,
-)
+from spiders_project.read_model.job_progress import JobProgress, summary
 
 logger = logging.getLogger(__name__)
 
-# Seeds read from start_urls before a job is called finished: enough for any
-# backlog a running cluster has; a longer list is read in part (logged).
-SEEDS_READ = 10_000
 # Members of a held set read at once, and reads a look makes of one (a long
 # paused part is skipped with one range).
 STRAY_BATCH = 500
@@ -161,84 +150,49 @@ class JobWatch:
             await self.look()
 
     async def _my_turn(self) -> bool:
-        """Whether this worker makes this period's look: the first to ask does, so
-        the cluster reads every job once a period, however many workers run."""
+        """Whether this worker makes this period's look (``finish.turn_command``)."""
         assert self.redis is not None
-        look_ms = max(int(self.config.finish_look * 1000) - 100, 50)
-        return bool(
-            await self.redis.calls.command(
-                "SET",
-                job_look(self.redis.keys),
-                self.redis.worker,
-                "NX",
-                "PX",
-                look_ms,
-                retry=False,
-            )
-        )
+        command = turn_command(self.redis.keys, self.redis.worker, self.config.finish_look)
+        return bool(await self.redis.calls.command(*command, retry=False))
 
     async def look(self) -> int:
-        """One look at every job's counts; the number of state changes this worker made."""
+        """One look at every job's counts (``finish.finish_look``); the number of
+        state changes this worker made."""
         assert self.redis is not None
-        keys, calls = self.redis.keys, self.redis.calls
-        clock, records, quiet, stalls = await calls.pipelined(
-            "job states",
-            [
-                ("TIME",),
-                ("HGETALL", keys.jobs),
-                ("HGETALL", job_quiet(keys)),
-                ("HGETALL", job_stalls(keys)),
-            ],
-            retry=False,
+        look = finish_look(
+            self.redis.keys,
+            grace_ms=int(self.config.finish_grace * 1000),
+            events_max=self.config.events_max,
         )
-        now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-        shards = await self.redis.pipelined(
-            "job counts", [("HGETALL", key) for key in count_keys(keys)], retry=False
+        result = await self._run(look)
+        for change in result.changes:
+            self.stats.inc_value(f"jobs/{change.progress.state}")
+        stalls = await self.redis.calls.command(
+            "HGETALL", job_stalls(self.redis.keys), retry=False, writes=False
         )
-        records = {_text(k): v for k, v in records.items()}
-        quiet = {_text(k): v for k, v in quiet.items()}
-        changed = 0
-        grace_ms = int(self.config.finish_grace * 1000)
-        jobs = job_progress(records, shards, now_ms)
-        for progress in jobs:
-            record = records.get(progress.id)
-            mark = quiet.get(progress.id)
-            verdict = judge(progress, record, mark, now_ms, grace_ms)
-            if verdict.clear_quiet:
-                await calls.command("HDEL", job_quiet(keys), progress.id, retry=False)
-            if verdict.quiet is not None:
-                await calls.command(
-                    "HSET", job_quiet(keys), progress.id, verdict.quiet, retry=False
-                )
-            if verdict.state is None:
-                continue
-            if verdict.state == FINISHED and await self._seeds_pending(progress.id):
-                # A seed of the job waits in start_urls: not finished; look again later.
-                await calls.command(
-                    "HSET", job_quiet(keys), progress.id, f"{now_ms} -1", retry=False
-                )
-                continue
-            script_keys, args = state_call(
-                keys,
-                progress.id,
-                record,
-                verdict.state,
-                why=verdict.why,
-                now_ms=now_ms,
-                progress=progress,
-                events_max=self.config.events_max,
-            )
-            if int(await calls.script(self.script, script_keys, args, retry=False)) != 1:
-                continue  # another worker made the change, or an operator did
-            changed += 1
-            self.stats.inc_value(f"jobs/{verdict.state}")
-            progress.state = verdict.state
-            logger.info(
-                "Job %s %s (%s): %s", progress.id, verdict.state, verdict.why, summary(progress)
-            )
-        await self._stalls(jobs, records, {_text(k): v for k, v in stalls.items()}, now_ms)
+        marks = {_text(k): v for k, v in stalls.items()}
+        await self._stalls(result.jobs, result.records, marks, result.now_ms)
         await self.restore_stray()
-        return changed
+        return len(result.changes)
+
+    async def _run(self, look: Look) -> LookResult:
+        """Drive a look with this worker's call path."""
+        assert self.redis is not None
+        calls = self.redis.calls
+        reply: Any = None
+        try:
+            while True:
+                step = look.send(reply)
+                if isinstance(step, Reads):
+                    send = self.redis.pipelined if step.spread else calls.pipelined
+                    reply = await send(step.name, step.commands, retry=False)
+                elif isinstance(step, Write):
+                    reply = await calls.command(*step.command, retry=False)
+                else:
+                    reply = await calls.script(self.script, step.keys, step.args, retry=False)
+        except StopIteration as done:
+            result: LookResult = done.value
+            return result
 
     async def _stalls(
         self, jobs: list[JobProgress], records: dict[str, Any], marks: dict[str, Any], now_ms: int
@@ -307,20 +261,3 @@ class JobWatch:
             logger.info("Put back %d requests of jobs no longer paused", restored)
             self.stats.inc_value("jobs/held_restored", restored)
         return restored
-
-    async def _seeds_pending(self, job: str) -> bool:
-        assert self.redis is not None
-        start_urls = self.redis.keys.start_urls
-        entries = await self.redis.calls.command(
-            "LRANGE", start_urls, 0, SEEDS_READ - 1, retry=False, writes=False
-        )
-        if len(entries) >= SEEDS_READ:
-            logger.warning(
-                "Job %s looks finished, but %s holds %d seeds or more: it is called finished "
-                "only once no seed of it is among the first %d",
-                job,
-                start_urls,
-                SEEDS_READ,
-                SEEDS_READ,
-            )
-        return seeds_pending(entries, job)

@@ -12,33 +12,38 @@ Who changes what:
 - the operator (``scrapy jobs pause|resume|cancel``): running <-> paused,
   running or paused -> cancelled; ``scrapy jobs submit`` (or a schedule's
   tick) makes any job running again;
-- the workers (``state_loop.py``): running -> finished once nothing of the
-  job has been queued, backing off or in flight for ``JOB_FINISH_GRACE``
+- the finish rule (``finish.py``, run by the workers' ``state_loop.py`` and,
+  when no worker does, by the monitor): running -> finished once nothing of
+  the job has been queued, backing off or leased for ``JOB_FINISH_GRACE``
   seconds; finished -> running when the job is seeded again (a raw seed
   naming it), and a job seen only in the counts (seeded raw) gets its record.
+
+A job seeded raw is listed (``scrapy jobs list``) as running from its first
+count on, before any look writes its record: the operator's changes take it
+as running then (:func:`shown_state`), and the change writes its record.
 
 Every change is a compare-and-set of the record the caller read, with the
 control field, the quiet mark's removal and one event carrying the job's
 counts, in one script: the stream and the record never disagree, and two
-workers finding the same job finished write one event. The decisions are
-pure functions here, so the unit tests cover them without Redis.
+lookers (workers, monitors) finding the same job finished write one event.
+The decisions are pure functions here, so the unit tests cover them without
+Redis.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from spiders_project.jobs.submit import LUA_DIR
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.jobs import (
-    DEFAULT_JOB,
+    host_jobs,
     job_control,
     job_counts,
     job_held,
     job_quiet,
+    job_turns,
     spider_job_control,
 )
 from spiders_project.read_model.job_progress import COUNTS, JobProgress
@@ -74,10 +79,6 @@ def purge_script() -> LuaScript:
     return load_lua(LUA_DIR, "purge_job")
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def state_of(raw: bytes | str | None) -> str | None:
     """The state in a job's record, None if it has no record (or one we cannot read)."""
     if not raw:
@@ -100,7 +101,8 @@ def new_record(
 ) -> str:
     """The record after the change: the read one with its new state and times.
 
-    A job without a record (seeded raw) gets one, started now. A job that ends
+    A job without a record (seeded raw) gets one, started now, "via" seeded
+    whatever the change (it was seeded; the event says why it changed). A job that ends
     keeps its ``totals`` (``JobProgress.totals``) as "final"; one that runs
     again after it ended starts again now, its end time goes, and its counts
     start from those final ones ("base": a new run counts its own pages).
@@ -114,7 +116,7 @@ def new_record(
         if isinstance(loaded, dict):
             record = loaded
     if not record:
-        record = {"id": job, "via": why, "seeds": [], "started_at": now_ms}
+        record = {"id": job, "via": "seeded", "seeds": [], "started_at": now_ms}
     was = record.get("state")
     record["state"] = state
     if state in ENDED:
@@ -182,6 +184,8 @@ def restore_call(
     script_keys = [job_held(lane), lane.hosts, lane.requests_size, job_counts(lane)]
     script_keys += [lane.host_queue(h) for h in hosts]
     script_keys += [lane.host_list(h) for h in hosts]
+    script_keys += [host_jobs(lane, h) for h in hosts]
+    script_keys.append(job_turns(lane))
     return script_keys, [now, *members]
 
 
@@ -210,6 +214,16 @@ def run_clears(keys: RedisKeys, job: str) -> list[tuple[Any, ...]]:
     ]
 
 
+def shown_state(read: bytes | str | None, listed: bool) -> str | None:
+    """The state ``scrapy jobs list`` shows a job in, from its record as read
+    (``read``) and whether it has counts (``listed``): its record's; running for
+    a job counted but without a record yet (seeded raw, before a look writes
+    one); None for a job unknown, or whose record is not ours."""
+    if not read:
+        return RUNNING if listed else None
+    return state_of(read)
+
+
 def check_change(job: str, state: str | None, to: str) -> None:
     """Raise JobStateError unless an operator may take ``job`` from ``state`` to ``to``."""
     allowed = {
@@ -221,70 +235,3 @@ def check_change(job: str, state: str | None, to: str) -> None:
         now = f"is {state}" if state else "has no record"
         verb = {PAUSED: "pause", RUNNING: "resume", CANCELLED: "cancel"}[to]
         raise JobStateError(f"job {job} {now}: cannot {verb} it")
-
-
-# --- finish detection (the workers, ``state_loop.py``) -----------------------------------
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a worker does about one job after a look at its counts."""
-
-    state: str | None = None  # change the job's state to this (job_state.lua)
-    why: str = ""
-    quiet: str | None = None  # set the job's quiet mark to this
-    clear_quiet: bool = False  # remove the job's quiet mark
-
-
-NOTHING = Verdict()
-
-
-def ended_count(progress: JobProgress) -> int:
-    """A count that grows with everything the job's requests go through: leases
-    ended, and requests purged (dropped without a lease)."""
-    totals = progress.totals
-    return totals.get("acked", progress.acked) + totals.get("purged", progress.purged)
-
-
-def judge(
-    progress: JobProgress,
-    record: bytes | str | None,
-    quiet: bytes | str | None,
-    now_ms: int,
-    grace_ms: int,
-) -> Verdict:
-    """The verdict on one job (see the module docstring).
-
-    ``quiet`` is the job's mark "<since ms> <ended count then>", set the first
-    time a look finds nothing of it queued, backing off or in flight; the job
-    is finished once a look finds the same, with the same ended count, at least
-    ``grace_ms`` later. Any activity in between (a lease ended, a request
-    purged) changes the count, so activity between two looks is not missed.
-    """
-    state = state_of(record)
-    if progress.active:
-        if state is None:
-            return Verdict(state=RUNNING, why="seeded")
-        if state == FINISHED:
-            return Verdict(state=RUNNING, why="seeded again")
-        return Verdict(clear_quiet=quiet is not None)
-    if state != RUNNING:
-        return NOTHING
-    ended = ended_count(progress)
-    mark = _text(quiet).split() if quiet else []
-    if len(mark) == 2 and all(part.lstrip("-").isdigit() for part in mark):
-        since, then = int(mark[0]), int(mark[1])
-        if then == ended:
-            if now_ms - since >= grace_ms:
-                return Verdict(state=FINISHED, why="nothing left")
-            return NOTHING
-    return Verdict(quiet=f"{now_ms} {ended}")
-
-
-def seeds_pending(entries: list[bytes], job: str) -> bool:
-    """Whether any start_urls entry names ``job`` (a seed no worker took yet);
-    for ``default``, any entry that names no job."""
-    if job == DEFAULT_JOB:
-        return any(b'"job"' not in entry for entry in entries)
-    named = re.compile(rb'"job"\s*:\s*"' + re.escape(job.encode()) + rb'"')
-    return any(named.search(entry) for entry in entries)

@@ -42,6 +42,21 @@ def job_held(keys: RedisKeys) -> str:
     return keys.lane_prefix + "jobs:held"
 
 
+def host_jobs(keys: RedisKeys, host: str) -> str:
+    """One host's requests of crawl jobs other than the default one, in this lane:
+    sorted set of "<job> <order> <JSON request>", all scored 0, so a job's are one
+    range in its queue order and the jobs take turns (frontier/lua/job_queues.lua).
+    The default job's stay in the host's queue and list (``RedisKeys.host_queue``)."""
+    return keys.lane_prefix + f"requests:jobs:{host}"
+
+
+def job_turns(keys: RedisKeys) -> str:
+    """Hash host -> the job its last lease served ("" the default job), of this
+    lane, for the hosts with a jobs set (:func:`host_jobs`): their jobs take
+    turns (frontier/lua/job_turns.lua)."""
+    return keys.lane_prefix + "requests:job_turns"
+
+
 def job_quiet(keys: RedisKeys) -> str:
     """Hash job -> "<ms> <ended>": since when a running job had nothing queued,
     backing off or in flight, and its ended count then (finish detection)."""
@@ -49,7 +64,7 @@ def job_quiet(keys: RedisKeys) -> str:
 
 
 def job_look(keys: RedisKeys) -> str:
-    """String: the worker making this period's look at the jobs (SET NX PX)."""
+    """String: the worker or monitor making this period's look at the jobs (SET NX PX)."""
     return keys.prefix + "jobs:look"
 
 

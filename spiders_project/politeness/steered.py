@@ -29,7 +29,7 @@ from scrapy.settings import BaseSettings
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.keys import LANES, RedisKeys
-from spiders_project.keys.jobs import job_counts
+from spiders_project.keys.jobs import host_jobs, job_counts
 from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 from spiders_project.plumbing.wiring import shared
 from spiders_project.read_model.host_steering import HostSteer, InvalidSteering, parse_steering
@@ -78,6 +78,7 @@ def steer_call(
             k.host_queue(host),
             k.host_later(host),
             k.host_list(host),
+            host_jobs(k, host),
         ]
     script_keys.append(job_counts(shard))
     return script_keys, [host, limits, "1" if purge else "0"]

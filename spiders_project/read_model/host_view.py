@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from spiders_project.keys import LANES, RedisKeys
+from spiders_project.keys.jobs import host_jobs
 from spiders_project.read_model.host_steering import HostSteer, InvalidSteering
 from spiders_project.read_model.replies import scored, text
 from spiders_project.redis_access import SyncRedisCalls
@@ -30,6 +31,7 @@ def show(
             ("ZCARD", k.host_later(host)),
             ("HGET", k.in_flight, host),
             ("ZSCORE", k.hosts, host),
+            ("ZCARD", host_jobs(k, host)),
         ]
     reads += [("HGET", shard.host_delays, host), ("HGET", shard.host_limits, host), ("TIME",)]
     replies = calls.pipelined("frontier host", reads, retry=False)
@@ -45,7 +47,7 @@ def show(
     more = calls.pipelined("frontier host", spider_reads, retry=False)
     seconds, micros = replies[-1]
     now_ms = int(seconds) * 1000 + int(micros) // 1000
-    lanes = [replies[i : i + 5] for i in range(0, 5 * len(LANES), 5)]
+    lanes = [replies[i : i + 6] for i in range(0, 6 * len(LANES), 6)]
     turns = [float(lane[4]) for lane in lanes if lane[4] is not None]
     try:
         steer = HostSteer.from_json(more[0]) if more[0] is not None else HostSteer()
@@ -61,7 +63,7 @@ def show(
     bans = {text(m): (s - now_ms) / 1000 for m, s in scored(more[-1]) if s > now_ms}
     out: dict[str, Any] = {
         "host": host,
-        "queued": sum(int(lane[0]) + int(lane[1]) for lane in lanes),
+        "queued": sum(int(lane[0]) + int(lane[1]) + int(lane[5]) for lane in lanes),
         "retries_waiting": sum(int(lane[2]) for lane in lanes),
         "in_flight": sum(int(lane[3] or 0) for lane in lanes),
         "next_turn_in_s": max(0.0, (min(turns) - now_ms) / 1000) if turns else None,

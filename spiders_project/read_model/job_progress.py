@@ -10,6 +10,14 @@ The counts are exact (``frontier/lua/job_counts.lua``, ``ack.lua``); the rate is
 read from the marks ack.lua keeps per job and shard: pages/s over the last 30
 to 60 s, 0 once no page of the job was acked for a minute; the ETA is queued
 divided by that rate, an estimate, None (shown "unknown") while the rate is 0.
+
+A job's leases are two counts: ``in_flight``, the downloads under way (its
+leases that hold one of their host's download slots, the slots the
+cluster-wide cap counts, so a job on one host never shows more than that
+host's cap, as ``scrapy frontier host`` shows it), and ``leased``, the rest:
+leased by a worker and not downloading, either not started yet (spare leases
+waiting for a slot, requests a worker prefetched) or downloaded and waiting for
+their page's ack (the next write tick).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.jobs import DEFAULT_JOB, job_counts
+from spiders_project.keys.jobs import DEFAULT_JOB, host_jobs, job_counts
 
 # The counts that only grow: a run's are the totals less the totals when it
 # started, kept in its record as "base" (jobs/submit.py, jobs/states.py).
@@ -35,6 +43,7 @@ COUNTS = (
     "items",
     "queued",
     "in_flight",
+    "leased",
     "backing_off",
     "dead_letters",
     "refused",
@@ -49,7 +58,8 @@ FIELDS = ("id", "state", "started_at", "finished_at", "seeds", *COUNTS, "pages_p
 COUNT_FIELDS = {
     "queued": "queued",
     "later": "backing_off",
-    "leased": "in_flight",
+    "leased": "leases",
+    "slots": "in_flight",
     "acked": "acked",
     "pages": "pages",
     "items": "items",
@@ -74,15 +84,18 @@ class JobProgress:
     items: int = 0
     queued: int = 0
     in_flight: int = 0
+    leased: int = 0
     backing_off: int = 0
     dead_letters: int = 0
     refused: int = 0
     purged: int = 0
     pages_per_s: float = 0.0
     eta_s: float | None = None
-    # Not printed: leases of the job ended (finish detection, jobs/states.py),
-    # its hosts by queued requests (``show``), when read, and its counts since
-    # the counts began (``totals``; the fields above are this run's: RUN_COUNTS).
+    # Not printed: its leases (in_flight + leased), leases of the job ended
+    # (finish detection, jobs/finish.py), its hosts by queued requests
+    # (``show``), when read, and its counts since the counts began (``totals``;
+    # the fields above are this run's: RUN_COUNTS).
+    leases: int = 0
     acked: int = 0
     top_hosts: list[tuple[str, int]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
@@ -97,8 +110,8 @@ class JobProgress:
 
     @property
     def active(self) -> bool:
-        """Whether anything of the job is queued, backing off or in flight."""
-        return self.queued + self.in_flight + self.backing_off > 0
+        """Whether anything of the job is queued, backing off or leased."""
+        return self.queued + self.leases + self.backing_off > 0
 
 
 def count_keys(keys: RedisKeys) -> list[str]:
@@ -179,6 +192,11 @@ def job_progress(
         for name, mark in marks.items():
             rates[name] = rates.get(name, 0.0) + _rate(mark, pages.get(name, 0), now_ms)
     for name, progress in jobs.items():
+        # The scripts change a lease's slot in the same step as the lease, and
+        # each shard's hash is read whole at once: the bounds only keep counts
+        # damaged by hand from showing less than nothing.
+        progress.in_flight = min(max(progress.in_flight, 0), progress.leases)
+        progress.leased = progress.leases - progress.in_flight
         base = bases.get(name, {})
         for what in RUN_COUNTS:
             total = getattr(progress, what)
@@ -231,8 +249,9 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
     """Set ``top_hosts`` of ``job`` in ``jobs``: its hosts by requests queued.
 
     Reads the queues of the largest hosts of every shard and lane (at most
-    ``HOSTS_READ`` each, ``MEMBERS_READ`` members a queue): what ``scrapy
-    jobs show`` pays once, never the crawl.
+    ``HOSTS_READ`` each, ``MEMBERS_READ`` members a queue; the job's range of
+    a host's jobs set is counted, not read): what ``scrapy jobs show`` pays
+    once, never the crawl.
     """
     found = [p for p in jobs if p.id == job]
     if not found:
@@ -246,7 +265,8 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
             sizes = [
                 (
                     int(calls.command("ZCARD", lane.host_queue(h), writes=False))
-                    + int(calls.command("LLEN", lane.host_list(h), writes=False)),
+                    + int(calls.command("LLEN", lane.host_list(h), writes=False))
+                    + int(calls.command("ZCARD", host_jobs(lane, h), writes=False)),
                     h,
                 )
                 for h in names
@@ -259,6 +279,12 @@ def add_top_hosts(calls: Any, keys: RedisKeys, jobs: list[JobProgress], job: str
                     "LRANGE", lane.host_list(host), 0, MEMBERS_READ - 1, writes=False
                 )
                 mine = sum(1 for m in members if _job_in(m) == job)
+                if job != DEFAULT_JOB:  # the job's range of the host's jobs set, counted
+                    mine += int(
+                        calls.command(
+                            "ZLEXCOUNT", host_jobs(lane, host), f"[{job} ", f"({job}!", writes=False
+                        )
+                    )
                 if mine:
                     queued[host] = queued.get(host, 0) + mine
     found[0].top_hosts = sorted(queued.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -275,7 +301,7 @@ def summary(progress: JobProgress) -> str:
     """One line of ``scrapy jobs list`` and of ``scrapy crawlstatus``."""
     return (
         f"{progress.id}: {progress.state}, {progress.pages} pages, {progress.items} items, "
-        f"{progress.queued} queued, {progress.in_flight} in flight, "
+        f"{progress.queued} queued, {progress.in_flight} in flight, {progress.leased} leased, "
         f"{progress.backing_off} backing off, {progress.pages_per_s:g} pages/s, "
         + eta_text(progress)
     )
@@ -293,7 +319,8 @@ def details(progress: JobProgress) -> str:
             f"  pages        {progress.pages}",
             f"  items        {progress.items}",
             f"  queued       {progress.queued}",
-            f"  in flight    {progress.in_flight}",
+            f"  in flight    {progress.in_flight} (downloading)",
+            f"  leased       {progress.leased} (not downloading: not started, or awaiting ack)",
             f"  backing off  {progress.backing_off}",
             f"  dead letters {progress.dead_letters}",
             f"  refused      {progress.refused}",

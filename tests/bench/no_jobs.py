@@ -6,9 +6,10 @@ path for everyone (the batched ack and lease scripts of issue 29), so the two
 differ by much more than jobs. :func:`strip_jobs` takes a worktree of this
 very commit and removes what jobs do per request and per page:
 
-- in the scripts (``runtime/lua``): no job found in a request, no count kept,
+- in the scripts (``frontier/lua``): no job found in a request, no count kept,
   no per-job page rate written by ``ack.lua``, no look at paused or cancelled
-  jobs by ``lease.lua`` and ``enqueue.lua``;
+  jobs by the lease script (``job_turns.lua``) and ``enqueue.lua``, nor at the
+  hosts whose jobs take turns;
 - in the worker: the jobs' frontier step, download gate and both extensions.
 
 Each edit must match the source exactly once, or :class:`StripFailed` says
@@ -47,9 +48,14 @@ EDITS: tuple[tuple[str, str, str], ...] = (
     ),
     (LUA + "ack.lua", "    paged[job] = (paged[job] or 0) + 1\n", ""),
     (
-        LUA + "lease.lua",
-        "local controlled = redis.call('HLEN', control) > 0",
-        "local controlled = false",
+        LUA + "job_turns.lua",
+        "taking.controlled = redis.call('HLEN', control) > 0",
+        "taking.controlled = false",
+    ),
+    (
+        LUA + "job_turns.lua",
+        "taking.turned = redis.call('HLEN', turns) > 0",
+        "taking.turned = false",
     ),
     (LUA + "enqueue.lua", "local controlled = nil ", "local controlled = false "),
     *(

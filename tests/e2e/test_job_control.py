@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from spiders_project.jobs.control import change_state
-from spiders_project.keys.jobs import job_held
+from spiders_project.keys.jobs import job_held, job_look
 from tests.integration.test_frontier_scripts import Scripts
 from tests.support.processes import (
     K,
@@ -35,6 +35,7 @@ from tests.support.processes import (
     worker,
 )
 from tests.support.site import TestSite
+from tests.support.tree_site import TreeSite
 
 pytestmark = pytest.mark.slow
 
@@ -275,3 +276,61 @@ def test_a_pause_holds_across_a_killed_worker_and_a_redis_restart(start_redis, t
     assert {urlsplit(u).path for u in site.page_urls()} == fetched
     assert "requests of jobs no longer paused" in second.log()
     r.close()
+
+
+def test_a_job_seeded_raw_is_paused_resumed_and_cancelled_as_soon_as_it_is_listed(
+    redis_url, r, tmp_path, procs
+):
+    """No worker's look has written the job's record yet (this test holds the
+    looks' turn, ``jobs:look``, as a look that never ends would): ``scrapy jobs
+    list`` shows the job running from its first count, and every change of
+    ``scrapy jobs`` works on it there and then, and takes effect."""
+    with TreeSite(latency=0.05) as site:
+        w = worker(
+            "w",
+            redis_url,
+            tmp_path,
+            "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+            "CONCURRENT_REQUESTS_PER_DOMAIN=2",
+            "STATS_PUBLISH_INTERVAL=0.5",
+        )
+        procs.append(w)
+        wait_until(lambda: r.zcard(K.workers) == 1, 90, what="the worker to start")
+        r.set(job_look(K), "the test", px=600_000)
+        for job, tree in (("R", "r"), ("W", "w")):
+            r.lpush(K.start_urls, json.dumps({"url": site.tree(tree), "job": job}))
+
+        def listed() -> dict[str, dict]:
+            done = scrapy_command(redis_url, "jobs", "list", "--json")
+            assert done.returncode == 0, done.stderr
+            return {j["id"]: j for j in map(json.loads, done.stdout.splitlines())}
+
+        wait_until(lambda: {"R", "W"} <= set(listed()), 60, what="both raw jobs to be listed")
+        jobs = listed()
+        assert jobs["R"]["state"] == jobs["W"]["state"] == "running"
+        assert r.hget(K.jobs, "R") is None and r.hget(K.jobs, "W") is None  # no record yet
+        # Waiting for one is waiting for a running job, not "no such job".
+        waited = scrapy_command(redis_url, "jobs", "wait", "W", "--timeout", "1")
+        assert waited.returncode == 4, waited.stdout + waited.stderr
+
+        paused = scrapy_command(redis_url, "jobs", "pause", "R")
+        assert paused.returncode == 0, paused.stderr
+        t_pause = time.monotonic()
+        cancelled = scrapy_command(redis_url, "jobs", "cancel", "W", "--json")
+        assert cancelled.returncode == 0, cancelled.stderr
+        t_cancel = time.monotonic()
+        assert json.loads(r.hget(K.jobs, "R"))["state"] == "paused"
+        assert json.loads(r.hget(K.jobs, "W"))["state"] == "cancelled"
+        # Paused and cancelled from 2 s on: neither fetches while W keeps its end.
+        time.sleep(4)
+        assert site.fetched("r", t_pause + 2) == 0
+        assert site.fetched("w", t_cancel + 2) == 0
+        assert scrapy_command(redis_url, "jobs", "resume", "R").returncode == 0
+        wait_until(lambda: site.fetched("r", time.monotonic() - 1) > 0, 30, what="R to fetch")
+        assert scrapy_command(redis_url, "jobs", "cancel", "R").returncode == 0
+        assert scrapy_command(redis_url, "jobs", "wait", "R", "--timeout", "5").returncode == 3
+        assert scrapy_command(redis_url, "jobs", "wait", "W", "--timeout", "5").returncode == 3
+    assert w.stop(60) == 0, w.log()[-3000:]
+    assert [e["state"] for e in events(r, "R")] == ["paused", "running", "cancelled"]
+    assert [e["state"] for e in events(r, "W")] == ["cancelled"]
+    assert json.loads(r.hget(K.jobs, "R"))["via"] == "seeded"

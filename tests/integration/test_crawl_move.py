@@ -11,6 +11,7 @@ from spiders_project.frontier.calls import enqueue_call
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.seen import SeenConfig
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.jobs import host_jobs
 from tests.support.processes import scrapy_command
 
 K = RedisKeys("distributed")
@@ -22,12 +23,23 @@ def crawlmove(target_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def fill(source: redis.Redis) -> None:
-    """A crawl under way, written by the frontier's own script: 3 hosts, a retry waiting."""
+    """A crawl under way, written by the frontier's own script: 3 hosts, a retry waiting,
+    a job's requests."""
     entries = [
         (f"h{i % 3}", SEEN.token(bytes([i]) * 20), i % 2, f'{{"u":"http://h{i % 3}/{i}"}}'.encode())
         for i in range(30)
     ]
     entries.append(("h0", "", 0, b'{"u":"http://h0/retry"}', b"", 60_000))
+    # A job's requests: in their hosts' jobs sets, the hosts in the turns.
+    entries += [
+        (
+            f"h{i}",
+            SEEN.token(bytes([100 + i]) * 20),
+            0,
+            f'{{"u":"http://h{i}/j","m":{{"crawl_job":"J"}}}}'.encode(),
+        )
+        for i in range(3)
+    ]
     keys, args = enqueue_call(K, entries, seen=SEEN.spec)
     source.eval(FrontierScripts().enqueue.source, len(keys), *keys, *args)
     source.hset(K.host_delays, "h1", 2000)
@@ -72,8 +84,9 @@ def test_a_crawl_moves_whole_between_two_redis_servers(start_redis):
 
     moved = crawlmove(target_url, "--from", source_url)
     assert moved.returncode == 0, moved.stderr
-    assert "31 queued requests of 3 hosts into 1 shard(s)" in moved.stdout, moved.stdout
+    assert "34 queued requests of 3 hosts into 1 shard(s)" in moved.stdout, moved.stdout
     copied = contents(target)
+    assert host_jobs(K, "h2") in before and host_jobs(K, "h2") in copied
     turn = K.host_turn("h0")
     assert copied == {k: v for k, v in before.items() if k != turn}, "not copied as it was"
     assert turn not in copied  # a turn belongs to the source's workers

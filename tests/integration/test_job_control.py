@@ -70,7 +70,7 @@ def test_a_paused_job_is_set_aside_as_it_comes_up_and_the_other_job_goes_on(r, s
         f"http://shared/b{i}" for i in range(3)
     ]
     assert r.zcard(job_held(K)) == 5
-    assert counts(r) == {"A": {"queued": 5}, "B": {"leased": 5}}
+    assert counts(r) == {"A": {"queued": 5}, "B": {"leased": 5, "slots": 5}}
     assert int(r.get(K.requests_size)) == 0
     # Nothing of A comes up while it is paused.
     assert lease(s, 100, [("shared", 0), ("a", 0)])[0] == []
@@ -84,7 +84,7 @@ def test_a_paused_job_is_set_aside_as_it_comes_up_and_the_other_job_goes_on(r, s
     assert sorted(urls(got)) == ["http://a/0", "http://a/1"] + [
         f"http://shared/a{i}" for i in range(3)
     ]
-    assert counts(r) == {"A": {"leased": 5}, "B": {"leased": 5}}
+    assert counts(r) == {"A": {"leased": 5, "slots": 5}, "B": {"leased": 5, "slots": 5}}
 
 
 def test_a_paused_jobs_requests_leave_a_delayed_hosts_turn_to_the_other_job(r, s):
@@ -125,7 +125,7 @@ def test_cancel_purges_the_job_everywhere_and_drops_its_new_links(r, s):
     entries = [("b", tok("new"), 0, request("http://b/new", "B"))] * 2
     entries += [("a", tok("a-new"), 0, request("http://a/new", "A"))]
     assert enqueue(s, entries) == 1
-    assert counts(r) == {"A": {"leased": 5, "queued": 1}, "B": {"purged": 7}}
+    assert counts(r) == {"A": {"leased": 5, "slots": 5, "queued": 1}, "B": {"purged": 7}}
     assert int(r.get(K.requests_size)) == 1
     progress = {p.id: p for p in read_jobs(s.calls, K)}
     assert progress["B"].state == "cancelled"

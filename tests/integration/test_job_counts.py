@@ -101,10 +101,11 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
     got, *_ = lease(s, 10, [("a", 0), ("b", 0)])
     assert len(got) == 5
     ids = s.last_ids
+    # Each lease holds one of its host's download slots: in flight.
     assert counts(r) == {
-        "j1": {"leased": 3},
-        "j2": {"leased": 1},
-        "default": {"leased": 1},
+        "j1": {"leased": 3, "slots": 3},
+        "j2": {"leased": 1, "slots": 1},
+        "default": {"leased": 1, "slots": 1},
     }
     # Two of j1's pages fetched; the third lease ends without a page (a
     # retry queued anew, a dead letter, a request refused after its lease).
@@ -121,7 +122,7 @@ def test_counts_follow_a_request_from_enqueue_to_ack(r, s):
         "default": {"acked": 1, "pages": 1, "items": 2},
     }
     # Bounded: one hash, a few fields per job, whatever the number of URLs.
-    assert r.hlen(job_counts(K)) == 18
+    assert r.hlen(job_counts(K)) == 21
     # The marks of each job's rate: its pages at t0 and t1, and its last page.
     assert r.hget(job_counts(K), "j1|rate") == f"{s.now} 0 {s.now} 0 {s.now}".encode()
 
@@ -146,7 +147,7 @@ def test_a_retry_counts_as_later_until_it_is_due(r, s):
     assert lease(s, 10, [("a", 0)])[0] == []
     s.tick(5000)
     assert lease(s, 10, [("a", 0)])[0] == [retry]
-    assert counts(r) == {"j1": {"leased": 1}}
+    assert counts(r) == {"j1": {"leased": 1, "slots": 1}}
 
 
 def test_expired_leases_go_back_to_queued(r, s):

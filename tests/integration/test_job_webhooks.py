@@ -112,8 +112,8 @@ def pending(r) -> int:
 
 
 def as_sent(event_id: str, fields: dict[str, str]) -> dict:
-    numbers = {"at", "seeds", "pages", "items", "queued", "in_flight", "backing_off"}
-    numbers |= {"dead_letters", "refused", "purged", "since"}
+    numbers = {"at", "seeds", "pages", "items", "queued", "in_flight", "leased"}
+    numbers |= {"backing_off", "dead_letters", "refused", "purged", "since"}
     body = {k: int(v) if k in numbers else v for k, v in fields.items()}
     return {"id": event_id, "spider": "distributed", **body}
 

@@ -75,6 +75,7 @@ REQUIRED = {
     "crawler_job_items_total",
     "crawler_job_queued",
     "crawler_job_in_flight",
+    "crawler_job_leased",
     "crawler_job_dead_letters",
     "crawler_job_eta_seconds",
     "crawler_job_state",
@@ -241,7 +242,8 @@ def fill_redis(r: redis.Redis) -> float:
             "shop|dead_letters": 1,
             "shop|queued": 50,
             "shop|later": 10,
-            "shop|leased": 4,
+            "shop|leased": 7,
+            "shop|slots": 4,
             "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
         },
     )
@@ -320,6 +322,7 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     assert m.value("crawler_job_items_total", **job) == 70
     assert m.value("crawler_job_queued", **job) == 60
     assert m.value("crawler_job_in_flight", **job) == 4
+    assert m.value("crawler_job_leased", **job) == 3
     assert m.value("crawler_job_dead_letters", **job) == 1
     assert 20 <= m.value("crawler_job_eta_seconds", **job) <= 30  # 50 queued at ~2 pages/s
     assert m.value("crawler_job_state", state="running", **job) == 1
@@ -363,7 +366,8 @@ def test_crawlstatus_prints_the_same_numbers(redis_url, r):
     assert "workers     1 alive, 1 lost" in out
     assert re.search(r"node1:100 +alive  last seen +\d+\.\d s ago  pages 120  items 100", out)
     assert re.search(r"node2:200 +LOST   last seen", out)
-    assert re.search(r"job +shop: running, 80 pages, 70 items, 50 queued, 4 in flight", out)
+    shop = r"job +shop: running, 80 pages, 70 items, 50 queued, 4 in flight, 3 leased"
+    assert re.search(shop, out)
 
     as_json = run_scrapy(env, "crawlstatus", "--once", "--json")
     data = json.loads(as_json.stdout)["spiders"][0]

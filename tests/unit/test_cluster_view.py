@@ -35,7 +35,8 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 1,  # its leases
                 {b"j": b'{"state": "running", "started_at": 1000000, "seeds": ["http://x/"]}'},
                 # The shard's counts, as a flat HGETALL.
-                [b"j|pages", b"4", b"j|items", b"9", b"j|queued", b"2", b"j|leased", b"1"],
+                [b"j|pages", b"4", b"j|items", b"9", b"j|queued", b"2", b"j|leased", b"1"]
+                + [b"j|slots", b"1"],
             ]
         assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
         return [{b"pages": b"7", b"items": b"2"}, 1]

@@ -82,3 +82,17 @@ def test_the_exporter_shows_steered_hosts_with_bounded_series():
     blocked = {(s.labels["kind"], s.value) for s in overrides if s.labels["host"] == "zz.example"}
     assert blocked == {("cap", 2), ("blocked", 1)}
     assert {s.labels["kind"] for s in overrides} == {"delay_seconds", "cap", "blocked"}
+
+
+def test_a_job_shows_its_downloads_and_its_other_leases_apart():
+    from types import SimpleNamespace
+
+    from monitor.collector import job_metrics
+    from spiders_project.read_model.job_progress import job_progress
+
+    (job,) = job_progress({}, [{b"j|leased": b"80", b"j|slots": b"16"}], 0)
+    families = {f.name: f for f in job_metrics([SimpleNamespace(spider="s", jobs=[job])])}
+    (in_flight,) = families["crawler_job_in_flight"].samples
+    (leased,) = families["crawler_job_leased"].samples
+    assert (in_flight.value, leased.value) == (16, 64)
+    assert leased.labels == {"spider": "s", "crawl_job": "j"}

@@ -13,16 +13,38 @@ NOW = 1_700_000_060_000
 def test_counts_of_every_shard_add_up_and_the_record_gives_state_and_seeds():
     records = {b"a": json.dumps({"state": "running", "started_at": NOW, "seeds": ["http://x/"]})}
     shards = [
-        {b"a|queued": b"10", b"a|leased": b"2", b"a|pages": b"30", b"b|later": b"1"},
+        {
+            b"a|queued": b"10",
+            b"a|leased": b"2",
+            b"a|slots": b"1",
+            b"a|pages": b"30",
+            b"b|later": b"1",
+        },
         {b"a|queued": b"5", b"a|pages": b"20", b"a|purged": b"3", b"a|items": b"7"},
         {b"a|dead_letters": b"1", b"a|refused": b"2"},
     ]
     a, b = job_progress(records, shards, NOW)
     assert tuple(a.as_dict()) == FIELDS
-    assert (a.queued, a.in_flight, a.pages, a.purged, a.items) == (15, 2, 50, 3, 7)
+    assert (a.queued, a.in_flight, a.leased, a.pages, a.purged, a.items) == (15, 1, 1, 50, 3, 7)
     assert (a.dead_letters, a.refused, a.seeds, a.state) == (1, 2, ["http://x/"], "running")
     assert a.started_at == "2023-11-14T22:14:20+00:00" and a.finished_at is None
     assert b.id == "b" and b.backing_off == 1 and b.state == "running"
+
+
+def test_leases_split_into_downloads_and_the_rest():
+    """``<job>|slots`` are the leases holding a download slot: in_flight; the other
+    leases are leased (spares, prefetched, awaiting their ack)."""
+    shards = [
+        {b"a|leased": b"50", b"a|slots": b"12", b"b|leased": b"3"},
+        {b"a|leased": b"30", b"a|slots": b"4", b"b|slots": b"-2"},
+    ]
+    a, b = job_progress({}, shards, NOW)
+    assert (a.in_flight, a.leased, a.leases) == (16, 64, 80)
+    assert (b.in_flight, b.leased) == (0, 3)  # a count below 0 shows as none
+    assert a.active and b.active
+    assert a.as_dict()["leased"] == 64 and "leases" not in a.as_dict()
+    assert "16 in flight, 64 leased" in summary(a)
+    assert not job_progress({}, [{b"c|slots": b"0", b"c|acked": b"4"}], NOW)[0].active
 
 
 def test_rate_sums_the_shards_and_is_zero_a_minute_after_the_last_page():

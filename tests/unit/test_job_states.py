@@ -3,14 +3,13 @@ writes, and the workers' verdict on each job after a look at its counts."""
 
 import json
 
+from spiders_project.jobs.finish import Verdict, judge, seeds_pending
 from spiders_project.jobs.states import (
     FINISHED,
     RUNNING,
-    Verdict,
     control_of,
-    judge,
     new_record,
-    seeds_pending,
+    shown_state,
     state_of,
 )
 from spiders_project.read_model.job_progress import JobProgress
@@ -62,6 +61,28 @@ def test_a_finished_job_seeded_again_runs_and_a_raw_job_gets_its_record():
     idle = JobProgress("j")
     assert judge(idle, json.dumps({"state": "paused"}), "1 0", 10**9, GRACE) == Verdict()
     assert judge(idle, finished, None, 10**9, GRACE) == Verdict()
+
+
+def test_a_raw_job_that_no_look_saw_active_still_finishes():
+    """Seeded raw and crawled between two looks: listed running, so it ends like one
+    (its record is written then, with the finish)."""
+    done = JobProgress("r", acked=5)
+    first = judge(done, None, None, 1_000, GRACE)
+    assert first == Verdict(quiet="1000 5")
+    assert judge(done, None, first.quiet, 31_000, GRACE) == Verdict(
+        state=FINISHED, why="nothing left"
+    )
+    record = json.loads(new_record(None, "r", FINISHED, 31_000, "nothing left"))
+    assert record["via"] == "seeded" and record["state"] == FINISHED
+
+
+def test_the_state_jobs_list_shows_is_the_one_the_operator_changes_from():
+    assert shown_state(None, listed=True) == RUNNING  # seeded raw: counts, no record yet
+    assert shown_state(None, listed=False) is None  # unknown
+    assert shown_state(json.dumps({"state": "paused"}), listed=True) == "paused"
+    assert shown_state(b"not ours", listed=True) is None
+    paused = json.loads(new_record(None, "r", "paused", 9, "pause"))
+    assert paused == {"id": "r", "via": "seeded", "seeds": [], "started_at": 9, "state": "paused"}
 
 
 def test_seeds_waiting_in_start_urls_are_found_by_job():

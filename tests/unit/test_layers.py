@@ -58,11 +58,14 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 FLOOR_NAMES = [name for name, _ in FLOORS]
 # The monitor reads the read model: it may import these floors' packages only ...
 MONITOR_READS = {"base", "redis", "shared"}
-# ... but for the console's two doors: its actions go through the feature code
-# the commands call, and its archive page reads the archive. Only these modules.
+# ... but for its doors: the console's actions go through the feature code the
+# commands call, its archive page reads the archive, and the jobs' finish rule
+# runs with the operator's connection when no worker is left to
+# (monitor/job_looks.py). Only these modules.
 MONITOR_DOORS = {
     "monitor.console.actions": {"jobs", "politeness", "dead_letters", "rendering", "frontier"},
     "monitor.console.archive": {"archive"},
+    "monitor.job_looks": {"jobs"},
 }
 
 

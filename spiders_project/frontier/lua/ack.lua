@@ -12,7 +12,8 @@
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
 --          moves its request from leased to acked, and counts a page and its
 --          items, or a dead letter, if it is one of the P (with the marks of
---          its job's rate: below)
+--          its job's rate: below); each slot given back leaves its lease's
+--          job's slots, and a slot passed on moves from one job's to the other's
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -67,7 +68,7 @@
 -- a lease (a transfer's ZSCORE, SREM, ZSCORE, SADD; an end's ZREM, HGET,
 -- HDEL, SREM): 8 of the frontier's 18 commands a page. Now two reads take
 -- whether each lease named is held and released (ZMSCORE, SMISMEMBER) and one
--- the infos of the leases to end (HMGET); a host's in-flight count and cap
+-- the infos of the leases it names (HMGET); a host's in-flight count and cap
 -- waiters are read when a slot of it first moves (HGET each). The releases,
 -- transfers and ends then run one by one, in the same order and by the same
 -- rules as before, on those copies, and one write per key puts the result
@@ -139,10 +140,12 @@ for k = 1, #named do
   released[id] = member
   was_released[id] = member
 end
+-- The infos of every lease named, in one read: a release or a transfer
+-- needs its host, and the job whose slots it moves.
 local info = {}
-if #ends > 0 then
-  local infos = each_chunk('HMGET', KEYS[2], ends)
-  for k = 1, #ends do info[ends[k]] = infos[k] end
+do
+  local infos = each_chunk('HMGET', KEYS[2], named)
+  for k = 1, #named do info[named[k]] = infos[k] end
 end
 local function info_of(id)
   local lease_info = info[id]
@@ -173,10 +176,18 @@ local function load_host(host)
 end
 local woken, handover = {}, {}
 
+-- The slots of the job of a lease (its info) change by `by`.
+local function job_slots(lease_info, by)
+  if not lease_info then return end
+  local changes = job_changes(job_of(lease_info))
+  changes.slots = (changes.slots or 0) + by
+end
+
 local function give_slot_back(id, lease_info)
   if not lease_info or string.sub(id, 1, 1) == '{' then return end  -- previous release: no slot
   local host = host_of(lease_info)
   if not host then return end
+  job_slots(lease_info, -1)
   load_host(host)
   local count = (flight[host] or 0) - 1
   flight[host] = count > 0 and count
@@ -205,8 +216,10 @@ for i = first, at - 1, 2 do
   local from, to = ARGV[i], ARGV[i + 1]
   if leased[to] and released[to] then
     released[to] = false
+    job_slots(info_of(to), 1)
     if leased[from] and not released[from] then
       released[from] = true
+      job_slots(info_of(from), -1)
     else
       local host = host_of(info_of(to))
       if host then

@@ -18,10 +18,13 @@
 -- KEYS[7+i]  queue of the i-th host of this batch (sorted set of JSON requests)
 -- KEYS[7+H+i] retries of the i-th host waiting for their time (its "later" set)
 -- KEYS[7+2H+i] list of the i-th host: its new priority-0 requests, first in first out
--- KEYS[8+3H] job counts: hash "<job>|queued" / "<job>|later" -> requests (job_counts.lua)
--- KEYS[9+3H] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel):
+-- KEYS[7+3H+i] jobs set of the i-th host: the requests of jobs other than the
+--            default one, wherever the default job's would go (job_queues.lua)
+-- KEYS[8+4H] job counts: hash "<job>|queued" / "<job>|later" -> requests (job_counts.lua)
+-- KEYS[9+4H] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel):
 --            a new request of a cancelled job is recorded as seen and dropped,
 --            counted purged for its job, not queued; read only while not empty
+-- KEYS[10+4H] job turns: hash host -> the job its last lease served (job_queues.lua)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    the seen-set's mode (seen.lua: "exact" or "bloom ...")
@@ -63,13 +66,17 @@
 --            Each request really added counts for its job, queued or later
 --            (waiting), as it counts in size.
 --
--- Where a request goes: a new request with a fingerprint, priority 0 and no
+-- Where a request goes: a request of a job other than the default one goes to
+-- its host's jobs set, in its queue order (job_queues.lua), so that the jobs
+-- of a host take turns; a waiting one (a retry) to the later set, as any.
+-- Of the default job's: a new request with a fingerprint, priority 0 and no
 -- wait (the usual followed link) is RPUSHed to its host's list, where it costs
 -- about 3 bytes besides its JSON (a sorted set member costs about 90); its
 -- fingerprint already keeps it from being queued twice. Every other request
 -- goes to the host's sorted set by score, where ZADD NX keeps a payload queued
 -- once (seeds, never-filtered requests). lease.lua gives the sorted set's
--- higher priorities first, then the list, then the rest of the sorted set.
+-- higher priorities first, then the list, then the rest of the sorted set,
+-- and, when the host has other jobs' requests too, one request a job in turn.
 --
 -- No shebang: a flagged script costs Redis about 20% more CPU per crawled
 -- page here (docs/BENCHMARKS.md). Under OOM or on a replica this script fails
@@ -83,8 +90,9 @@
 -- when the first of this batch's waiting requests is due.
 --!include redis_access/lua/clock.lua
 --!include seen.lua
---!include job_counts.lua
-local control = KEYS[9 + 3 * tonumber(ARGV[4])]
+--!include job_queues.lua
+local control = KEYS[9 + 4 * tonumber(ARGV[4])]
+local turns = KEYS[10 + 4 * tonumber(ARGV[4])]
 local controlled = nil  -- whether any job is paused or cancelled: asked at the first new request
 local cancelled = {}
 local window = tonumber(ARGV[3])
@@ -101,18 +109,27 @@ local reply = {0}
 local touched = {}
 local swept = false
 local pushes = {}  -- host index -> its new list requests, pushed after the loop
+local job_adds = {}  -- host index -> {0, member, ...} for its jobs set, added after the loop
 
--- A new request for the end of host i's list (the loop below pushes them).
-local function push_link(i, payload)
-  local list = pushes[i]
-  if not list then
-    list = {}
-    pushes[i] = list
-  end
-  list[#list + 1] = payload
-  job_count(payload, 'queued', 1)
+-- A new request at `score` for host i's jobs set (another job than the
+-- default one's) or for the end of its list (the loop below writes them).
+local function push_link(i, payload, score)
+  local job = job_of(payload)
+  local changes = job_changes(job)
+  changes.queued = (changes.queued or 0) + 1
   enqueued = enqueued + 1
   if not touched[i] or now < touched[i] then touched[i] = now end
+  local list, entry = pushes, payload
+  if job ~= 'default' then
+    list, entry = job_adds, job_member(job, score, payload)
+  end
+  local adds = list[i]
+  if not adds then
+    adds = {}
+    list[i] = adds
+  end
+  if list == job_adds then adds[#adds + 1] = 0 end
+  adds[#adds + 1] = entry
 end
 
 -- Whether a new request of job control's cancelled jobs is dropped (and counted purged).
@@ -170,10 +187,17 @@ local function request(base)
     if added == 1 then job_count(payload, 'later', 1) end
     enqueued = enqueued + added
   elseif fp ~= '' and string.sub(fp, 1, 1) ~= '!' and priority == 0 then
-    push_link(i, payload)
+    push_link(i, payload, seq)
     return
   else
-    local added = redis.call('ZADD', KEYS[7 + i], 'NX', score, payload)
+    local job = job_of(payload)
+    local added
+    if job == 'default' then
+      added = redis.call('ZADD', KEYS[7 + i], 'NX', score, payload)
+    else
+      job_turn_of(turns, ARGV[4 + i])
+      added = redis.call('ZADD', KEYS[7 + 3 * h + i], 'NX', 0, job_member(job, score, payload))
+    end
     if added == 1 then job_count(payload, 'queued', 1) end
     enqueued = enqueued + added
   end
@@ -194,7 +218,7 @@ local function each_request()
       local payload = ARGV[link + 1]
       if seen_add(ARGV[link]) and not purged(payload) then
         seq = seq + 1
-        push_link(tonumber(ARGV[link + 2]), payload)
+        push_link(tonumber(ARGV[link + 2]), payload, seq)
       end
       link = link + 3
     end
@@ -211,12 +235,18 @@ for i, list in pairs(pushes) do
     redis.call('RPUSH', KEYS[7 + 2 * h + i], unpack(list, s, math.min(s + 999, #list)))
   end
 end
+for i, adds in pairs(job_adds) do
+  job_turn_of(turns, ARGV[4 + i])
+  for s = 1, #adds, 1000 do
+    redis.call('ZADD', KEYS[7 + 3 * h + i], unpack(adds, s, math.min(s + 999, #adds)))
+  end
+end
 for i, due in pairs(touched) do
   redis.call('ZADD', KEYS[4], 'NX', due, ARGV[4 + i])
 end
 seen_done()
 if enqueued > 0 then redis.call('INCRBY', KEYS[5], enqueued) end
-job_counts_done(KEYS[8 + 3 * h])
+job_counts_done(KEYS[8 + 4 * h])
 if not ok then error(err, 0) end
 reply[1] = enqueued
 return reply

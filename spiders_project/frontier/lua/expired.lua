@@ -13,8 +13,9 @@
 -- KEYS[3]  requests:rejected: list of entries set aside
 -- KEYS[4]  released: set of lease ids whose cap slot was given back (ack.lua)
 -- KEYS[5]  job counts: hash "<job>|<count>" (job_counts.lua): a lease ended
---          here leaves its job's leased count (when its info names the job:
---          without info, its job is unknown and the count stays)
+--          here leaves its job's leased count, and its slots if it held one
+--          (when its info names the job: without info, its job is unknown and
+--          the counts stay)
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  the most leases to list
@@ -45,8 +46,11 @@ for _, id in ipairs(ids) do
   else
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
-    redis.call('SREM', KEYS[4], id)
-    if info then job_count(info, 'leased', -1) end
+    local released = redis.call('SREM', KEYS[4], id) == 1
+    if info then
+      job_count(info, 'leased', -1)
+      if not released then job_count(info, 'slots', -1) end
+    end
     redis.call('LPUSH', KEYS[3], 'lease ' .. id .. ' without lease info: ' .. (info or '(none)'))
     rejected[#rejected + 1] = id
   end

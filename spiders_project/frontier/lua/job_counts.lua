@@ -1,16 +1,19 @@
 -- Counts of requests per crawl job, kept by the scripts that move requests
 -- between a shard's queues and leases: one hash per frontier shard (Redis
 -- Cluster: a script touches one slot), fields "<job>|queued" (in a host's
--- queue or list), "<job>|later" (a retry backing off), "<job>|leased" (in
--- flight), "<job>|acked" (leases ended for good), "<job>|pages" (those of
--- them whose response reached the spider: ack.lua), "<job>|items" (scraped
--- from those pages), "<job>|dead_letters" (leases whose request failed for
--- good), "<job>|refused" (refused after the lease: robots.txt) and
--- "<job>|purged" (dropped
--- from a host's queue by an operator: politeness/lua/steer_host.lua; or,
--- leased, dropped by a step, a blocked host's: ack.lua). Readers sum the
--- shards (spiders_project/read_model/job_progress.py). Bounded: ten fields a
--- job, no per-URL key.
+-- queue, list or jobs set), "<job>|later" (a retry backing off),
+-- "<job>|leased" (leased by a worker, whatever it does with it),
+-- "<job>|slots" (those of its leases that hold one of their host's download
+-- slots: lease.lua gives one with every lease but a spare, ack.lua takes it
+-- back when the download ends or passes it to a spare, requeue.lua with the
+-- lease), "<job>|acked" (leases ended for good), "<job>|pages" (those of them
+-- whose response reached the spider: ack.lua), "<job>|items" (scraped from
+-- those pages), "<job>|dead_letters" (leases whose request failed for good),
+-- "<job>|refused" (refused after the lease: robots.txt) and "<job>|purged"
+-- (dropped from a host's queue by an operator: politeness/lua/steer_host.lua,
+-- jobs/lua/purge_job.lua; or, leased, dropped by a step, a blocked host's:
+-- ack.lua). Readers sum the shards (spiders_project/read_model/job_progress.py).
+-- Bounded: eleven fields a job, no per-URL key.
 --
 -- A request's job is its meta's "crawl_job" (meta.JOB), read with plain finds,
 -- no JSON decode and no pattern on the way most requests take.
@@ -63,10 +66,17 @@ local function job_count(request, what, by)
 end
 
 -- Write the changes to the hash `key`: one HINCRBY per field that changed.
+-- A job's slots never go below 0: leases a worker took before slots were
+-- counted give theirs back uncounted, and the count must not stay short.
 local function job_counts_done(key)
   for _, job in ipairs(job_order) do
     for what, by in pairs(job_delta[job]) do
-      if by ~= 0 then redis.call('HINCRBY', key, job .. '|' .. what, by) end
+      if by ~= 0 then
+        local field = job .. '|' .. what
+        if redis.call('HINCRBY', key, field, by) < 0 and what == 'slots' then
+          redis.call('HSET', key, field, 0)
+        end
+      end
     end
   end
   job_delta = {}

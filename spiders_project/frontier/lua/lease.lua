@@ -18,16 +18,21 @@
 -- KEYS[9+i]  queue of the i-th candidate host
 -- KEYS[9+C+i] its retries waiting for their time ("later"; C candidates)
 -- KEYS[9+2C+i] its list of new priority-0 requests (enqueue.lua)
--- KEYS[10+3C] released: set of lease ids that hold no slot (ack.lua), spares among them
--- KEYS[11+3C] host limits: hash host -> "<delay ms> <cap>", an operator's overrides
+-- KEYS[9+3C+i] its jobs set: the requests of jobs other than the default one
+--            (job_queues.lua)
+-- KEYS[10+4C] released: set of lease ids that hold no slot (ack.lua), spares among them
+-- KEYS[11+4C] host limits: hash host -> "<delay ms> <cap>", an operator's overrides
 --            (scrapy frontier host; -1 and 0: none), read only while not empty
--- KEYS[12+3C] job counts: hash "<job>|<count>" (job_counts.lua): each request
---            leased moves from queued to leased, each due retry from later to queued
--- KEYS[13+3C] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel),
---            read only while not empty (below)
--- KEYS[14+3C] held: sorted set of the requests of paused jobs set aside, members
+-- KEYS[12+4C] job counts: hash "<job>|<count>" (job_counts.lua): each request
+--            leased moves from queued to leased (and holds a slot, but a spare),
+--            each due retry from later to queued
+-- KEYS[13+4C] job control: hash job -> "paused" or "cancelled" (scrapy jobs pause|cancel),
+--            read only while not empty (job_turns.lua)
+-- KEYS[14+4C] held: sorted set of the requests of paused jobs set aside, members
 --            "<job> <queue score> <#host> <host><request>", all scored 0 (so a job's
 --            are one ZRANGEBYLEX), put back by jobs/lua/restore_held.lua on resume
+-- KEYS[15+4C] job turns: hash host -> the job its last lease served, for the
+--            hosts whose jobs take turns (job_turns.lua)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -84,7 +89,8 @@
 -- A host gives, in this order: its sorted set's requests of priority above
 -- 0 (score < 0), its list (first in, first out), then the rest of its sorted
 -- set (priority 0 seeds and never-filtered requests, by age; then lower
--- priorities, retries among them).
+-- priorities, retries among them). Those are the default job's; a host with
+-- requests of other jobs gives one request a job in turn (job_turns.lua).
 --
 -- Retries whose time has come move from the host's later set into its queue,
 -- at their old place, before it gives requests; a host whose queue is empty
@@ -107,17 +113,11 @@
 -- The hash is empty in most crawls: one HLEN a call, and one HGET a
 -- candidate only while some host is overridden.
 --
--- Jobs paused or cancelled (issue 27): while the job control hash is not
--- empty, each request taken is checked against it (one HGET per job a call).
--- A paused job's request is set aside in the held set, still queued for its
--- job but out of the host's queue and out of size, so the host's turns and
--- slots go to the other jobs at full speed; a cancelled job's is dropped,
--- counted purged. Either way the host gives the next request in its place
--- (at most 8 rounds a call). Empty in most crawls: one HLEN a call.
+-- Jobs paused or cancelled: their requests are set aside or dropped as they
+-- come up, and the host gives the next request in their place (job_turns.lua).
 local CAP_POLL = 20
 --!include redis_access/lua/clock.lua
---!include job_counts.lua
---!include host_queues.lua
+--!include job_turns.lua
 local now = now_ms(ARGV[1])
 local want = tonumber(ARGV[2])
 local deadline = now + tonumber(ARGV[3])
@@ -143,52 +143,7 @@ local function handed_away(host)
 end
 
 local ncand = tonumber(ARGV[8])
-local control = KEYS[13 + 3 * ncand]
-local held = KEYS[14 + 3 * ncand]
-local controlled = redis.call('HLEN', control) > 0
-local job_states = {}
-local diverted = 0  -- taken from a queue and set aside or dropped: out of size
-
--- A request's job and its control state ('paused', 'cancelled' or false).
-local function state_of(request)
-  local job = job_of(request)
-  local state = job_states[job]
-  if state == nil then
-    state = redis.call('HGET', control, job) or false
-    job_states[job] = state
-  end
-  return job, state
-end
-
--- take_from, with the requests of paused jobs set aside and those of
--- cancelled jobs dropped (the header), each replaced by the next one.
-local function take_jobs(host, queue, list, n)
-  if not controlled then return take_from(queue, list, n) end
-  local out, err = {}, nil
-  for _ = 1, 8 do
-    local got
-    got, err = take_from(queue, list, n)
-    local kept = 0
-    for j = 1, #got, 2 do
-      local job, state = state_of(got[j])
-      if state == 'paused' then
-        redis.call('ZADD', held, 0, job .. ' ' .. got[j + 1] .. ' ' .. #host .. ' ' .. host .. got[j])
-        diverted = diverted + 1
-      elseif state == 'cancelled' then
-        job_count(got[j], 'queued', -1)
-        job_count(got[j], 'purged', 1)
-        diverted = diverted + 1
-      else
-        out[#out + 1] = got[j]
-        out[#out + 1] = got[j + 1]
-        kept = kept + 1
-      end
-    end
-    n = n - kept
-    if err or n <= 0 or kept * 2 == #got then break end
-  end
-  return out, err
-end
+take_init(KEYS[13 + 4 * ncand], KEYS[14 + 4 * ncand], KEYS[15 + 4 * ncand])
 
 local spares = {}
 local contest = {}
@@ -202,7 +157,7 @@ local function others_waiting(host)
   return count
 end
 
-local limits = KEYS[11 + 3 * ncand]
+local limits = KEYS[11 + 4 * ncand]
 local steered = redis.call('HLEN', limits) > 0
 
 -- The cap of a host and the delay to use instead of the caller's (or nil).
@@ -252,11 +207,13 @@ local function lease_all(host, popped, spare)
     if spare then
       spare_ids[#spare_ids + 1] = id
       spares[#spares + 1] = id
+    else
+      changes.slots = (changes.slots or 0) + 1
     end
   end
   write_all('ZADD', KEYS[2], scores)
   write_all('HSET', KEYS[3], infos)
-  if spare then write_all('SADD', KEYS[10 + 3 * ncand], spare_ids) end
+  if spare then write_all('SADD', KEYS[10 + 4 * ncand], spare_ids) end
   redis.call('DECRBY', KEYS[4], #popped / 2)
   return #popped / 2
 end
@@ -273,16 +230,21 @@ for i = 1, ncand do
     local queue = KEYS[9 + i]
     local later = KEYS[9 + ncand + i]
     local list = KEYS[9 + 2 * ncand + i]
+    local jobs = KEYS[9 + 3 * ncand + i]
     local due = redis.call('ZRANGEBYSCORE', later, '-inf', now, 'LIMIT', 0, 1000)
     if #due > 0 then
       for _, entry in ipairs(due) do
         local score, start = string.match(entry, '^(%S+) ()')
         if score then
           local request = string.sub(entry, start)
-          if redis.pcall('ZADD', queue, 'NX', tonumber(score), request) == 1 then
-            job_count(request, 'queued', 1)
+          local job = job_of(request)
+          local changes = job_changes(job)
+          if queue_job_request(queue, jobs, KEYS[15 + 4 * ncand], host, job, tonumber(score),
+              request) == 1 then
+            changes.queued = (changes.queued or 0) + 1
           end
-          job_count(request, 'later', -1)
+          if job ~= 'default' then taking.turned = true end  -- its host is in the turns now
+          changes.later = (changes.later or 0) - 1
         end
       end
       redis.call('ZREM', later, unpack(due))
@@ -309,9 +271,9 @@ for i = 1, ncand do
       end
     elseif turn and take > 0 then
       local popped
-      local set_aside = diverted
-      popped, err = take_jobs(host, queue, list, take)
-      set_aside = diverted - set_aside
+      local set_aside = taking.diverted
+      popped, err = take_requests(host, queue, list, jobs, take)
+      set_aside = taking.diverted - set_aside
       if err then
         -- Not a sorted set or not a list (planted or corrupted): set the host
         -- aside, so it harms only itself, and serve the others.
@@ -327,9 +289,9 @@ for i = 1, ncand do
       end
       if err then
         -- Set aside above: out of the ready-set for good.
-      elseif got > 0 and (delay > 0 or redis.call('EXISTS', queue, list) > 0) then
+      elseif got > 0 and (delay > 0 or redis.call('EXISTS', queue, list, jobs) > 0) then
         redis.call('ZADD', KEYS[1], now + delay, host)
-      elseif set_aside > 0 and redis.call('EXISTS', queue, list) > 0 then
+      elseif set_aside > 0 and redis.call('EXISTS', queue, list, jobs) > 0 then
         -- Only a paused or cancelled job's requests came out: no fetch, the turn stays.
         redis.call('ZADD', KEYS[1], now, host)
       else
@@ -350,12 +312,12 @@ for i = 1, ncand do
       -- download without coming back, so the host goes back in the ready-set
       -- in CAP_POLL ms, where a worker with none finds it at its cap and waits
       -- for it (the holders then keep only their share).
-      local popped, spare_err = take_jobs(host, queue, list, spare)
+      local popped, spare_err = take_requests(host, queue, list, jobs, spare)
       lease_all(host, popped, true)
       if spare_err then
         redis.call('LPUSH', KEYS[6], 'host ' .. host .. ': ' .. spare_err)
       elseif got == 0 then
-        if redis.call('EXISTS', queue, list) > 0 then
+        if redis.call('EXISTS', queue, list, jobs) > 0 then
           -- LT: in CAP_POLL ms at the latest; a time already nearer stays.
           redis.call('ZADD', KEYS[1], 'LT', now + CAP_POLL, host)
         else
@@ -394,6 +356,6 @@ if #next_hosts == 0 then
   -- to do looks again within CAP_POLL ms.
   if (wait < 0 or wait > CAP_POLL) and redis.call('HLEN', KEYS[8]) > 0 then wait = CAP_POLL end
 end
-if diverted > 0 then redis.call('DECRBY', KEYS[4], diverted) end
-job_counts_done(KEYS[12 + 3 * ncand])
+if taking.diverted > 0 then redis.call('DECRBY', KEYS[4], taking.diverted) end
+job_counts_done(KEYS[12 + 4 * ncand])
 return {leased, next_hosts, wait, full, spares, contest}

@@ -19,8 +19,12 @@
 -- KEYS[7+i]  queue of the host of the i-th lease (L leases)
 -- KEYS[7+L+i] list of that host: a request taken from it (score "L") goes
 --            back at its head, the next to be leased
--- KEYS[8+2L] job counts: hash "<job>|<count>" (job_counts.lua): each lease
---            removed leaves leased, each request put back counts as queued
+-- KEYS[7+2L+i] jobs set of that host: a request of a job other than the
+--            default one goes back there, at its place (job_queues.lua)
+-- KEYS[8+3L] job counts: hash "<job>|<count>" (job_counts.lua): each lease
+--            removed leaves leased (and slots, if it held one), each request
+--            put back counts as queued
+-- KEYS[9+3L] job turns: hash host -> the job its last lease served (job_queues.lua)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    "mine" or "expired"
@@ -28,7 +32,7 @@
 -- Returns    the number of requests put back in a queue. A request already
 --            queued (the same payload queued twice) is not counted twice.
 --!include redis_access/lua/clock.lua
---!include job_counts.lua
+--!include job_queues.lua
 local now = now_ms(ARGV[1])
 local expired_only = ARGV[2] == 'expired'
 local leases = #ARGV - 2
@@ -57,13 +61,16 @@ for i = 3, #ARGV do
     if host and host ~= '' and string.sub(id, 1, 1) ~= '{' and not released then
       if redis.call('HINCRBY', KEYS[5], host, -1) <= 0 then redis.call('HDEL', KEYS[5], host) end
       redis.call('HDEL', KEYS[6], host)
+      job_count(info, 'slots', -1)
     end
     if request and request ~= '' then
       local back = 1
       if score == 'L' then
         redis.call('LPUSH', KEYS[5 + leases + i], request)
       else
-        back = redis.call('ZADD', KEYS[5 + i], 'NX', tonumber(score) or 0, request)
+        back = queue_job_request(KEYS[5 + i], KEYS[5 + 2 * leases + i], KEYS[9 + 3 * leases],
+          host or '', job_of(request), tonumber(score) or 0, request)
+        if type(back) == 'table' then error(back) end  -- a queue of the wrong type
       end
       moved = moved + back
       job_count(request, 'leased', -1)
@@ -73,5 +80,5 @@ for i = 3, #ARGV do
   end
 end
 if moved > 0 then redis.call('INCRBY', KEYS[4], moved) end
-job_counts_done(KEYS[8 + 2 * leases])
+job_counts_done(KEYS[8 + 3 * leases])
 return moved

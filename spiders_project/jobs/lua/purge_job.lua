@@ -11,16 +11,20 @@
 -- KEYS[3+i]     queue (sorted set) of the i-th host (H hosts)
 -- KEYS[3+H+i]   its retries waiting for their time (later set)
 -- KEYS[3+2H+i]  its list of new priority-0 requests
+-- KEYS[3+3H+i]  its jobs set (frontier/lua/job_queues.lua): the job's part of it
+--               is one range, dropped without reading the rest
 -- ARGV[1]       the job id
 -- ARGV[2]       "1" to purge the held set too (the first call of a cancel), else "0"
 -- Returns       {requests dropped from queues and lists, retries dropped, held dropped}
 --
--- Each host's queues are read whole, once: the job's requests are found with
--- job_counts.lua's job_of (no JSON decode). A list that holds some is written
--- again without them, in one step.
+-- Each host's sorted set, list and later set are read whole, once: the job's
+-- requests are found with job_counts.lua's job_of (no JSON decode). A list
+-- that holds some is written again without them, in one step. A job other
+-- than the default one has its queued requests in the jobs sets, where
+-- requests queued before those sets existed may remain in the others.
 --!include frontier/lua/job_counts.lua
 local job = ARGV[1]
-local hosts = (#KEYS - 3) / 3
+local hosts = (#KEYS - 3) / 4
 local queued, later, held = 0, 0, 0
 
 local function ours(member)
@@ -64,8 +68,21 @@ local function purge_list(key)
   return dropped
 end
 
+-- Remove the job's range of a jobs set; count them queued no more.
+local function purge_jobs(key)
+  local doomed = redis.call('ZRANGEBYLEX', key, '[' .. job .. ' ', '(' .. job .. '!')
+  for i = 1, #doomed, 1000 do
+    redis.call('ZREM', key, unpack(doomed, i, math.min(i + 999, #doomed)))
+  end
+  local changes = job_changes(job)
+  changes.queued = (changes.queued or 0) - #doomed
+  changes.purged = (changes.purged or 0) + #doomed
+  return #doomed
+end
+
 for i = 1, hosts do
   queued = queued + purge_set(KEYS[3 + i], 'queued') + purge_list(KEYS[3 + 2 * hosts + i])
+  queued = queued + purge_jobs(KEYS[3 + 3 * hosts + i])
   later = later + purge_set(KEYS[3 + hosts + i], 'later')
 end
 if ARGV[2] == '1' then

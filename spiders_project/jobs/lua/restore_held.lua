@@ -12,13 +12,16 @@
 -- KEYS[4+i]   queue (sorted set) of the host of the i-th member (E members)
 -- KEYS[4+E+i] list of that host: a request taken from it (score "L") goes
 --             back at its tail
+-- KEYS[4+2E+i] jobs set of that host: a request of a job other than the
+--             default one goes back there, at its place (frontier/lua/job_queues.lua)
+-- KEYS[5+3E]  job turns of the lane: hash host -> the job its last lease served
 -- ARGV[1]     now, in ms since the epoch, or "" for Redis' own clock (TIME)
 -- ARGV[1+i]   the i-th member, as read from the held set
 -- Returns     the number of requests put back in a queue. A request held still
 --             counts as queued for its job; one already queued again (the same
 --             payload) is not queued twice and leaves the count.
 --!include redis_access/lua/clock.lua
---!include frontier/lua/job_counts.lua
+--!include frontier/lua/job_queues.lua
 local now = now_ms(ARGV[1])
 local members = #ARGV - 1
 local restored = 0
@@ -33,7 +36,9 @@ for i = 1, members do
       if score == 'L' then
         redis.call('RPUSH', KEYS[4 + members + i], request)
       else
-        back = redis.call('ZADD', KEYS[4 + i], 'NX', tonumber(score) or 0, request)
+        back = queue_job_request(KEYS[4 + i], KEYS[4 + 2 * members + i], KEYS[5 + 3 * members],
+          host, job_of(request), tonumber(score) or 0, request)
+        if type(back) == 'table' then error(back) end  -- a queue of the wrong type
       end
       if back == 0 then job_count(request, 'queued', -1) end
       restored = restored + back

@@ -5,10 +5,11 @@
 -- one small field.
 --
 -- KEYS[1]        host limits: hash host -> "<delay ms> <cap>" (lease.lua reads it)
--- KEYS[2+5(l-1)] for each lane l = 1, 2 (HTTP, render): its ready-set (host ->
---   +1..+4       time it may next be fetched), its size counter, then the
---                host's queue (sorted set), its retries waiting (later) and its list
--- KEYS[12]       job counts of the host's shard: each request purged leaves its
+-- KEYS[2+6(l-1)] for each lane l = 1, 2 (HTTP, render): its ready-set (host ->
+--   +1..+5       time it may next be fetched), its size counter, then the
+--                host's queue (sorted set), its retries waiting (later), its list
+--                and its jobs set (frontier/lua/job_queues.lua)
+-- KEYS[14]       job counts of the host's shard: each request purged leaves its
 --                job's queued or later count for its purged one (job_counts.lua)
 -- ARGV[1]        the host
 -- ARGV[2]        its limits "<delay ms> <cap>" (-1 / 0: none), "" to clear them,
@@ -33,8 +34,9 @@ end
 local queued, later = 0, 0
 if ARGV[3] == '1' then
   for lane = 0, 1 do
-    local k = 2 + 5 * lane
+    local k = 2 + 6 * lane
     local q = redis.call('ZCARD', KEYS[k + 2]) + redis.call('LLEN', KEYS[k + 4])
+      + redis.call('ZCARD', KEYS[k + 5])
     local l = redis.call('ZCARD', KEYS[k + 3])
     if q + l > 0 then
       local function purged(requests, what)
@@ -45,13 +47,14 @@ if ARGV[3] == '1' then
       end
       purged(redis.call('ZRANGE', KEYS[k + 2], 0, -1), 'queued')
       purged(redis.call('LRANGE', KEYS[k + 4], 0, -1), 'queued')
+      purged(redis.call('ZRANGE', KEYS[k + 5], 0, -1), 'queued')
       purged(redis.call('ZRANGE', KEYS[k + 3], 0, -1), 'later')
-      redis.call('DEL', KEYS[k + 2], KEYS[k + 3], KEYS[k + 4])
+      redis.call('DEL', KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5])
       redis.call('DECRBY', KEYS[k + 1], q + l)
     end
     redis.call('ZREM', KEYS[k], host)
     queued, later = queued + q, later + l
   end
 end
-job_counts_done(KEYS[12])
+job_counts_done(KEYS[14])
 return {queued, later}

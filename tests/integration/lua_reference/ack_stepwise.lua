@@ -15,7 +15,8 @@
 -- KEYS[8]  job counts: hash "<job>|<count>" (job_counts.lua): each lease ended
 --          moves its request from leased to acked, and counts a page and its
 --          items, or a dead letter, if it is one of the P (with the marks of
---          its job's rate: below)
+--          its job's rate: below); each slot given back leaves its lease's
+--          job's slots, and a slot passed on moves from one job's to the other's
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]  R, the number of releases
@@ -66,11 +67,19 @@ local RATE_MARK = 30000
 --!include frontier/lua/job_counts.lua
 local now = now_ms(ARGV[1])
 
+-- The slots of the job of a lease (its info) change by `by`.
+local function job_slots(info, by)
+  if not info then return end
+  local changes = job_changes(job_of(info))
+  changes.slots = (changes.slots or 0) + by
+end
+
 local function give_slot_back(id, info)
   if not info or string.sub(id, 1, 1) == '{' then return end  -- previous release: no slot
   local len, start = string.match(info, '^%S+ (%d+) ()')
   if not len then return end
   local host = string.sub(info, start, start + tonumber(len) - 1)
+  job_slots(info, -1)
   if redis.call('HINCRBY', KEYS[3], host, -1) <= 0 then redis.call('HDEL', KEYS[3], host) end
   local waiting = redis.call('HGET', KEYS[4], host)
   if not waiting then return end
@@ -97,7 +106,10 @@ local first = 4 + releases
 for i = first, first + 2 * transfers - 1, 2 do
   local from, to = ARGV[i], ARGV[i + 1]
   if redis.call('ZSCORE', KEYS[1], to) and redis.call('SREM', KEYS[7], to) == 1 then
-    if not (redis.call('ZSCORE', KEYS[1], from) and redis.call('SADD', KEYS[7], from) == 1) then
+    job_slots(redis.call('HGET', KEYS[2], to), 1)
+    if redis.call('ZSCORE', KEYS[1], from) and redis.call('SADD', KEYS[7], from) == 1 then
+      job_slots(redis.call('HGET', KEYS[2], from), -1)
+    else
       local info = redis.call('HGET', KEYS[2], to)
       local len, start = string.match(info or '', '^%S+ (%d+) ()')
       if len then
