@@ -158,7 +158,9 @@ class Actions:
             spec = JobSpec(job, tuple(urls), max_pages=max_pages).check()
         except InvalidJob as exc:
             raise ActionRefused(str(exc)) from None
-        run, _ = submit_run(self.calls, self.keys_of(spider), spec, events_max=self.events_max)
+        run, _ = submit_run(
+            self.calls, self.keys_of(spider), spec, events_max=self.events_max, by=by
+        )
         done = f"Job {job} submitted (run {run}): {len(urls)} seeds"
         logger.info("console: %s: %s (spider %s)", by, done, spider)
         return done

@@ -102,10 +102,11 @@ def change_state(
 
 
 def submit_run(
-    calls: SyncRedisCalls, keys: RedisKeys, spec: JobSpec, *, events_max: int
+    calls: SyncRedisCalls, keys: RedisKeys, spec: JobSpec, *, events_max: int, by: str = ""
 ) -> tuple[str, int]:
     """Start a run of ``spec`` (``scrapy jobs submit``, the console): its run id and
-    its started_at (ms, Redis' clock). ``spec`` is checked (``JobSpec.check``)."""
+    its started_at (ms, Redis' clock). ``spec`` is checked (``JobSpec.check``); ``by``
+    names who asked (the console's user), as the run's event says."""
     run = new_run_id()
     # A job submitted again runs, even if it was paused or cancelled:
     # first no shard keeps it so, then its record says running.
@@ -123,6 +124,7 @@ def submit_run(
         events_max=events_max,
         recrawl_after=recrawl_after,
         base=job_totals(calls, keys, spec.job),
+        by=by,
     )
     return run, int(calls.script(submit_script(), script_keys, args, retry=False))
 

@@ -203,8 +203,11 @@ def run_args(
     tick: int | None = None,
     recrawl_after: float | None = None,
     base: dict[str, int] | None = None,
+    by: str = "",
 ) -> list[Any]:
     """The run's arguments to ``lua/submit_job.lua`` (its header gives the order).
+
+    ``by``: who asked for the run (the console's user), carried by its event.
 
     ``base``: the job's counts when the run starts (``job_progress.job_totals``),
     so ``scrapy jobs show`` and the events count this run's pages, not every run's.
@@ -231,6 +234,7 @@ def run_args(
         json.dumps(record, separators=(",", ":")),
         len(spec.urls),
         events_max,
+        by,
         *spec.seed_entries(run, recrawl_after),
     ]
 
@@ -244,6 +248,7 @@ def submit_call(
     now: int | str = "",
     recrawl_after: float | None = None,
     base: dict[str, int] | None = None,
+    by: str = "",
 ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``lua/submit.lua`` for one run (at ``now``: ``plumbing/clock.py``).
 
@@ -251,6 +256,12 @@ def submit_call(
     from the time since its previous run started, its record's ``started_at``).
     """
     args = run_args(
-        spec, run, via=SUBMIT, events_max=events_max, recrawl_after=recrawl_after, base=base
+        spec,
+        run,
+        via=SUBMIT,
+        events_max=events_max,
+        recrawl_after=recrawl_after,
+        base=base,
+        by=by,
     )
     return [keys.jobs, keys.jobs_events, keys.start_urls], [now, *args]

@@ -161,7 +161,7 @@ def test_job_actions_need_an_operator_and_a_csrf_token_and_say_who(
         assert json.loads(r.hget(K.jobs, "shop"))["state"] == state
     events = events_of(r, "shop")
     assert [(e["state"], e.get("by")) for e in events] == [
-        ("running", None),
+        ("running", "alice"),
         ("paused", "alice"),
         ("running", "alice"),
         ("cancelled", "alice"),

@@ -69,8 +69,16 @@ def test_a_spec_round_trips_through_json_and_unknown_fields_are_refused():
 def test_the_record_keeps_the_first_seeds_only():
     spec = JobSpec("j", tuple(f"http://h/{i}" for i in range(150)))
     args = run_args(spec, "r", via=SUBMIT, events_max=10)
-    job, run, via, record, total, events_max, *entries = args
-    assert (job, run, via, total, events_max, len(entries)) == ("j", "r", SUBMIT, 150, 10, 150)
+    job, run, via, record, total, events_max, by, *entries = args
+    assert (job, run, via, total, events_max, by, len(entries)) == (
+        "j",
+        "r",
+        SUBMIT,
+        150,
+        10,
+        "",
+        150,
+    )
     record = json.loads(record)
     assert len(record["seeds"]) == 100 and record["seeds_total"] == 150
     assert record["state"] == "running" and "started_at" not in record  # the script adds it
