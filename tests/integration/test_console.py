@@ -146,6 +146,9 @@ def test_job_actions_need_an_operator_and_a_csrf_token_and_say_who(
     assert r.llen(K.start_urls) == 2
     _, _, body = alice.request("/jobs")
     assert "Job shop submitted" in body and 'data-job="shop"' in body
+    # Its page: in flight (downloading) apart from leased (held, not downloading).
+    _, _, body = alice.request("/jobs/shop")
+    assert "<dt>In flight</dt>" in body and '<dt>Leased</dt><dd id="job-leased">0</dd>' in body
     # A viewer sees the buttons disabled, and is refused if she posts anyway.
     _, _, body = bob.request("/jobs")
     assert "viewer" in body and ">Pause</button>" in body
