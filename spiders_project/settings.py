@@ -179,15 +179,10 @@ SCHEDULER_PERSIST = True
 SCHEDULER_FLUSH_ON_START = False
 # Pending writes (new requests, items, acks) are sent in one pipeline at most
 # this often, in seconds. Larger batches cost Redis less CPU a page (each
-# script call has a fixed cost: 0.2 took 11-16% less Redis CPU a page than
-# 0.05, docs/BENCHMARKS.md), and items that would pass ITEM_BUFFER_MAX go at
-# once whatever the tick, as does the slot of a lease that filled its host's
-# cap (RedisBatcher.release). The e2e failure that held 0.2 back (a second
-# worker never holding a lease of a capped host) was the test's, not the
-# hand-over's: in its 60-page crawl the worker that did not take the seed got
-# no slot before the end in 3 runs of 24 under load, at 0.05 as at 0.2, while
-# in 400-page crawls at 0.2 two workers split the pages 206-222 to 180-196
-# (the test now kills whichever worker holds slots).
+# script call has a fixed cost: docs/BENCHMARKS.md compares 0.2 with 0.05),
+# and items that would pass ITEM_BUFFER_MAX go at once whatever the tick, as
+# does the slot of a lease that filled its host's cap (RedisBatcher.release),
+# so a capped host's slots still pass between workers at once.
 FRONTIER_FLUSH_INTERVAL = 0.2
 # Requests a worker leases beyond its free download slots. 0 keeps leases to
 # what it can start at once, which politeness needs (a lease is a turn).
@@ -198,11 +193,10 @@ FRONTIER_PREFETCH = 0
 # downloads of their host ends, its slot passes to a spare at once, with no
 # round trip to Redis (which hears of it in the next write tick); with none in
 # hand, the slot waits for the next lease call's spares (one round trip at
-# most). A worker keeps only its share of a host other workers wait for. At
-# 10 ms from Redis one worker made 0.59x its pages/s on loopback without them
-# (each slot sat empty for two round trips: docs/BENCHMARKS.md, Distance).
-# Up to twice a host's cap of one host (frontier/spares.py: with 16, two
-# workers 10 ms from Redis parked 41% of their slots, and made 0.8x).
+# most). A worker keeps only its share of a host other workers wait for.
+# Without them each slot sits empty for two round trips, which far from Redis
+# costs a large share of the pages/s (docs/BENCHMARKS.md, Distance). Up to
+# twice a host's cap of one host (frontier/spares.py says why two).
 # A killed worker's spares are fetched again too, like its other leases; 0: none.
 FRONTIER_SPARES = 32
 # Seconds a worker with nothing leasable waits before asking Redis again
@@ -250,8 +244,8 @@ HOST_STEERING_INTERVAL = 1.0
 POLITENESS_GUARD = 0.03
 # Added on top of POLITENESS_GUARD to the spacing of rendered navigations
 # (seconds): after its turn, a navigation still crosses Node, Chromium and
-# scrapy-playwright's route handler before it reaches the wire, 5-30 ms
-# measured here (spiders_project/politeness/turns.py).
+# scrapy-playwright's route handler before it reaches the wire (the time it
+# takes: docs/BENCHMARKS.md, "Figures moved out of code comments").
 NAVIGATION_GUARD = 0.05
 # Retry-After of a 429/503 answer pauses its host for that long, capped here.
 RETRY_AFTER_MAX = 600.0
@@ -526,8 +520,8 @@ RENDER_MAX_RSS_MB = _env("RENDER_MAX_RSS_MB", 2048)
 RENDER_SLOWDOWN_FACTOR = 4.0
 # A page renders up to this many URLs, navigated from one to the next, before
 # it is closed (1: a new page per URL). Reuse spares Chromium a renderer
-# process start per URL: about a third less CPU per page (rendering/page_pool.py,
-# docs/BENCHMARKS.md) ...
+# process start per URL, a good share of a page's CPU (rendering/page_pool.py;
+# docs/BENCHMARKS.md, Rendering) ...
 RENDER_URLS_PER_PAGE = 20
 # ... and a page left unused this many seconds is closed (its last document's
 # scripts run, and may fetch, while it waits) ...
@@ -561,8 +555,8 @@ RENDER_BLOCK_DOMAINS = [
     "adnxs.com",
     "amazon-adsystem.com",
 ]
-# Chromium loads no image at all (not even requested: about 0.015 CPU-s less
-# per page on the benchmark's pages with 4 images), but an image then fires
+# Chromium loads no image at all (not even requested, which saves some CPU a
+# page: docs/BENCHMARKS.md, Rendering), but an image then fires
 # neither "load" nor "error", and scripts that wait for images wait forever.
 # Off: blocked images are requested and aborted, and fire "error".
 RENDER_IMAGES_UNLOADED = False

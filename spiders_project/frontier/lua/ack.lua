@@ -45,7 +45,7 @@
 -- The cap counts downloads, as Scrapy's own per-domain slot does: a slot
 -- comes back when the download ends, not when the page's items are written
 -- (which waits for the next write tick), or a capped host would sit idle for
--- that long each time (docs/BENCHMARKS.md, issue 12). A lease ended without a
+-- that long each time (docs/BENCHMARKS.md). A lease ended without a
 -- release (dropped before its download) gives its slot back then; one
 -- released earlier does not give it twice.
 --
@@ -63,8 +63,9 @@
 -- at its cap, the slot is theirs for HANDOVER ms: longer than their poll.
 -- Allowed under OOM: it frees more than it writes.
 --
--- Reads first, writes last (issue 29). A call ends the leases of a whole
--- write tick (about 50 in `make bench`), and the first version ran 8 commands
+-- Reads first, writes last. A call ends the leases of a whole write tick
+-- (dozens), and a command a lease would cost Redis more than the script
+-- itself; docs/BENCHMARKS.md has the counts, where a version ran 8 commands
 -- a lease (a transfer's ZSCORE, SREM, ZSCORE, SADD; an end's ZREM, HGET,
 -- HDEL, SREM): 8 of the frontier's 18 commands a page. Now two reads take
 -- whether each lease named is held and released (ZMSCORE, SMISMEMBER) and one

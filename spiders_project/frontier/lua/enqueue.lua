@@ -54,9 +54,8 @@
 -- ARGV[H+6+7S..] then triples (fingerprint "<fp>", payload, host index i), one a link:
 --            the usual followed link (a fingerprint, priority 0, no seed, no
 --            wait), the places the septuples leave, in order. Three arguments
---            a link instead of six (every request had six before), and no checks
---            of the rest: about a fifth of enqueue's time was reading a link's
---            arguments (issue 29).
+--            a link instead of six, and no checks of the rest: reading a link's
+--            arguments was a large share of enqueue's time (docs/BENCHMARKS.md).
 -- Returns    {enqueued, rejected seed...}: enqueued is the number of members
 --            Redis really added, so a payload already queued (a seed pushed
 --            twice, a resent transaction) neither counts twice in size nor
@@ -78,8 +77,8 @@
 -- higher priorities first, then the list, then the rest of the sorted set,
 -- and, when the host has other jobs' requests too, one request a job in turn.
 --
--- No shebang: a flagged script costs Redis about 20% more CPU per crawled
--- page here (docs/BENCHMARKS.md). Under OOM or on a replica this script fails
+-- No shebang: a flagged script costs Redis more CPU per crawled page
+-- (docs/BENCHMARKS.md). Under OOM or on a replica this script fails
 -- at its first write (INCRBY), before changing anything; callers that send it
 -- inside MULTI with other writes add a write Redis refuses at queue time
 -- (``calls.REFUSE_GUARD``), so the transaction is refused whole.
@@ -224,8 +223,8 @@ local function each_request()
     end
   end
 end
--- New list requests go out in one RPUSH a host, after the loop (a tenth of
--- this script's time, issue 29). The loop runs in pcall so that whatever
+-- New list requests go out in one RPUSH a host, after the loop (one per
+-- request was a good share of this script's time: docs/BENCHMARKS.md). The loop runs in pcall so that whatever
 -- fails in it (a malformed token, a key of the wrong type), the links it
 -- marked seen are still pushed and counted before the error goes back: Redis
 -- keeps what a script wrote before an error, so none is ever seen but not queued.

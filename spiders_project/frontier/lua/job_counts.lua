@@ -26,11 +26,10 @@
 -- without a job whose meta nests {"m": {"crawl_job": ...}} would count for
 -- that one). Entries with a prefix (a lease's info, a held or a waiting
 -- request) are read the same way. The last job's whole key is tried where
--- the key was found, so the requests of one job make no new string: about
--- half the cost of the find-and-match before (0.15-0.2 against 0.3-0.5 us a
--- request here), six requests a page (issue 27, item 9).
+-- the key was found, so the requests of one job make no new string: a
+-- cost paid for every request (docs/BENCHMARKS.md has its measure).
 -- Changes add up in a table and go out as one HINCRBY per field per call,
--- never one per request (Redis CPU per page: issue 29).
+-- never one per request, which would multiply Redis' CPU per page.
 local job_delta = {}  -- job -> {count -> change}
 local job_order = {}  -- the jobs changed, in order
 local JOB_KEY = ',"m":{"crawl_job":"'

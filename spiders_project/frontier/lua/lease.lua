@@ -57,8 +57,8 @@
 --             {host found at its cap, other workers waiting for it, ...}}
 --
 -- Spares: a worker 10 ms from Redis would leave each slot of a capped host
--- empty for two round trips (release, then lease again): one worker made
--- 0.59x its pages/s on loopback (docs/BENCHMARKS.md, Distance). So a worker
+-- empty for two round trips (release, then lease again), a large share of
+-- its pages/s (docs/BENCHMARKS.md, Distance). So a worker
 -- that holds slots of a host without delay (holds), or takes its last free
 -- ones in this call, may lease up to "spares" more of its requests once it
 -- is at its cap: leased
@@ -180,8 +180,8 @@ end
 
 -- Lease popped {request, queue score, ...} entries of a host; spares are put
 -- in "released" from the start, as holding no slot. The host's leases are
--- written together, right after their pop (issue 29: three commands a lease
--- before; one ZADD, one HSET, one SADD and one DECRBY a host now): nothing
+-- written together, right after their pop (one ZADD, one HSET, one SADD and
+-- one DECRBY a host, not commands a lease): nothing
 -- runs between taking requests from a queue and recording their leases, so a
 -- script that fails later (Redis keeps what a script wrote before its error)
 -- leaves them leased, to come back when the leases expire, never lost.

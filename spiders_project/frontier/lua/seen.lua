@@ -18,7 +18,7 @@
 --
 -- Exact mode. v is stored whole in a bucket, a small set of integers, so
 -- Redis keeps it as an intset: 8 bytes a member, plus the bucket's own
--- overhead shared by its 128 to 256 members (docs/BENCHMARKS.md, issue 13).
+-- overhead shared by its 128 to 256 members (docs/BENCHMARKS.md, seen-set).
 -- The bucket of v at level L is "<prefix>:<L>:<root + 512 * (v mod 2^L)>".
 -- The level grows with the count, one level per doubling past 256 members
 -- a bucket on average, so buckets stay far below Redis' intset limit
@@ -196,12 +196,12 @@ local function seen_add(token)
     return true
   end
   -- Split by plain finds, not one pattern with captures, and each root's
-  -- key made once a call at level 0 (issue 29: about 5% of enqueue.lua's time).
+  -- key made once a call at level 0 (both showed in enqueue.lua's profile).
   local sp = string.find(token, ' ', 1, true)
   local root = sp and string.sub(token, 1, sp - 1)
   local hex_at = sp and string.find(token, ' ', sp + 1, true)
   local v = sp and string.sub(token, sp + 1, hex_at and hex_at - 1)
-  -- tonumber, not a pattern, checks them: patterns cost 7% of enqueue.lua.
+  -- tonumber, not a pattern, checks them: patterns showed in the same profile.
   if not v or not tonumber(root) or not tonumber(v) then
     error('not a seen-set token: ' .. string.sub(token, 1, 100))
   end
