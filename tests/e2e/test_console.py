@@ -209,6 +209,7 @@ def test_an_operator_steers_a_live_crawl_from_the_console(
         assert state_of(r, "A") == "cancelled"
         by = [e for _, e in r.xrange(K.jobs_events) if e[b"job"] == b"A" and b"by" in e]
         assert [(e[b"state"], e[b"by"]) for e in by] == [
+            (b"running", b"alice"),  # submitted from the form above
             (b"paused", b"alice"),
             (b"running", b"alice"),
             (b"cancelled", b"alice"),
