@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.db_writers import processing_of
 from spiders_project.read_model.contract import (
     CUT_OFF,
     PAGES,
@@ -119,7 +120,6 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("SCARD", keys.dupefilter),
         ("HGETALL", keys.stats_totals),
         ("HGETALL", keys.db_writer_stats),
-        ("LINDEX", keys.items_processing, 0),
         ("LINDEX", keys.items, 0),
         ("ZRANGE", keys.workers, 0, -1, "WITHSCORES"),
         ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
@@ -135,7 +135,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
 
 
 # Where the reads of the shards after the first start in _spider_reads' list.
-_FIXED_READS = 21
+_FIXED_READS = 20
 
 
 def _rejected_keys(keys: RedisKeys) -> list[str]:
@@ -196,6 +196,8 @@ def read_cluster(
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
+    holding: dict[str, list[str]] = {}  # the db_writers holding a batch
+    buffer_heads: dict[str, Any] = {}
     for spider, spider_reads in zip(spiders, per_spider, strict=True):
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
@@ -224,17 +226,20 @@ def read_cluster(
             },
             "rejected": rejected,
             # The seen-set's count, and the previous release's set until migrated.
-            "dupefilter": int(r[18] or 0) + seen_others + int(r[11]),
+            "dupefilter": int(r[17] or 0) + seen_others + int(r[11]),
             "totals": counters_of(hash_fields(r[12])),
             "db_writer": numbers(hash_fields(r[13])),
-            "lag": _lag(now, r[14], r[15]),
-            "proxy_bans": {text(m): score / 1000 for m, score in scored(r[17])},
-            "samples": _samples(r[19]) if samples else [],
-            "steered": parse_steering(hash_fields(r[20]))[0],
+            "proxy_bans": {text(m): score / 1000 for m, score in scored(r[16])},
+            "samples": _samples(r[18]) if samples else [],
+            "steered": parse_steering(hash_fields(r[19]))[0],
         }
+        buffer_heads[spider] = r[14]
+        holding[spider] = [text(w) for w, n in hash_fields(r[4]).items() if _positive(n)]
         oldest = now - worker_retention
-        listed[spider] = [(text(m), score) for m, score in scored(r[16]) if score >= oldest]
-    workers = _read_workers(send, listed, spider_keys)
+        listed[spider] = [(text(m), score) for m, score in scored(r[15]) if score >= oldest]
+    workers, processing_heads = _second_trip(send, listed, holding, spider_keys)
+    for spider in spiders:
+        partial[spider]["lag"] = _lag(now, processing_heads[spider], buffer_heads[spider])
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -246,18 +251,24 @@ def read_cluster(
     )
 
 
-def _read_workers(
-    send: Send, listed: dict[str, list[tuple[str, float]]], spider_keys: dict[str, RedisKeys]
-) -> dict[str, list[WorkerView]]:
-    """Second round trip: the hash and heartbeat of every listed worker."""
+def _second_trip(
+    send: Send,
+    listed: dict[str, list[tuple[str, float]]],
+    holding: dict[str, list[str]],
+    spider_keys: dict[str, RedisKeys],
+) -> tuple[dict[str, list[WorkerView]], dict[str, list[Any]]]:
+    """Second round trip: the hash and heartbeat of every listed worker, and the
+    head of each db_writer's batch (the first entry of its processing list)."""
     found: dict[str, list[WorkerView]] = {spider: [] for spider in listed}
+    heads: dict[str, list[Any]] = {spider: [] for spider in listed}
     reads: list[Command] = []
     for spider, workers in listed.items():
         k = spider_keys[spider]
         for worker, _ in workers:
             reads += [("HGETALL", k.worker_stats(worker)), ("EXISTS", k.worker_heartbeat(worker))]
+        reads += [("LINDEX", processing_of(k, w), 0) for w in holding[spider]]
     if not reads:
-        return found
+        return found, heads
     replies = iter(send("read_cluster workers", reads))
     for spider, workers in listed.items():
         for worker, last_seen in workers:
@@ -266,7 +277,8 @@ def _read_workers(
             found[spider].append(
                 WorkerView(worker, last_seen, bool(alive), counters_of(stats), cut_off)
             )
-    return found
+        heads[spider] = [next(replies) for _ in holding[spider]]
+    return found, heads
 
 
 def pages_per_second(view: SpiderView, now: float, window: float) -> tuple[float, float] | None:
@@ -338,19 +350,33 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
 
 
 # --- What the replies hold ------------------------------------------------------
-def _lag(now: float, processing_head: Any, buffer_head: Any) -> float | None:
-    """Age of the oldest item not yet in the database: the db_writer's batch in hand first."""
-    head = processing_head if processing_head is not None else buffer_head
-    if head is None:
+def _lag(now: float, processing_heads: Sequence[Any], buffer_head: Any) -> float | None:
+    """Age of the oldest item not yet in the database: the oldest of the db_writers'
+    batches in hand, else the buffer's head."""
+    heads = [head for head in processing_heads if head is not None]
+    if not heads:
+        heads = [buffer_head] if buffer_head is not None else []
+    if not heads:
         return 0.0
     try:
-        entry = json.loads(head)
-        # A worker's entry says when the item left its pipelines ("at"); an
-        # entry of the previous release is the item, with its fetch time.
-        at = entry["at"] if "at" in entry else entry["fetched_at"]
-        return max(0.0, now - datetime.fromisoformat(at).timestamp())
+        return max(_age(now, head) for head in heads)
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _age(now: float, head: Any) -> float:
+    entry = json.loads(head)
+    # A worker's entry says when the item left its pipelines ("at"); an
+    # entry of the previous release is the item, with its fetch time.
+    at = entry["at"] if "at" in entry else entry["fetched_at"]
+    return max(0.0, now - datetime.fromisoformat(at).timestamp())
+
+
+def _positive(value: Any) -> bool:
+    try:
+        return int(value) > 0
+    except ValueError:
+        return False
 
 
 def _samples(members: list[Any]) -> list[tuple[float, int]]:

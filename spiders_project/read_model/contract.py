@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spiders_project.keys import HTTP, RENDER, RedisKeys
-from spiders_project.read_model.replies import text
+from spiders_project.keys.db_writers import writers
+from spiders_project.read_model.replies import hash_fields, text
 
 # --- Fields of a worker's stats hash and of the spider's totals ---------------
 # Metric counters: the exporter reads these (and only these) for the
@@ -105,8 +106,8 @@ class Work:
     seeds: int  # start_urls entries not yet claimed
     queued: int  # requests in the host queues (requests:size)
     leased: int  # requests a worker is fetching
-    items: int  # items buffered for the db_writer
-    processing: int  # items the db_writer holds in its batch
+    items: int  # items buffered for the db_writers
+    processing: int  # items the db_writers hold in their batches
 
     @property
     def idle(self) -> bool:
@@ -132,9 +133,21 @@ def work_reads(keys: RedisKeys) -> list[Command]:
         ("GET", first.requests_size),
         ("ZCARD", first.leases),
         ("LLEN", keys.items),
-        ("LLEN", keys.items_processing),
+        ("HGETALL", writers(keys)),
         *queues_work(keys),
     ]
+
+
+def held_by_writers(reply: Any) -> int:
+    """The entries every db_writer holds in its processing list: the sum of the
+    writers' hash (HGETALL of ``keys.db_writers.writers``; the scripts keep each count exact)."""
+    total = 0
+    for value in hash_fields(reply).values():
+        try:
+            total += int(value)
+        except ValueError:
+            continue
+    return total
 
 
 def more_queues(keys: RedisKeys) -> list[RedisKeys]:
@@ -154,6 +167,7 @@ def queues_work(keys: RedisKeys) -> list[Command]:
 
 def work_of(replies: Sequence[Any]) -> Work:
     """The replies to :func:`work_reads`; a missing counter (None) is 0."""
-    seeds, queued, leased, items, processing = (int(reply or 0) for reply in replies[:5])
+    seeds, queued, leased, items = (int(reply or 0) for reply in replies[:4])
+    processing = held_by_writers(replies[4] or {})
     others = [int(reply or 0) for reply in replies[5:]]
     return Work(seeds, queued + sum(others[::2]), leased + sum(others[1::2]), items, processing)

@@ -114,22 +114,23 @@ WORKER_COMMANDS = (
     # worker's ACL test counts every jobs/lua script as the worker's.
     "zrangebylex",
 )
-# The db_writer: db_writer/lua's scripts (lock, take, ack), BLMOVE on the
-# buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders
-# set; TIME and LPUSH on start_urls for the revisits it pushes back (revisits.py).
+# The db_writer: db_writer/lua's scripts, BLMOVE (its wait), LLEN, LRANGE, HGETALL, GET (recovery,
+# gone writers), SMEMBERS of the spiders set; TIME, LPUSH to start_urls (revisits.py).
 DB_WRITER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
     "blmove",
     "del",
     "get",
+    "hdel",
+    "hexists",
+    "hgetall",
     "hincrby",
     "hset",
     "llen",
     "lpush",
     "lrange",
     "ltrim",
-    "pexpire",
     "rpush",
     "set",
     "smembers",
@@ -252,8 +253,8 @@ DB_WRITER = Role(
     "db_writer",
     "crawler-db-writer",
     "REDIS_ACL_DB_WRITER_PASSWORD",
-    "the db_writer (python -m spiders_project.db_writer): the item buffer and its lock,"
-    " and start_urls for revisits",
+    "the db_writer (python -m spiders_project.db_writer): the item buffer, the writers'"
+    " processing lists and leases, and start_urls for revisits",
     # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
     suffixes=("items", "items:*", "db_writer:*", "start_urls"),
