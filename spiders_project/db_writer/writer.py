@@ -79,6 +79,10 @@ class ItemWriter:
         self._next_buffer = 0  # the buffer the next batch is taken from first
         # Entries taken into the processing list and not acknowledged yet.
         self._in_hand = False
+        # What this writer committed and acknowledged, said at its stop: the
+        # share of each of several writers of a buffer.
+        self.items_written = 0
+        self.batches = 0
 
     @property
     def stopping(self) -> bool:
@@ -293,6 +297,8 @@ class ItemWriter:
                 )
         self.queue.ack(batch.buffer, len(entries), written, reject_raw)
         self._in_hand = False
+        self.items_written += written
+        self.batches += 1
 
     def _write(self, rows: list[T], write: Callable[[Sequence[T]], object]) -> list[tuple[T, str]]:
         """Write until the database takes the batch; return the rows it refused."""
@@ -358,4 +364,4 @@ class ItemWriter:
             except RedisUnavailable:
                 pass  # the lease expires by itself
         self.store.close()
-        logger.info("stopped")
+        logger.info("%d items written in %d batches; stopped", self.items_written, self.batches)
