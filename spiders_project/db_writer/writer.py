@@ -39,6 +39,13 @@ T = TypeVar("T")
 # While --exit-when-empty waits for another writer's batch (its ack, or its
 # lease to expire so it can be taken over), it looks this often.
 PEERS_POLL = 0.2
+# A writer filling a batch takes again this many times per DB_WRITER_MAX_WAIT,
+# sleeping between, rather than waking at each push to the buffer: each take
+# is one script call, and a crawl pushes its items a few at a time from every
+# worker. So a batch that fills early is written at most a quarter of
+# DB_WRITER_MAX_WAIT late, and a writer sharing the buffer with others does not
+# wake, and take, at the pushes the others are filling their batches from.
+FILL_TAKES = 4
 
 
 class Batch(NamedTuple):
@@ -212,8 +219,10 @@ class ItemWriter:
     def _fill_batch(self) -> Batch | None:
         """Take entries until the batch is full or DB_WRITER_MAX_WAIT passed since the first.
 
-        A batch comes from one buffer (its ack is one script in that buffer's
-        slot); buffers are tried in turn, from the one after the last batch's.
+        An idle writer blocks on the buffer until an entry comes; once it holds
+        some, it takes again FILL_TAKES times per DB_WRITER_MAX_WAIT. A batch
+        comes from one buffer (its ack is one script in that buffer's slot);
+        buffers are tried in turn, from the one after the last batch's.
         """
         size = self.config.batch_size
         buffers = self.queue.buffers
@@ -242,8 +251,15 @@ class ItemWriter:
             if remaining <= 0:
                 break
             self.queue.heartbeat()
-            self.queue.wait(buffer, min(remaining, self.config.idle_wait))
+            self._pause(min(remaining, self.config.max_wait / FILL_TAKES))
         return Batch(buffer, entries) if buffer is not None and entries else None
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep in slices until ``seconds`` passed or a stop is requested (the
+        batch being filled is then written: a warm stop)."""
+        end = time.monotonic() + seconds
+        while not self.stopping and (remaining := end - time.monotonic()) > 0:
+            time.sleep(min(remaining, SLEEP_SLICE))
 
     def _take_any(self, want: int) -> tuple[RedisKeys | None, list[bytes]]:
         """Up to ``want`` entries of the first buffer, in turn, that has some."""
