@@ -50,9 +50,10 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.db_writers import item_buffers, lease, processing_of, writers
+from spiders_project.keys.db_writers import filling, item_buffers, lease, processing_of, writers
 from spiders_project.read_model.contract import held_by_writers
 from spiders_project.read_model.replies import hash_fields, text
 from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls, load_lua
@@ -70,6 +71,14 @@ REFUSED_POLL = 0.2
 # quarter of the TTL after its lease expired.
 BEATS_PER_TTL = 3
 LOOKS_PER_TTL = 4
+
+
+class Taken(NamedTuple):
+    """What a take moved; ``others_filling``: it moved nothing because another
+    writer is filling a batch from the buffer (a take that starts a batch only)."""
+
+    entries: list[bytes]
+    others_filling: bool = False
 
 
 class LeaseLost(Exception):
@@ -214,18 +223,23 @@ class ItemQueue:
 
     # --- entries --------------------------------------------------------------
 
-    def take(self, buffer: RedisKeys, count: int) -> list[bytes]:
+    def take(self, buffer: RedisKeys, count: int, *, fill_for: float = 0.0) -> Taken:
         """Move up to ``count`` entries of ``buffer``, oldest first, into this
-        writer's processing list."""
-        moved: list[bytes] | None = self.calls.script(
+        writer's processing list. ``fill_for``: this take starts a batch that
+        the writer may fill for so many seconds; if it finds fewer than
+        ``count`` entries, the other writers leave the buffer to it meanwhile,
+        and if another writer is filling one, it moves nothing (``take.lua``)."""
+        moved: list[bytes] | int | None = self.calls.script(
             self._take,
-            [buffer.items, self.processing(buffer), writers(buffer)],
-            [self.writer, count],
+            [buffer.items, self.processing(buffer), writers(buffer), filling(buffer)],
+            [self.writer, count, int(fill_for * 1000)],
             retry=False,
         )
         if moved is None:
             raise LeaseLost(writers(buffer))
-        return moved
+        if isinstance(moved, int):
+            return Taken([], others_filling=True)
+        return Taken(moved)
 
     def wait(self, buffer: RedisKeys, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until ``buffer`` has an entry; leave it there.

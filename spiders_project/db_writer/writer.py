@@ -43,8 +43,7 @@ PEERS_POLL = 0.2
 # sleeping between, rather than waking at each push to the buffer: each take
 # is one script call, and a crawl pushes its items a few at a time from every
 # worker. So a batch that fills early is written at most a quarter of
-# DB_WRITER_MAX_WAIT late, and a writer sharing the buffer with others does not
-# wake, and take, at the pushes the others are filling their batches from.
+# DB_WRITER_MAX_WAIT late.
 FILL_TAKES = 4
 
 
@@ -220,9 +219,12 @@ class ItemWriter:
         """Take entries until the batch is full or DB_WRITER_MAX_WAIT passed since the first.
 
         An idle writer blocks on the buffer until an entry comes; once it holds
-        some, it takes again FILL_TAKES times per DB_WRITER_MAX_WAIT. A batch
-        comes from one buffer (its ack is one script in that buffer's slot);
-        buffers are tried in turn, from the one after the last batch's.
+        some, it takes again FILL_TAKES times per DB_WRITER_MAX_WAIT, and the
+        other writers leave the buffer to it meanwhile (``take.lua``): a trickle
+        of items costs Redis as many takes, and the database as many
+        transactions, with any number of writers as with one. A batch comes
+        from one buffer (its ack is one script in that buffer's slot); buffers
+        are tried in turn, from the one after the last batch's.
         """
         size = self.config.batch_size
         buffers = self.queue.buffers
@@ -231,10 +233,11 @@ class ItemWriter:
         deadline = 0.0
         while len(entries) < size and not self.stopping:
             want = size - len(entries)
+            others_filling = False
             if buffer is None:
-                buffer, got = self._take_any(want)
+                buffer, got, others_filling = self._take_any(want)
             else:
-                got = self.queue.take(buffer, want)
+                got = self.queue.take(buffer, want).entries
             if got:
                 self._in_hand = True
                 if not entries:
@@ -243,6 +246,13 @@ class ItemWriter:
             if len(got) == want:
                 continue
             if buffer is None or not entries:
+                if others_filling and not self.exit_when_empty:
+                    # The other writer's mark lasts DB_WRITER_MAX_WAIT at most;
+                    # if the buffer outgrows its batch meanwhile, its takes come
+                    # back full, it marks nothing more, and this writer's next
+                    # take is full too.
+                    self._pause(self.config.max_wait)
+                    break
                 waiting_on = buffers[self._next_buffer % len(buffers)]
                 if self.exit_when_empty or not self.queue.wait(waiting_on, self.config.idle_wait):
                     break  # idle: let the caller check for stop and exit conditions
@@ -261,16 +271,19 @@ class ItemWriter:
         while not self.stopping and (remaining := end - time.monotonic()) > 0:
             time.sleep(min(remaining, SLEEP_SLICE))
 
-    def _take_any(self, want: int) -> tuple[RedisKeys | None, list[bytes]]:
-        """Up to ``want`` entries of the first buffer, in turn, that has some."""
+    def _take_any(self, want: int) -> tuple[RedisKeys | None, list[bytes], bool]:
+        """Up to ``want`` entries of the first buffer, in turn, that has some; and
+        whether every buffer is being filled by another writer."""
         buffers = self.queue.buffers
+        others_filling = True
         for step in range(len(buffers)):
             index = (self._next_buffer + step) % len(buffers)
-            got = self.queue.take(buffers[index], want)
-            if got:
+            taken = self.queue.take(buffers[index], want, fill_for=self.config.max_wait)
+            if taken.entries:
                 self._next_buffer = index + 1
-                return buffers[index], got
-        return None, []
+                return buffers[index], taken.entries, False
+            others_filling = others_filling and taken.others_filling
+        return None, [], others_filling
 
     def _handle(self, batch: Batch) -> None:
         """Write one batch of entries, then acknowledge all of them."""

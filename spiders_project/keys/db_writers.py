@@ -32,3 +32,9 @@ def lease(buffer: RedisKeys, writer: str) -> str:
     """Exists while ``writer`` lives: set again, with a TTL of DB_WRITER_LOCK_TTL, at each
     of its heartbeats and batches; once it is gone, another writer takes over its batch."""
     return buffer.prefix + f"db_writer:lease:{writer}"
+
+
+def filling(buffer: RedisKeys) -> str:
+    """The id of the writer filling a batch from the buffer, for at most its
+    DB_WRITER_MAX_WAIT: the other writers leave the trickle to it."""
+    return buffer.prefix + "db_writer:filling"

@@ -18,7 +18,10 @@ on the buffer of one scratch spider, alternately, ``--rounds`` times:
   (their defaults: batches filled for up to DB_WRITER_MAX_WAIT) keep up; Redis'
   CPU per item over the run, less what the producer's pushes cost alone (a run
   with no writer, the same pushes), so what is left is the writers' share:
-  their takes, acks, and the waits that each push ends.
+  their takes, acks, and the waits that each push ends. That difference is
+  noisy on a busy machine (the producer's own cost moves by more than the
+  writers' share); the calls per 1,000 items are not. (``INFO commandstats``'
+  times are no help: they are wall time, and grow when Redis waits for a core.)
 
 Redis and PostgreSQL come from ``tests/support/services.py``, as in ``make bench``.
 """
@@ -58,13 +61,15 @@ class Run:
     redis_us: float  # Redis' CPU per item (the writers' share, for a stream)
     calls_per_1000: float  # Redis' calls per 1,000 items (a stream: less the producer's)
     batches: int
+    load: float = 0.0  # the machine's 1-minute load average at the run's end
 
     def line(self) -> str:
         return (
             f"{self.mode:<6} {self.database:<10} {self.writers} writer{'s'[: self.writers - 1]:<1}"
             f" {self.items:>8,} items  {self.items_per_s:>9,.0f} items/s"
-            f"  Redis {self.redis_us:5.2f} µs/item  {self.calls_per_1000:6.1f} calls/1,000 items"
-            f"  {self.batches:>5,} batches"
+            f"  Redis {self.redis_us:5.2f} µs/item"
+            f"  {self.calls_per_1000:5.1f} calls/1,000 items  {self.batches:>3,} batches"
+            f"  (load {self.load:.1f})"
         )
 
 
@@ -128,6 +133,7 @@ def drain(
         cpu / counted * 1e6,
         calls / counted * 1000,
         _stat(client, "batches"),
+        os.getloadavg()[0],
     )
 
 
@@ -167,8 +173,8 @@ def stream(
     cpu, calls = redis_cpu(client), _calls(client)
     started = time.perf_counter()
     n = _produce(client, rate, push, seconds)
-    while _stat(client, "items_written") < n:
-        time.sleep(0.01)
+    while _stat(client, "items_written") < n:  # a few looks: the last batch's wait
+        time.sleep(0.05)
     elapsed = time.perf_counter() - started
     cpu, calls = redis_cpu(client) - cpu - alone[0], _calls(client) - calls - alone[1]
     for process in processes:
@@ -183,6 +189,7 @@ def stream(
         cpu / n * 1e6,
         calls / n * 1000,
         _stat(client, "batches"),
+        os.getloadavg()[0],
     )
 
 

@@ -159,8 +159,8 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     take = client.register_script(load_lua(LUA_DIR, "take").source)
     ack = client.register_script(load_lua(LUA_DIR, "ack").source)
     keys = ["budget:items", "budget:processing", "budget:rejected", "budget:stats"]
-    keys += ["budget:writers", "budget:lease"]
-    items_key, processing, rejected, stats, writers, lease = keys
+    keys += ["budget:writers", "budget:lease", "budget:filling"]
+    items_key, processing, rejected, stats, writers, lease, filling = keys
 
     def fill() -> None:
         client.delete(*keys)
@@ -168,7 +168,7 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
         fill_buffer(client, items_key, make_item, items)
 
     def through_lua() -> int:
-        moved = take(keys=[items_key, processing, writers], args=["token", batch])
+        moved = take(keys=[items_key, processing, writers, filling], args=["token", batch, 0])
         if moved:
             ack(
                 keys=[processing, rejected, stats, writers, lease],

@@ -21,8 +21,8 @@ import redis
 from mirakuru import TCPExecutor
 from port_for import get_port
 
-from spiders_project.db_writer.item_queue import ItemQueue, LeaseLost
-from spiders_project.keys.db_writers import lease, processing_of
+from spiders_project.db_writer.item_queue import ItemQueue, LeaseLost, Taken
+from spiders_project.keys.db_writers import filling, lease, processing_of
 from spiders_project.keys.db_writers import writers as writers_of
 from spiders_project.redis_access import RedisState, SyncRedisCalls
 from tests.integration import test_db_writer as base
@@ -316,7 +316,8 @@ def test_writers_are_known_by_an_id_and_take_over_a_gone_ones_batch(
 
     assert held() == {first.writer: 0, second.writer: 0}
     # Each takes its own entries, into its own list.
-    assert first.take(buffer, 1) == items[:1] and second.take(buffer, 1) == items[1:2]
+    assert first.take(buffer, 1).entries == items[:1]
+    assert second.take(buffer, 1).entries == items[1:2]
     assert held() == {first.writer: 1, second.writer: 1}
     assert client.lrange(processing_of(KEYS, second.writer), 0, -1) == items[1:2]
 
@@ -349,7 +350,7 @@ def test_writers_are_known_by_an_id_and_take_over_a_gone_ones_batch(
     assert held() == {first.writer: 0}
     # second joins again, as its writer does after LeaseLost, and takes what is left.
     assert second.join() == 0
-    assert second.take(buffer, 10) == items[2:]
+    assert second.take(buffer, 10).entries == items[2:]
 
     # A clean stop: out of the hash, lease dropped; with entries left (second),
     # the hash keeps its count and the lease goes, so a look takes them over at once.
@@ -359,6 +360,37 @@ def test_writers_are_known_by_an_id_and_take_over_a_gone_ones_batch(
     assert first.join() == 0
     assert first.take_over_gone(now=True) == 1
     assert held() == {first.writer: 1}
+
+
+def test_a_writer_filling_a_batch_has_the_buffer_to_itself(
+    client: redis.Redis, redis_url: str
+) -> None:
+    """A trickle of items is taken by the writer that started a batch from it,
+    not split between writers into twice the takes and half-full batches."""
+    state = RedisState(redis_url, 0.05, 0.2, logging.getLogger("test"))
+    first = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=5)
+    second = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=5)
+    first.join()
+    second.join()
+    [buffer] = first.buffers
+    items = [encode({"url": f"http://f.test/{i}"}) for i in range(12)]
+
+    client.rpush(KEYS.items, *items[:2])
+    # Fewer than a batch: first marks the buffer as its own to fill, for 5 s.
+    assert first.take(buffer, 10, fill_for=5).entries == items[:2]
+    assert client.get(filling(KEYS)) == first.writer.encode()
+    client.rpush(KEYS.items, items[2])
+    assert second.take(buffer, 10, fill_for=5) == Taken([], others_filling=True)
+    assert client.llen(KEYS.items) == 1
+    client.rpush(KEYS.items, *items[3:])
+    assert first.take(buffer, 8).entries == items[2:10]  # its batch is full: the mark goes
+    assert not client.exists(filling(KEYS))
+    assert second.take(buffer, 10, fill_for=5).entries == items[10:]
+    assert client.get(filling(KEYS)) == second.writer.encode()
+    # A writer with no time to fill a batch (DB_WRITER_MAX_WAIT=0) never marks one.
+    client.delete(filling(KEYS))
+    client.rpush(KEYS.items, items[0])
+    assert first.take(buffer, 10).entries == items[:1] and not client.exists(filling(KEYS))
 
 
 def test_the_previous_releases_list_is_taken_over_once_its_lock_is_gone(
