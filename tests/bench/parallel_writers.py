@@ -3,6 +3,8 @@
     python -m tests.bench.parallel_writers [--items 200000] [--rounds 2]
         [--rate 10000] [--push 20] [--seconds 10] [--databases sqlite,postgresql]
 
+``--databases ""`` runs the stream alone, ``--seconds 0`` the drains alone.
+
 One sitting: one private Redis, a temporary PostgreSQL (and SQLite files), and
 the real ``python -m spiders_project.db_writer`` processes, one or two of them
 on the buffer of one scratch spider, alternately, ``--rounds`` times:
@@ -32,6 +34,7 @@ import argparse
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -214,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10, help="length of the stream")
     parser.add_argument("--databases", default="sqlite,postgresql")
     args = parser.parse_args(argv)
-    databases = args.databases.split(",")
+    databases = [name for name in args.databases.split(",") if name]  # "": the stream only
+    given = " ".join(sys.argv[1:] if argv is None else argv)
     print(
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} CPUs;"
-        f" python -m tests.bench.parallel_writers {' '.join(argv or [])}".rstrip(),
+        f" python -m tests.bench.parallel_writers {given}",
         flush=True,
     )
     server = RedisServer()
