@@ -64,7 +64,9 @@ def no_cookie_values_anywhere(r, site: LoginSite, workers: list[Proc]) -> None:
 
 def test_two_workers_crawl_behind_a_login_posted_once(redis_url, r, tmp_path, procs):
     with LoginSite(pages=40, latency=0.03) as site:
-        workers = login_workers(redis_url, r, tmp_path, procs)
+        # Every line a worker can log, cookie names included, and no value among them.
+        debug = ("LOG_LEVEL=DEBUG", "COOKIES_DEBUG=True")
+        workers = login_workers(redis_url, r, tmp_path, procs, 2, *debug)
         r.lpush(LOGIN.start_urls, site.login_url)
         for w in workers:
             assert w.wait(180) == 0, w.log()[-3000:]
@@ -87,6 +89,7 @@ def test_two_workers_crawl_behind_a_login_posted_once(redis_url, r, tmp_path, pr
         fields = {f.decode().split("\t")[-1] for f in r.hkeys(LOGIN.cookie_jar("default"))}
         assert fields == {"~v", "pre", "session"}
         assert r.hget(LOGIN.cookie_counts, "default") == b"2"
+        assert all("Sending cookies to" in w.log() for w in workers)
         no_cookie_values_anywhere(r, site, workers)
 
 
