@@ -29,7 +29,7 @@ from scrapy.http.cookies import CookieJar
 
 from spiders_project.cookies import codec
 from spiders_project.cookies.config import CookiesConfig
-from spiders_project.cookies.store import LocalJar, ProcessJars, SharedJars
+from spiders_project.cookies.store import LocalJar, ProcessJars, cookie_jars
 from spiders_project.crawl.meta import LEASED_AT
 
 logger = logging.getLogger(__name__)
@@ -65,8 +65,7 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         config = CookiesConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured("COOKIES_ENABLED is off")
-        store = SharedJars.of(crawler) if config.shared else ProcessJars(crawler.stats)
-        middleware = cls(store, config.debug)
+        middleware = cls(cookie_jars(crawler), config.debug)
         middleware.crawler = crawler
         return middleware
 

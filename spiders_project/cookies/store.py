@@ -22,9 +22,13 @@ jars as copies of the jars in Redis (``keys.cookie_jar``):
   uses a jar renews it at most once a ``TOUCH_INTERVAL``.
 
 For the features that build on a jar (a browser page's cookies, a login per
-jar, a proxy per jar), :meth:`ProcessJars.cookies_for` gives a jar's cookies
-for a URL and :meth:`ProcessJars.update` applies a set of cookies as a change;
-``LocalJar.control`` holds the jar's ``~`` fields as last read.
+jar, a proxy per jar), :func:`cookie_jars` gives any component the crawler's
+jars; :meth:`ProcessJars.cookies_for` gives a jar's cookies for a URL (pass
+the request's ``LEASED_AT``, so a browser page is as causal as a plain
+request) and :meth:`ProcessJars.update` applies a set of cookies as a change
+(called before the page's response is returned, it travels ahead of the
+page's links like a Set-Cookie); ``LocalJar.control`` holds the jar's ``~``
+fields as last read, which ``lua/update.lua`` sets and deletes like cookies.
 """
 
 from __future__ import annotations
@@ -295,3 +299,12 @@ class SharedJars(ProcessJars):
         for prior in priors:
             if isinstance(prior.tag, Pending):
                 prior.tag.delivered_at = now
+
+
+def cookie_jars(crawler: Crawler) -> ProcessJars:
+    """The crawler's jars, one object per crawler for every component that
+    reads or sets cookies: shared through Redis (``COOKIES_SHARED``), or this
+    process' own."""
+    if CookiesConfig.from_settings(crawler.settings).shared:
+        return SharedJars.of(crawler)
+    return shared(crawler, ProcessJars, lambda: ProcessJars(crawler.stats))

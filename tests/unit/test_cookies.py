@@ -23,10 +23,12 @@ from spiders_project.cookies.config import (
 )
 from spiders_project.cookies.middleware import SharedCookiesMiddleware
 from spiders_project.cookies.steps import ForgetCookiesStep
-from spiders_project.cookies.store import ProcessJars
+from spiders_project.cookies.store import ProcessJars, SharedJars, cookie_jars
 from spiders_project.crawl.meta import LEASED_AT
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.frontier.steps import Enqueue, FrontierSteps
+from spiders_project.spiders.distributed import DistributedSpider
+from tests.support.crawlers import NEVER_CONNECTS, project_crawler
 
 URL = "http://shop.example/account/orders"
 
@@ -249,3 +251,15 @@ def test_a_dead_letter_carries_no_cookie_value():
     request.headers["Cookie"] = "session=t0ps3cret"
     letters.dead_letter(request, "HTTP 503")
     assert len(written) == 1 and b"t0ps3cret" not in written[0]
+
+
+def test_every_component_of_a_crawler_gets_the_same_jars():
+    async def jars(shared: bool) -> tuple[object, object]:
+        settings = {"REDIS_URL": NEVER_CONNECTS, "COOKIES_SHARED": shared}
+        crawler = project_crawler(DistributedSpider, settings)
+        return cookie_jars(crawler), SharedCookiesMiddleware.from_crawler(crawler).store
+
+    one, other = asyncio.run(jars(True))
+    assert one is other and isinstance(one, SharedJars)
+    one, other = asyncio.run(jars(False))
+    assert one is other and type(one) is ProcessJars

@@ -16,6 +16,8 @@
 -- ARGV[4]  n: cookie fields to set
 -- ARGV[5..4+2n]        field, value: the cookies to set
 -- ARGV[5+2n..]         fields to delete
+--          A field starting with "~" other than "~v" (a jar's pinned proxy, its
+--          login state) is set and deleted the same way, and not counted.
 -- Returns  the jar's version after the change; 0 for a renewal of a jar that
 --          no longer exists (nothing is made then).
 --!include redis_access/lua/clock.lua
