@@ -17,9 +17,11 @@ import signal
 
 import pytest
 
+from spiders_project.crawl.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.support.login.site import Hit, LoginSite
 from tests.support.processes import K, Proc, stat, wait_until, worker
+from tests.support.services import RedisClusterGroup
 
 pytestmark = pytest.mark.slow
 
@@ -157,3 +159,43 @@ def test_cookies_enabled_false_sends_none(redis_url, r, tmp_path, procs):
         assert [h.path for h in opened if h.cookies] == []
         assert list(r.scan_iter("cookies:*")) == []
         assert r.exists(K.cookie_jars) == 0
+
+
+def test_on_a_redis_cluster_the_jar_is_in_before_the_links_on_another_master(tmp_path, procs):
+    """The jar in the spider's slot, the site's queue in a shard on another
+    master: the prior step still puts the session in before any link."""
+    keys = RedisKeys("login", cluster=True, shards=3)
+    cluster = RedisClusterGroup(masters=3)
+    sites: list[LoginSite] = []
+    try:
+        home = cluster.master_of(keys.prefix).port
+        for _ in range(60):
+            site = LoginSite(pages=40, latency=0.03).__enter__()
+            sites.append(site)
+            shard = keys.for_host(host_of(site.url))
+            if cluster.master_of(shard.frontier_prefix).port != home:
+                break
+        else:
+            raise AssertionError("no free port whose shard is on another master")
+        env = {"REDIS_CLUSTER": "true"}
+        workers = [
+            worker(f"w{i}", cluster.url, tmp_path, *SETTINGS, spider="login", env=env)
+            for i in (1, 2)
+        ]
+        procs += workers
+        client = cluster.client
+        wait_until(lambda: client.zcard(keys.workers) == 2, 60, what="the workers to start")
+        client.lpush(keys.start_urls, site.login_url)
+        for w in workers:
+            assert w.wait(180) == 0, w.log()[-3000:]
+        members = member_hits(site)
+        assert len([h for h in site.log() if h.method == "POST"]) == 1
+        assert [h.path for h in members if h.user is None] == []
+        assert {h.page for h in members} == site.member_pages()
+        assert cluster.master_of(keys.cookie_jar("default")).client.hget(
+            keys.cookie_jar("default"), "~v"
+        )
+    finally:
+        for site in sites:
+            site.__exit__(None, None, None)
+        cluster.stop()
