@@ -46,9 +46,6 @@ class JarsById(defaultdict[Any, CookieJar]):
     def __getitem__(self, key: Any) -> CookieJar:
         return self.store.jar(codec.jar_id(key)).cookies
 
-    def __missing__(self, key: Any) -> CookieJar:
-        return self[key]
-
 
 class SharedCookiesMiddleware(CookiesMiddleware):
     """Downloader middleware at Scrapy's CookiesMiddleware's place (700)."""
@@ -64,7 +61,7 @@ class SharedCookiesMiddleware(CookiesMiddleware):
     def from_crawler(cls, crawler: Crawler) -> SharedCookiesMiddleware:
         config = CookiesConfig.from_settings(crawler.settings)
         if not config.enabled:
-            raise NotConfigured("COOKIES_ENABLED is off")
+            raise NotConfigured  # as Scrapy's: a message would be a warning in every log
         middleware = cls(cookie_jars(crawler), config.debug)
         middleware.crawler = crawler
         return middleware
