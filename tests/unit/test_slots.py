@@ -12,6 +12,7 @@ from spiders_project.frontier.write_behind.ops import (
     Enqueue,
     Item,
     Op,
+    Prior,
     Push,
     RejectSeed,
     Release,
@@ -41,6 +42,9 @@ def test_each_op_writes_to_its_own_slot() -> None:
     eval_op = Command(("EVAL", "return 1", 1, host.leases, "arg"))
     assert slot_keys(SHARDED, eval_op) == host
     assert slot_keys(SHARDED, Command(("DEL", host.leases))) == host
+    # A shared cookie jar's update: outside the prefix, in the spider's own slot.
+    jar = SHARDED.cookie_jar("default")
+    assert slot_keys(SHARDED, Prior(("EVAL", "return 1", 3, jar, "j", "c"))) == SHARDED
 
 
 def test_a_seed_request_goes_with_its_digest_and_is_claimed_once_in() -> None:
