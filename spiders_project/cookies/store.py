@@ -2,7 +2,7 @@
 
 :class:`ProcessJars` is Scrapy's behaviour: one jar per ``meta["cookiejar"]``
 in this process (``COOKIES_SHARED=False``). :class:`SharedJars` keeps the same
-jars as copies of the jars in Redis (``keys.cookie_jar``):
+jars as copies of the jars in Redis (``keys/cookies.py``):
 
 - **Reads, coalesced.** A request leased at time t (``crawl/meta.LEASED_AT``)
   goes out only once a read of its jar that started after t has completed.
@@ -53,6 +53,7 @@ from spiders_project.cookies.config import TOUCH_INTERVAL, CookiesConfig
 from spiders_project.cookies.limits import bounded
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.write_behind.ops import Prior
+from spiders_project.keys import cookies as cookie_keys
 from spiders_project.plumbing.wiring import shared
 from spiders_project.redis_access import load_lua
 
@@ -236,7 +237,7 @@ class SharedJars(ProcessJars):
 
     async def _sync(self, local: LocalJar) -> None:
         started = local.sync_started
-        key = self.keys.cookie_jar(local.id)
+        key = cookie_keys.cookie_jar(self.keys, local.id)
         version = codec.version_of(await self.calls.command("HGET", key, VERSION, writes=False))
         if version != local.version:
             fields = await self.calls.command("HGETALL", key, writes=False)
@@ -292,7 +293,11 @@ class SharedJars(ProcessJars):
         self.batcher.script(self.script, self._script_keys(local.id), args)
 
     def _script_keys(self, jar: str) -> list[str]:
-        return [self.keys.cookie_jar(jar), self.keys.cookie_jars, self.keys.cookie_counts]
+        return [
+            cookie_keys.cookie_jar(self.keys, jar),
+            cookie_keys.cookie_jars(self.keys),
+            cookie_keys.cookie_counts(self.keys),
+        ]
 
     def _delivered(self, priors: list[Prior]) -> None:
         now = time.monotonic()

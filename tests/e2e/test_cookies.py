@@ -19,6 +19,7 @@ import pytest
 
 from spiders_project.crawl.hosts import host_of
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from tests.support.login.site import Hit, LoginSite
 from tests.support.processes import K, Proc, stat, wait_until, worker
 from tests.support.services import RedisClusterGroup
@@ -88,9 +89,9 @@ def test_two_workers_crawl_behind_a_login_posted_once(redis_url, r, tmp_path, pr
         # found there, and gone from the shared jar.
         after_forget = [h for h in members if h.page.startswith("/f/")]
         assert after_forget and not [h.path for h in after_forget if "consent" in h.cookies]
-        fields = {f.decode().split("\t")[-1] for f in r.hkeys(LOGIN.cookie_jar("default"))}
+        fields = {f.decode().split("\t")[-1] for f in r.hkeys(cookie_jar(LOGIN, "default"))}
         assert fields == {"~v", "pre", "session"}
-        assert r.hget(LOGIN.cookie_counts, "default") == b"2"
+        assert r.hget(cookie_counts(LOGIN), "default") == b"2"
         assert all("Sending cookies to" in w.log() for w in workers)
         no_cookie_values_anywhere(r, site, workers)
 
@@ -112,8 +113,8 @@ def test_two_cookiejar_sessions_stay_apart(redis_url, r, tmp_path, procs):
         for user in ("alice", "bob"):
             pages = {h.page for h in members if h.user == user}
             assert pages == site.member_pages(), user
-        assert set(r.zrange(LOGIN.cookie_jars, 0, -1)) == {b"alice", b"bob"}
-        assert r.exists(LOGIN.cookie_jar("default")) == 0
+        assert set(r.zrange(cookie_jars(LOGIN), 0, -1)) == {b"alice", b"bob"}
+        assert r.exists(cookie_jar(LOGIN, "default")) == 0
 
 
 def test_a_worker_killed_between_the_login_and_its_first_follow_up(redis_url, r, tmp_path, procs):
@@ -158,7 +159,7 @@ def test_cookies_enabled_false_sends_none(redis_url, r, tmp_path, procs):
         assert {h.page for h in opened} == {f"/open/{n}" for n in range(16)}
         assert [h.path for h in opened if h.cookies] == []
         assert list(r.scan_iter("cookies:*")) == []
-        assert r.exists(K.cookie_jars) == 0
+        assert r.exists(cookie_jars(K)) == 0
 
 
 def test_on_a_redis_cluster_the_jar_is_in_before_the_links_on_another_master(tmp_path, procs):
@@ -192,8 +193,8 @@ def test_on_a_redis_cluster_the_jar_is_in_before_the_links_on_another_master(tmp
         assert len([h for h in site.log() if h.method == "POST"]) == 1
         assert [h.path for h in members if h.user is None] == []
         assert {h.page for h in members} == site.member_pages()
-        assert cluster.master_of(keys.cookie_jar("default")).client.hget(
-            keys.cookie_jar("default"), "~v"
+        assert cluster.master_of(cookie_jar(keys, "default")).client.hget(
+            cookie_jar(keys, "default"), "~v"
         )
     finally:
         for site in sites:

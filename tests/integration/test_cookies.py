@@ -19,6 +19,7 @@ from spiders_project.crawl.meta import LEASED_AT
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.write_behind.ops import PRIOR
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from spiders_project.redis_access import RedisState
 
 K = RedisKeys("c")
@@ -71,12 +72,12 @@ def test_an_update_goes_in_as_one_prior_script_and_another_worker_sends_it(redis
         await b.close()
 
     asyncio.run(main())
-    jar = K.cookie_jar("default")
+    jar = cookie_jar(K, "default")
     fields = r.hgetall(jar)
     assert set(fields) == {b"~v", b"shop.example\t/\tsession", b"shop.example\t/login\tpre"}
     assert 0 < r.pttl(jar) <= 600_000
-    assert r.zscore(K.cookie_jars, "default") is not None
-    assert r.hget(K.cookie_counts, "default") == b"2"
+    assert r.zscore(cookie_jars(K), "default") is not None
+    assert r.hget(cookie_counts(K), "default") == b"2"
     assert jar.startswith("cookies:c:")
 
 
@@ -137,8 +138,8 @@ def test_a_cookie_the_server_removes_leaves_the_shared_jar(redis_url, r):
         await b.close()
 
     asyncio.run(main())
-    assert set(r.hgetall(K.cookie_jar("default"))) == {b"~v", b"shop.example\t/\tsession"}
-    assert r.hget(K.cookie_counts, "default") == b"1"
+    assert set(r.hgetall(cookie_jar(K, "default"))) == {b"~v", b"shop.example\t/\tsession"}
+    assert r.hget(cookie_counts(K), "default") == b"1"
 
 
 def test_jars_are_kept_apart(redis_url, r):
@@ -155,7 +156,7 @@ def test_jars_are_kept_apart(redis_url, r):
         await b.close()
 
     asyncio.run(main())
-    assert set(r.zrange(K.cookie_jars, 0, -1)) == {b"alice", b"2"}
+    assert set(r.zrange(cookie_jars(K), 0, -1)) == {b"alice", b"2"}
 
 
 def test_a_workers_own_change_survives_a_read_that_missed_it(redis_url, r):
@@ -189,12 +190,12 @@ def test_a_jar_deleted_in_redis_is_emptied_in_every_copy_and_made_again_with_a_n
         a.answer(f"{SITE}/", "session=s1; Path=/")
         await a.redis.batcher.flush()
         assert await b.send(f"{SITE}/", time.monotonic()) == b"session=s1"
-        old = int(r.hget(K.cookie_jar("default"), "~v"))
-        r.delete(K.cookie_jar("default"))  # scrapy cookies clear, or the TTL
+        old = int(r.hget(cookie_jar(K, "default"), "~v"))
+        r.delete(cookie_jar(K, "default"))  # scrapy cookies clear, or the TTL
         assert await b.send(f"{SITE}/", time.monotonic()) == b""
         a.answer(f"{SITE}/", "session=s2; Path=/")
         await a.redis.batcher.flush()
-        assert int(r.hget(K.cookie_jar("default"), "~v")) != old
+        assert int(r.hget(cookie_jar(K, "default"), "~v")) != old
         assert await b.send(f"{SITE}/", time.monotonic()) == b"session=s2"
         await a.close()
         await b.close()
@@ -212,15 +213,15 @@ def test_a_jar_in_use_is_renewed_and_an_idle_one_leaves_the_index(redis_url, r):
         a.redis.clock.set(1_000_000 + 5_000)
         a.answer(f"{SITE}/", "session=s2; Path=/", jar="new")
         await a.redis.batcher.flush()
-        assert r.zrange(K.cookie_jars, 0, -1) == [b"new"]
-        assert r.hkeys(K.cookie_counts) == [b"new"]
+        assert r.zrange(cookie_jars(K), 0, -1) == [b"new"]
+        assert r.hkeys(cookie_counts(K)) == [b"new"]
         # Using a jar renews it, at most once a touch interval (here 1 s).
-        r.pexpire(K.cookie_jar("new"), 300)
+        r.pexpire(cookie_jar(K, "new"), 300)
         await a.send(f"{SITE}/", time.monotonic(), jar="new")
         a.jars.jar("new").touched = float("-inf")
         await a.send(f"{SITE}/", time.monotonic(), jar="new")
         await a.redis.batcher.flush()
-        assert r.pttl(K.cookie_jar("new")) > 1000
+        assert r.pttl(cookie_jar(K, "new")) > 1000
         await a.close()
 
     asyncio.run(main())

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from spiders_project.cookies.store import LUA_DIR
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from spiders_project.redis_access import load_lua
 from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
 from tests.support.acl_users import AclRedis, acl_text
@@ -240,9 +241,9 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_m
     acl_redis,
 ):
     update = load_lua(LUA_DIR, "update")
-    jar = K.cookie_jar("default")
+    jar = cookie_jar(K, "default")
     w = acl_redis.client("worker")
-    keys = [jar, K.cookie_jars, K.cookie_counts]
+    keys = [jar, cookie_jars(K), cookie_counts(K)]
     assert w.eval(update.source, 3, *keys, "", "default", 60_000, 1, "d\t/\ts", "{}") > 0
     assert w.hget(jar, "d\t/\ts") == b"{}" and w.hgetall(jar)
     operator = acl_redis.client("operator")
@@ -252,7 +253,7 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_m
         with pytest.raises(redis.exceptions.NoPermissionError):
             monitor.execute_command(*command)
     # What the exporter may read: how many cookies, never which.
-    assert monitor.hgetall(K.cookie_counts) == {b"default": b"1"}
+    assert monitor.hgetall(cookie_counts(K)) == {b"default": b"1"}
     assert {entry["username"] for entry in acl_redis.denials()} == {"crawler-monitor"}
     for client in (w, operator, monitor):
         client.close()

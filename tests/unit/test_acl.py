@@ -11,6 +11,7 @@ from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.redis_access.acl import (
     DB_WRITER,
     FORBIDDEN,
@@ -99,7 +100,7 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_never_the_monitors():
     for role in (WORKER, OPERATOR):
         line = user_line(role, "x", [RedisKeys("a", cluster=True)], cluster=True)
         assert "%RW~cookies:{a}:*" in line, role.name
-        assert RedisKeys("a", cluster=True).cookie_jar("j").startswith("cookies:{a}:")
+        assert cookie_jar(RedisKeys("a", cluster=True), "j").startswith("cookies:{a}:")
     for role in (MONITOR, DB_WRITER):
         assert "cookies:" not in user_line(role, "x", [RedisKeys("a")], cluster=False)
 

@@ -12,6 +12,7 @@ from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.outcomes import Outcome
 from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.redis_access import RedisCalls, RedisState
 from spiders_project.redis_access.lua import LuaScript
 
@@ -205,7 +206,7 @@ def test_prior_writes_go_first_and_a_tick_waits_for_them(redis_url, r):
     Redis; on a sharded frontier it goes in a step before the links and acks,
     which wait whole while Redis refuses it (here: a key of the wrong type)."""
     sharded = RedisKeys("b", cluster=True, shards=2)
-    jar = sharded.cookie_jar("default")
+    jar = cookie_jar(sharded, "default")
     script = LuaScript("set", "return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])")
 
     async def main() -> None:

@@ -20,6 +20,7 @@ from spiders_project.frontier.write_behind.ops import (
 )
 from spiders_project.frontier.write_behind.slots import by_slot, seed_claims, slot_keys
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
@@ -43,7 +44,7 @@ def test_each_op_writes_to_its_own_slot() -> None:
     assert slot_keys(SHARDED, eval_op) == host
     assert slot_keys(SHARDED, Command(("DEL", host.leases))) == host
     # A shared cookie jar's update: outside the prefix, in the spider's own slot.
-    jar = SHARDED.cookie_jar("default")
+    jar = cookie_jar(SHARDED, "default")
     assert slot_keys(SHARDED, Prior(("EVAL", "return 1", 3, jar, "j", "c"))) == SHARDED
 
 
