@@ -9,8 +9,11 @@ Each user gets only the commands its role sends, Lua scripts' own
 ``redis.call`` commands included (Redis checks those against the user that
 runs the script, commands and keys alike), and only its spiders' keys:
 ``<spider>:*`` (``{<spider>}:*`` and the frontier shards' ``{<spider>/<n>}:*``
-on a Redis Cluster). The servers' own users, for a replica replicating and
-for Sentinel, touch no key and are in the file when their passwords are set.
+on a Redis Cluster). The spiders' cookie jars, ``cookies:<spider>:*``
+(``cookies:{<spider>}:*``), are the worker's and the operator's only: they
+hold session cookies, and the monitor reads only their counts. The servers'
+own users, for a replica replicating and for Sentinel, touch no key and are
+in the file when their passwords are set.
 Where a key pattern cannot separate spiders is written down in
 docs/SECURITY.md ("Redis users").
 """
@@ -136,7 +139,8 @@ DB_WRITER_COMMANDS = (
     "time",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory;
+# contract.py (the steered hosts' HGETALL among them, the cookie counts' HLEN
+# and bounded HRANDFIELD), TIME and INFO memory;
 # its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
 # STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
 # newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
@@ -146,6 +150,8 @@ MONITOR_COMMANDS = (
     "get",
     "hget",
     "hgetall",
+    "hlen",
+    "hrandfield",
     "info",
     "lindex",
     "llen",
@@ -222,6 +228,8 @@ class Role:
     access: str = "%RW"
     # Key suffixes under the spider's prefix it may use; () for every key of the spider.
     suffixes: tuple[str, ...] = ()
+    # Whether it may use the spiders' cookie jars (cookie_patterns), with ``access``.
+    cookie_jars: bool = False
     # ... and those it needs on a Redis Cluster only.
     cluster_suffixes: tuple[str, ...] = ()
     # Commands it may run on the spiders set (keys.SPIDERS), a key of no
@@ -245,6 +253,7 @@ WORKER = Role(
     "REDIS_ACL_WORKER_PASSWORD",
     "HTTP and render workers (scrapy crawl)",
     commands=WORKER_COMMANDS,
+    cookie_jars=True,
     spiders_set=("sadd",),
     spiders_access="%W",
 )
@@ -274,8 +283,10 @@ OPERATOR = Role(
     "operator",
     "crawler-operator",
     "REDIS_ACL_OPERATOR_PASSWORD",
-    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus, jobs, frontier)",
+    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus, jobs, frontier,"
+    " cookies)",
     rules=OPERATOR_RULES,
+    cookie_jars=True,  # scrapy cookies list|clear
     # Never a category here: a selector's command with no key (KEYS is @read)
     # would be allowed whatever its key pattern.
     spiders_set=("smembers", "scard", "sadd", "srem"),
@@ -330,6 +341,13 @@ def spider_patterns(keys: RedisKeys, suffixes: Sequence[str] = ()) -> list[str]:
     return patterns
 
 
+def cookie_patterns(keys: RedisKeys) -> list[str]:
+    """The key pattern of one spider's cookie jars (``keys.cookie_jar``):
+    ``cookies:<prefix>*``, outside the spider's prefix so that a role given
+    only that prefix (the monitor) never reads a cookie's value."""
+    return [f"cookies:{_glob(keys.prefix)}*"]
+
+
 def password_hash(password: str) -> str:
     """The ACL file's form of a password: ``#`` and its SHA-256 (the file holds no secret)."""
     return "#" + hashlib.sha256(password.encode()).hexdigest()
@@ -345,7 +363,10 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
     if role.access:
         for keys in spider_keys:
             suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
-            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes)]
+            patterns = spider_patterns(keys, suffixes)
+            if role.cookie_jars:
+                patterns += cookie_patterns(keys)
+            parts += [f"{role.access}~{p}" for p in patterns]
     parts += [f"&{_glob(channel)}" for channel in role.channels]
     if role.spiders_set:
         # A selector: these commands on the spiders set, and nothing else on it.

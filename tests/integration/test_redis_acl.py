@@ -9,11 +9,13 @@ whose user lacks a command refuses to start with one line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+from spiders_project.keys import RedisKeys
 from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
@@ -176,6 +178,35 @@ def test_a_worker_cannot_touch_another_spiders_keys(acl_redis):
     assert dbw.llen(K.items) == 0
     w.close()
     dbw.close()
+
+
+def test_cookie_jars_are_read_by_the_worker_and_the_operator_never_by_the_monitor(acl_redis):
+    jar = K.cookie_jar("default")
+    cookie = {"value": "s3cret", "expires": None, "secure": False, "http_only": True}
+    w = acl_redis.client("worker")
+    # A jar as the workers keep it (COOKIES.md): a cookie per field, its version, the index.
+    w.hset(jar, mapping={"127.0.0.1\t/\tsession": json.dumps(cookie), "~v": 1})
+    w.zadd(K.cookie_jars, {"default": 1})
+    w.hset(K.cookie_counts, "default", 1)
+    assert b"s3cret" in w.hgetall(jar)[b"127.0.0.1\t/\tsession"]
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        w.hgetall(RedisKeys("other").cookie_jar("default"))
+    monitor = acl_redis.client("monitor")
+    for command in (("HGETALL", jar), ("HGET", jar, "~v"), ("EXISTS", jar)):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            monitor.execute_command(*command)
+    # What the exporter reads instead: how many jars and cookies, never which.
+    assert monitor.zcard(K.cookie_jars) == 1 and monitor.hlen(K.cookie_counts) == 1
+    assert monitor.hrandfield(K.cookie_counts, 10, withvalues=True) == [b"default", b"1"]
+    operator = acl_redis.client("operator")
+    assert operator.hscan(jar)[1] and operator.unlink(jar) == 1
+    for client in (w, monitor, operator):
+        client.close()
+    refused = {(entry["username"], entry["object"]) for entry in acl_redis.denials()}
+    assert ("crawler-monitor", jar) in refused
+    assert not any(
+        user in ("crawler-worker", "crawler-operator") and key == jar for user, key in refused
+    )
 
 
 def _lacking(acl_redis, user: str, rule: str) -> None:
