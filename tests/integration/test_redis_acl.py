@@ -16,7 +16,8 @@ import pytest
 import redis
 
 from spiders_project.keys import RedisKeys
-from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
+from spiders_project.redis_access.acl import ROLES, SENTINEL, SERVER_ROLES
+from spiders_project.redis_access.acl_commands import FORBIDDEN
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
@@ -253,6 +254,20 @@ def test_a_user_without_a_key_refuses_at_start_naming_it(acl_redis, tmp_path, pr
     assert proc.wait(60) == 1, proc.log()[-3000:]
     (line,) = [line for line in proc.log().splitlines() if "may not run" in line]
     assert "on key distributed:" in line
+
+
+def test_a_user_of_a_file_made_before_the_cookie_jars_refuses_at_start(acl_redis, tmp_path, procs):
+    # The file of the previous release: the spider's prefix only, no cookies:distributed:*.
+    for user in ("crawler-worker", "crawler-operator"):
+        acl_redis.admin.execute_command("ACL", "SETUSER", user, "resetkeys", "~distributed:*")
+    proc = worker("w", acl_redis.url("worker"), tmp_path)
+    procs.append(proc)
+    assert proc.wait(60) == 1, proc.log()[-3000:]
+    (line,) = [line for line in proc.log().splitlines() if "may not run" in line]
+    assert "on key cookies:distributed:jar:default" in line, line
+    done = scrapy_command(acl_redis.url("operator"), "cookies", "list")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "on key cookies:distributed:jar:default" in done.stderr
 
 
 def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):

@@ -14,7 +14,6 @@ from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_access.acl import (
     DB_WRITER,
-    FORBIDDEN,
     MONITOR,
     OPERATOR,
     REPLICA,
@@ -29,6 +28,7 @@ from spiders_project.redis_access.acl import (
     user_line,
 )
 from spiders_project.redis_access.acl_check import probes
+from spiders_project.redis_access.acl_commands import FORBIDDEN
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spiders_project"
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
