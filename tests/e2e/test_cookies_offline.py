@@ -8,12 +8,15 @@ checks the replacement itself). Here the worker runs in a network namespace
 of its own (tests/support/netns.py), which reaches Redis and the site and
 nothing else: an attempt to fetch would fail at once and tldextract would log
 it with a traceback. The control shows that: Scrapy's own extractor, in the
-same namespace, logs the publicsuffix.org URL it could not read.
+same namespace, logs the publicsuffix.org URL it could not read. The list is
+the one tldextract bundles, or a file the operator names
+(COOKIES_PUBLIC_SUFFIX_LIST): read at start, from disk.
 """
 
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,8 +47,9 @@ def bed() -> Iterator[NetnsBed]:
         yield made
 
 
+@pytest.mark.parametrize("list_file", [False, True], ids=["bundled", "operators_file"])
 def test_a_worker_without_a_route_out_splits_cookie_domains_offline(
-    bed: NetnsBed, tmp_path: Path, procs: list[Proc]
+    bed: NetnsBed, tmp_path: Path, procs: list[Proc], list_file: bool
 ):
     # Nothing but the bed: no default route, so the internet is unreachable.
     assert "default" not in bed.run("w", "ip", "route").stdout
@@ -54,6 +58,13 @@ def test_a_worker_without_a_route_out_splits_cookie_domains_offline(
         site = CookieSite(pages=30, seed=41, host=bed.address("site"), offsite_links=False)
         site.start()
     try:
+        settings = []
+        urls = []
+        if list_file:  # the operator's copy of the list (here: the one tldextract ships)
+            path = tmp_path / "public_suffix_list.dat"
+            path.write_bytes(pkgutil.get_data("tldextract", ".tld_set_snapshot") or b"")
+            settings.append(f"COOKIES_PUBLIC_SUFFIX_LIST={path}")
+            urls.append(path.as_uri())
         record = tmp_path / "suffixes.json"
         cache = tmp_path / "tldextract-cache"  # tldextract's cache: must stay unwritten
         extensions = dict(load_settings().getdict("EXTENSIONS"))
@@ -64,6 +75,7 @@ def test_a_worker_without_a_route_out_splits_cookie_domains_offline(
             tmp_path,
             "MAX_IDLE_TIME_BEFORE_CLOSE=3",
             f"EXTENSIONS={json.dumps(extensions)}",
+            *settings,
             env={"SUFFIX_RECORD": str(record), "TLDEXTRACT_CACHE": str(cache)},
             prefix=bed.prefix("w"),
         )
@@ -76,7 +88,7 @@ def test_a_worker_without_a_route_out_splits_cookie_domains_offline(
 
         # In the worker: the middleware split the site's cookie domain with no URL to fetch.
         seen = json.loads(record.read_text())
-        assert seen == {"suffix_list_urls": [], "cookie_domains": [f".{bed.address('site')}"]}
+        assert seen == {"suffix_list_urls": urls, "cookie_domains": [f".{bed.address('site')}"]}
         log = w.log()
         for trace in ("publicsuffix", "tldextract", "Public Suffix", "Traceback", SECRET):
             assert trace not in log, trace
@@ -85,6 +97,8 @@ def test_a_worker_without_a_route_out_splits_cookie_domains_offline(
         site.stop()
         server.stop()
 
+    if list_file:
+        return
     # The control: Scrapy's own extractor, in the same namespace, tries to call home.
     control = subprocess.run(
         [
