@@ -15,9 +15,9 @@ exist and when they end, and never a cookie's value: the value is the
 session, and a terminal, a shell history or a ticket it is pasted into is
 not where it may go (docs/SECURITY.md, "Cookies"). ``clear`` deletes the jars
 and their entries in the index (``keys.cookie_jars``) and the counts
-(``keys.cookie_counts``); without ``--jar``, every jar either names. A
-worker still running writes a jar again at its next cookie: clear with the
-crawl stopped to start every session over.
+(``keys.cookie_counts``); without ``--jar``, every jar either names. Clear
+with the crawl stopped to start every session over: a worker still running
+may write a jar again.
 """
 
 from __future__ import annotations
