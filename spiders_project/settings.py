@@ -229,6 +229,12 @@ DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
 # or ip (the address it resolves to, kept 5 minutes). Queues, turns, caps and
 # pauses are kept per group.
 POLITENESS_KEY = _env("POLITENESS_KEY", "host")
+# The Public Suffix List Scrapy's cookie middleware decides with whether a
+# cookie's Domain is a public suffix (a cookie for all of "co.uk" is refused):
+# "" the snapshot bundled with tldextract, or the path of a list file
+# (public_suffix_list.dat) the operator keeps up to date. Never fetched from
+# the internet; a file that cannot be read stops the worker at start.
+COOKIES_PUBLIC_SUFFIX_LIST = _env("COOKIES_PUBLIC_SUFFIX_LIST", "")
 # Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
 # names it: lower-case, punycode for IDN, without the scheme's default port
 # (other spellings are converted).

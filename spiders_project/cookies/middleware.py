@@ -46,6 +46,10 @@ class JarsById(defaultdict[Any, CookieJar]):
     def __getitem__(self, key: Any) -> CookieJar:
         return self.store.jar(codec.jar_id(key)).cookies
 
+    def values(self) -> list[CookieJar]:  # type: ignore[override]
+        """Every jar this worker holds a copy of, as Scrapy's ``jars.values()`` gives."""
+        return [local.cookies for local in self.store.local_jars()]
+
 
 class SharedCookiesMiddleware(CookiesMiddleware):
     """Downloader middleware at Scrapy's CookiesMiddleware's place (700)."""

@@ -109,6 +109,10 @@ class ProcessJars:
             local = self._jars[jar] = LocalJar(jar)
         return local
 
+    def local_jars(self) -> list[LocalJar]:
+        """This worker's copies of the jars it used."""
+        return list(self._jars.values())
+
     async def fresh(self, jar: str, since: float | None = None) -> LocalJar:
         """The copy of ``jar`` to send a request with (here: as it is)."""
         return self.jar(jar)

@@ -4,8 +4,9 @@ and ``scrapy crawlstatus`` prints.
 :func:`read_cluster` reads every fixed key of each spider (the queues and
 their work, the rejected lists, the seen-set, the totals of the workers'
 counters, the db_writer's stats, the item lag, the listed workers and the
-proxy bans) and Redis' clock and memory in one round trip, then each listed
-worker's hash and heartbeat in a second. The hosts an operator steers
+proxy bans, the cookie jars' number and their cookies) and Redis' clock and
+memory in one round trip, then each listed worker's hash and heartbeat in a
+second. The hosts an operator steers
 (``host_steering.py``) come with the first. What it reads is named in
 :mod:`spiders_project.read_model.contract`; the replies of either client are read by
 :mod:`spiders_project.read_model.replies`. Standard library only (the monitor
@@ -22,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jars
 from spiders_project.read_model.contract import (
     CUT_OFF,
     PAGES,
@@ -81,6 +83,9 @@ class SpiderView:
     steered: dict[str, HostSteer] = field(default_factory=dict)
     # Every crawl job's progress (job_progress.py), by id.
     jobs: list[JobProgress] = field(default_factory=list)
+    # The shared cookie jars: how many, and the cookies in them (read_cookie_counts).
+    cookie_jars: int = 0
+    cookies: int = 0
 
     @property
     def hosts_blocked(self) -> int:
@@ -126,6 +131,9 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("GET", keys.all_shards[0].seen),
         ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
         ("HGETALL", keys.host_steering),
+        ("ZCARD", cookie_jars(keys)),
+        ("HLEN", cookie_counts(keys)),
+        ("HRANDFIELD", cookie_counts(keys), COOKIE_COUNTS_READ, "WITHVALUES"),
     ]
     assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
     reads += queues_work(keys)
@@ -135,7 +143,12 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
 
 
 # Where the reads of the shards after the first start in _spider_reads' list.
-_FIXED_READS = 21
+_FIXED_READS = 24
+# Jars whose counts one scrape reads (HRANDFIELD with a count: at most this
+# many fields, each distinct). A spider with more meta["cookiejar"] sessions
+# has its cookies estimated from that random sample, so a scrape's cost does
+# not grow with the sessions.
+COOKIE_COUNTS_READ = 10_000
 
 
 def _rejected_keys(keys: RedisKeys) -> list[str]:
@@ -231,6 +244,8 @@ def read_cluster(
             "proxy_bans": {text(m): score / 1000 for m, score in scored(r[17])},
             "samples": _samples(r[19]) if samples else [],
             "steered": parse_steering(hash_fields(r[20]))[0],
+            "cookie_jars": int(r[21]),
+            "cookies": read_cookie_counts(int(r[22]), r[23]),
         }
         oldest = now - worker_retention
         listed[spider] = [(text(m), score) for m, score in scored(r[16]) if score >= oldest]
@@ -312,6 +327,7 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
                 "totals": s.totals,
                 "db_writer": s.db_writer,
                 "lag": s.lag,
+                "cookies": {"jars": s.cookie_jars, "cookies": s.cookies},
                 "workers_alive": s.workers_alive,
                 "jobs": [job.as_dict() for job in s.jobs],
                 "hosts": {
@@ -338,6 +354,22 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
 
 
 # --- What the replies hold ------------------------------------------------------
+def read_cookie_counts(jars: int, sample: Any) -> int:
+    """The cookies of ``jars`` jars (HLEN of the counts) from HRANDFIELD's ``sample``
+    of their counts: their sum when it has every jar, else scaled up to all of them.
+    A count that is not a number (not a worker's) counts as 0."""
+    counts = hash_fields(sample)
+    total = 0
+    for count in counts.values():
+        try:
+            total += int(count)
+        except ValueError:
+            continue
+    if not counts or len(counts) >= jars:
+        return total
+    return round(total * jars / len(counts))
+
+
 def _lag(now: float, processing_head: Any, buffer_head: Any) -> float | None:
     """Age of the oldest item not yet in the database: the db_writer's batch in hand first."""
     head = processing_head if processing_head is not None else buffer_head

@@ -43,6 +43,9 @@ PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
 # warc:records, warc:bytes, warc:write_errors, warc:records_dropped: the WARC
 # archive's records and bytes written, failed writes, records not archived.
 WARC = "warc:"
+# cookies:relogins, cookies:sessions_retired: logins done again after a session
+# expired, sessions dropped with their banned proxy (the shared cookie jars).
+COOKIES = "cookies:"
 # Fields the publish script adds to the worker hash (it takes their names from
 # here: worker/heartbeat.py passes them in), and the one the last publish adds.
 WORKER_FIELD = "_worker"  # the worker's id, host:pid
@@ -83,12 +86,12 @@ Send = Callable[[str, list[Command]], list[Any]]
 
 def counters_of(fields: Mapping[Any, Any]) -> dict[str, int]:
     """The metric counters among a hash's fields (pages, items, errors:*, responses:*,
-    proxy_requests:*, proxy_bans:*, warc:*)."""
+    proxy_requests:*, proxy_bans:*, warc:*, cookies:*)."""
     counters = {}
     for raw_name, raw_value in fields.items():
         name = text(raw_name)
         if name in (PAGES, ITEMS) or name.startswith(
-            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS, WARC)
+            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS, WARC, COOKIES)
         ):
             try:
                 counters[name] = int(raw_value)

@@ -46,6 +46,7 @@ from spiders_project.keys import RedisKeys
 from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.read_model.contract import (
     CLOSED,
+    COOKIES,
     ERRORS,
     FINISH_REASON_FIELD,
     ITEMS,
@@ -75,6 +76,8 @@ _SPIDER_ERRORS = "spider_exceptions/"
 _RESPONSE_STATUS = "downloader/response_status_count/"
 _PROXY_REQUESTS = "proxies/requests/"
 _PROXY_BANS = "proxies/bans/"
+# The shared cookie jars' stats that become cookies:<name> counters.
+_COOKIE_STATS = {"cookies/relogins": "relogins", "cookies/sessions_retired": "sessions_retired"}
 _ERROR_STATS = {
     "dead_letters/count": "dead_letter",
     "seeds/rejected": "seed_rejected",
@@ -102,6 +105,7 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
     ``frontier_rejected``, ``frontier_unserializable``, ``webhook_dropped`` (a
     job event given up, ``jobs/webhook_delivery.py``). Per proxy (names
     without credentials): ``proxy_requests:<name>``, ``proxy_bans:<name>``.
+    The shared cookie jars': ``cookies:relogins``, ``cookies:sessions_retired``.
     """
     counters = {
         PAGES: int(stats.get("response_received_count", 0)),
@@ -121,6 +125,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
             field = ERRORS + _ERROR_STATS[name]
         elif name in WARC_COUNTERS:
             field = WARC + WARC_COUNTERS[name]
+        elif name in _COOKIE_STATS:
+            field = COOKIES + _COOKIE_STATS[name]
         elif name.startswith(_PROXY_REQUESTS):
             field = PROXY_REQUESTS + name[len(_PROXY_REQUESTS) :]
         elif name.startswith(_PROXY_BANS):

@@ -29,6 +29,7 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from spiders_project.keys.jobs import job_counts
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.read_model.contract import (
@@ -122,6 +123,8 @@ def test_metric_counters_from_scrapy_stats():
         "spider_exceptions/ValueError": 1,
         "dead_letters/count": 2,
         "seeds/rejected": 1,
+        "cookies/relogins": 2,
+        "cookies/sessions_retired": 1,
         "log_count/INFO": 40,
         "start_time": datetime.datetime.now(datetime.UTC),
     }
@@ -134,6 +137,8 @@ def test_metric_counters_from_scrapy_stats():
         "errors:spider:ValueError": 1,
         "errors:dead_letter": 2,
         "errors:seed_rejected": 1,
+        "cookies:relogins": 2,
+        "cookies:sessions_retired": 1,
     }
     assert metric_counters({}) == {"pages": 0, "items": 0}
 
@@ -224,11 +229,17 @@ def fill_redis(r: redis.Redis) -> float:
         "downloader/exception_type_count/twisted.internet.error.TimeoutError": 4,
         "spider_exceptions/ValueError": 1,
         "dead_letters/count": 2,
+        "cookies/relogins": 2,
+        "cookies/sessions_retired": 1,
         "start_time": datetime.datetime.now(datetime.UTC),
     }
     publish(r, "node1:100", "run-1", {"response_received_count": 0}, first=True)
     publish(r, "node1:100", "run-1", busy)
-    lost = {"response_received_count": 30, "downloader/response_status_count/200": 30}
+    lost = {
+        "response_received_count": 30,
+        "downloader/response_status_count/200": 30,
+        "cookies/relogins": 1,
+    }
     publish(r, "node2:200", "run-2", lost, first=True)
     r.delete(K.worker_heartbeat("node2:200"))  # its TTL ran out: killed
     # A job fetching 2 pages/s for the last 30 s (ack.lua's marks), 60 queued.
@@ -247,6 +258,11 @@ def fill_redis(r: redis.Redis) -> float:
             "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
         },
     )
+    # Three shared cookie jars (the layout of docs/SECURITY.md, "Cookies"): the
+    # exporter reads their index and counts; the jar itself holds a value it never reads.
+    r.zadd(cookie_jars(K), {"default": ms, "user-1": ms, "user-2": ms})
+    r.hset(cookie_counts(K), mapping={"default": 3, "user-1": 2, "user-2": 0})
+    r.hset(cookie_jar(K, "default"), ".a\t/\tsid", json.dumps({"value": "PLANTED-cookie"}))
     return now
 
 
@@ -327,6 +343,13 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     assert 20 <= m.value("crawler_job_eta_seconds", **job) <= 30  # 50 queued at ~2 pages/s
     assert m.value("crawler_job_state", state="running", **job) == 1
     assert m.value("crawler_job_state", state="finished", **job) == 0
+
+    assert m.value("crawler_cookie_jars", **spider) == 3
+    assert m.value("crawler_cookies", **spider) == 5
+    # Summed over the workers, all workers ever, as the other spider totals.
+    assert m.value("crawler_cookie_relogins_total", **spider) == 3
+    assert m.value("crawler_cookie_sessions_retired_total", **spider) == 1
+    assert "PLANTED-cookie" not in m.text
     check_names_and_help(m)
 
 

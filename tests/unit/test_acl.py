@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
 from pathlib import Path
@@ -11,10 +12,9 @@ from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
-from spiders_project.keys.cookies import cookie_jar
+from spiders_project.keys.cookies import cookie_counts, cookie_jar
 from spiders_project.redis_access.acl import (
     DB_WRITER,
-    FORBIDDEN,
     MONITOR,
     OPERATOR,
     REPLICA,
@@ -24,9 +24,12 @@ from spiders_project.redis_access.acl import (
     WORKER,
     AclConfig,
     acl_file,
+    cookie_patterns,
     spider_patterns,
     user_line,
 )
+from spiders_project.redis_access.acl_check import probes
+from spiders_project.redis_access.acl_commands import FORBIDDEN
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spiders_project"
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
@@ -79,6 +82,38 @@ def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
     ]
 
 
+def _matches(pattern: str, key: str) -> bool:
+    """Redis' glob on one key, for patterns without escapes (fnmatch's ``*`` is Redis')."""
+    return fnmatch.fnmatchcase(key, pattern)
+
+
+def test_the_cookie_jars_are_the_workers_and_the_operators_never_the_monitors():
+    keys = RedisKeys("quotes")
+    assert cookie_patterns(keys) == ["cookies:quotes:*"]
+    cluster = RedisKeys("quotes", cluster=True)
+    assert cookie_patterns(cluster) == ["cookies:{quotes}:*"]
+    assert cookie_patterns(RedisKeys("a*b")) == ["cookies:a\\*b:*"]
+    for k in (keys, cluster):
+        (pattern,) = cookie_patterns(k)
+        assert _matches(pattern, cookie_jar(k, "default"))
+        assert not _matches(pattern, cookie_jar(RedisKeys("other", cluster=k.cluster), "default"))
+        # The jar is outside the spider's own patterns: what the monitor is given.
+        assert not any(_matches(p, cookie_jar(k, "default")) for p in spider_patterns(k))
+        # The index and the counts are inside: the monitor reads those.
+        assert any(_matches(p, cookie_counts(k)) for p in spider_patterns(k))
+    for role in (WORKER, OPERATOR):
+        assert "%RW~cookies:quotes:* " in user_line(role, "x", [keys], cluster=False) + " "
+        assert "%RW~cookies:{quotes}:*" in user_line(role, "x", [cluster], cluster=True)
+    for role in (MONITOR, DB_WRITER):
+        assert "cookies:" not in user_line(role, "x", [keys], cluster=False), role.name
+        assert "cookies:" not in user_line(role, "x", [cluster], cluster=True), role.name
+    # The start check asks for a jar: a file made before the jars existed is refused.
+    jar = cookie_jar(keys, "default")
+    assert ("HGETALL", jar) in probes(WORKER, keys, cluster=False)
+    assert ("UNLINK", jar) in probes(OPERATOR, keys, cluster=False)
+    assert all(jar not in probe for probe in probes(MONITOR, keys, cluster=False))
+
+
 def test_a_user_line_holds_the_passwords_hash_never_the_password():
     line = user_line(WORKER, "s3cret", [RedisKeys("a"), RedisKeys("b")], cluster=False)
     digest = hashlib.sha256(b"s3cret").hexdigest()
@@ -94,15 +129,6 @@ def test_a_user_line_holds_the_passwords_hash_never_the_password():
     assert "frontier" not in user_line(DB_WRITER, "x", [RedisKeys("a")], cluster=False)
     with pytest.raises(ValueError, match="REDIS_ACL_WORKER_PASSWORD"):
         user_line(WORKER, "", [RedisKeys("a")], cluster=False)
-
-
-def test_the_cookie_jars_are_the_workers_and_the_operators_never_the_monitors():
-    for role in (WORKER, OPERATOR):
-        line = user_line(role, "x", [RedisKeys("a", cluster=True)], cluster=True)
-        assert "%RW~cookies:{a}:*" in line, role.name
-        assert cookie_jar(RedisKeys("a", cluster=True), "j").startswith("cookies:{a}:")
-    for role in (MONITOR, DB_WRITER):
-        assert "cookies:" not in user_line(role, "x", [RedisKeys("a")], cluster=False)
 
 
 def test_the_file_has_the_default_user_off_and_no_comment():

@@ -47,6 +47,7 @@ CONTRACT = (
     "spiders_project.read_model.host_steering",
     "spiders_project.read_model.job_progress",
     "spiders_project.keys.jobs",
+    "spiders_project.keys.cookies",
 )
 
 
