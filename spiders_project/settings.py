@@ -662,6 +662,12 @@ STATS_WORKER_RETENTION = 900.0
 # Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`
 # (its longest --window).
 STATS_SAMPLES_RETENTION = 300.0
+# The console's chart of pages/s over the last hour reads coarser samples,
+# which outlive a restart of the monitor: one every STATS_HISTORY_INTERVAL
+# seconds for the whole cluster (the first worker to publish once it has
+# passed adds it), kept STATS_HISTORY_RETENTION seconds; about 60 members.
+STATS_HISTORY_INTERVAL = 60.0
+STATS_HISTORY_RETENTION = 3600.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
 MONITOR_PORT = _env("MONITOR_PORT", 9410)

@@ -380,6 +380,12 @@ class RedisKeys:
         """Sorted set of "<time> <pages total>" samples by time, for pages/s."""
         return self._key("stats:samples")
 
+    @property
+    def stats_history(self) -> str:
+        """Sorted set of "<time> <pages total>" samples by time, one a minute for
+        an hour (STATS_HISTORY_*): the console's chart of the last hour."""
+        return self._key("stats:history")
+
 
 def seeds_key_of(spidercls: type) -> str | None:
     """The seed list a spider class names in ``redis_key`` (``%(name)s`` filled in), or None."""

@@ -116,7 +116,7 @@ def fill(r: redis.Redis, hosts: int, jobs: int, *, workers: int = 20) -> dict[st
         )
     r.lpush(K.dead, *letters)
     # Workers publishing their stats (a heartbeat, samples of the pages total).
-    config = StatsPublishConfig(5.0, 15.0, 900.0, 300.0)
+    config = StatsPublishConfig(5.0, 15.0, 900.0, 300.0, 60.0, 3600.0)
     for w in range(workers):
         stats = {"response_received_count": 1000 * w, "item_scraped_count": 900 * w}
         stats |= {f"downloader/response_status_count/{s}": 10 for s in (200, 404, 503)}
