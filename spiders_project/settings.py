@@ -704,6 +704,12 @@ CONSOLE_SESSION_IDLE = 28_800.0
 # address are refused (HTTP 429) until the window has passed.
 CONSOLE_LOGIN_ATTEMPTS = 5
 CONSOLE_LOGIN_WINDOW = 900.0
+# The hosts page ranks the busiest hosts of the whole frontier from a sweep the
+# monitor runs in the background over every host's queue sizes (ZSCAN of the
+# ready-sets, about 7 reads a host), at most this many hosts a second: a pass
+# over 100,000 hosts then takes 50 s, and costs Redis about 14,000 pipelined
+# reads a second while it runs (docs/OPERATIONS.md, "Console").
+CONSOLE_HOST_SWEEP_RATE = 2000.0
 
 # --- The worker's components -------------------------------------------------------
 # The add-on that makes a Scrapy project's crawl a worker of the cluster: the

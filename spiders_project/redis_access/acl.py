@@ -135,17 +135,17 @@ DB_WRITER_COMMANDS = (
     "smembers",
     "time",
 )
-# The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory;
-# its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
-# STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
-# newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
+# The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and contract.py,
+# TIME, INFO; the console's besides: one host (host_view.py: HGET, ZSCORE, STRLEN, PTTL),
+# dead letters and a queue's head (LRANGE), job events (XREVRANGE), the hosts' sweep
+# (ZSCAN, HSCAN: host_sweep.py). No write, no script (EVAL counts its keys as written).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
     "get",
     "hget",
     "hgetall",
+    "hscan",
     "info",
     "lindex",
     "llen",
@@ -157,6 +157,7 @@ MONITOR_COMMANDS = (
     "xrevrange",
     "zcard",
     "zrange",
+    "zscan",
     "zscore",
 )
 # The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,

@@ -220,6 +220,7 @@ def test_an_operator_steers_a_live_crawl_from_the_console(
         alice.goto(base + "/hosts")
         alice.fill('input[name="q"]', host)
         alice.click('button:has-text("Find")')
+        alice.locator("#search-results").get_by_role("link", name=host, exact=True).click()
         expect(alice.locator("h1")).to_contain_text(host)
         alice.fill('input[name="delay"]', "1")
         alice.click('button:has-text("Apply")')
