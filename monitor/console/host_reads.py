@@ -119,11 +119,14 @@ def read_hosts(send: Send, keys: RedisKeys, also: Sequence[str] = ()) -> HostsVi
 
     ready = 0
     capped: set[str] = set()
+    lanes: set[str] = set()  # those holding any host: the others' queues are empty
     at = 2
-    for _ in queues:
+    for q in queues:
         size, due, flying, waiters = replies[at : at + 4]
         at += 4
         ready += int(size)
+        if int(size) or flying or waiters:
+            lanes.add(q.lane)
         for host, score in scored(due):
             turn(row(host), score)
         for host, n in hash_fields(flying).items():
@@ -145,9 +148,10 @@ def read_hosts(send: Send, keys: RedisKeys, also: Sequence[str] = ()) -> HostsVi
             r = row(host)
             turn(r, score)
             waiting.add(r.host)
+    unplaced = {host for host in also if host not in rows}
     for host in also:
         row(host)
-    _add_sizes(send, keys, list(rows.values()), now_ms)
+    _add_sizes(send, keys, list(rows.values()), now_ms, [x for x in LANES if x in lanes], unplaced)
     by_size = sorted(rows.values(), key=lambda r: (-r.queued, r.host))
     return HostsView(
         ready=ready,
@@ -163,12 +167,12 @@ def read_hosts(send: Send, keys: RedisKeys, also: Sequence[str] = ()) -> HostsVi
     )
 
 
-def queued_reads(keys: RedisKeys, host: str) -> list[tuple[Any, ...]]:
-    """The O(1) reads whose replies sum to ``host``'s requests queued, every lane:
+def queued_reads(keys: RedisKeys, host: str, lanes: Sequence[str] = LANES) -> list[tuple[Any, ...]]:
+    """The O(1) reads whose replies sum to ``host``'s requests queued in ``lanes``:
     its sorted set, its list and its jobs' set (``RedisKeys.host_queue``)."""
     shard = keys.for_host(host)
     reads: list[tuple[Any, ...]] = []
-    for lane in LANES:
+    for lane in lanes:
         k = shard.in_lane(lane)
         reads += [
             ("ZCARD", k.host_queue(host)),
@@ -178,23 +182,32 @@ def queued_reads(keys: RedisKeys, host: str) -> list[tuple[Any, ...]]:
     return reads
 
 
-def _add_sizes(send: Send, keys: RedisKeys, rows: list[HostRow], now_ms: int) -> None:
-    """Each row's queued requests and retries waiting, every lane, and the next
-    turn of the rows without one yet (not in the ready-set's head): one round trip."""
+def _add_sizes(
+    send: Send,
+    keys: RedisKeys,
+    rows: list[HostRow],
+    now_ms: int,
+    lanes: Sequence[str],
+    turns_of: set[str],
+) -> None:
+    """Each row's queued requests and retries waiting in ``lanes`` (those holding
+    any host), and the next turn of the hosts ``turns_of`` names: one round trip."""
     reads: list[tuple[Any, ...]] = []
     for r in rows:
-        reads += queued_reads(keys, r.host)
-        for k in keys.for_host(r.host).all_lanes:
+        reads += queued_reads(keys, r.host, lanes)
+        shard = keys.for_host(r.host)
+        for lane in lanes:
+            k = shard.in_lane(lane)
             reads.append(("ZCARD", k.host_later(r.host)))
-            if r.next_turn_s is None:
+            if r.host in turns_of:
                 reads.append(("ZSCORE", k.hosts, r.host))
     if not reads:
         return
     replies = iter(send("console host sizes", reads))
     for r in rows:
-        turns = r.next_turn_s is None
-        r.queued += sum(int(next(replies)) for _ in range(3 * len(LANES)))
-        for _ in LANES:
+        turns = r.host in turns_of
+        r.queued += sum(int(next(replies)) for _ in range(3 * len(lanes)))
+        for _ in lanes:
             r.retries += int(next(replies))
             score = next(replies) if turns else None
             if score is not None:

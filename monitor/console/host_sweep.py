@@ -11,15 +11,17 @@ and lane: the ready-set (ZSCAN), and the hosts with downloads in flight and
 those at their cap (HSCAN), which sit outside the ready-set while they wait
 for a slot. Each call reads ``SCAN_COUNT`` entries, then the queue sizes of the
 hosts this pass had not met yet in one pipelined round trip of O(1) commands
-(ZCARD, LLEN: :func:`host_reads.queued_reads`). Its pace is at most
-``CONSOLE_HOST_SWEEP_RATE`` hosts a second, so its load on Redis is bounded
-whatever the frontier's size: about 7 commands a host, 14,000 a second at the
-default 2,000, and 50 s for a pass of 100,000 hosts. A pass of a few hosts is a
+(ZCARD, LLEN: :func:`host_reads.queued_reads`), in the lanes that hold any
+host. Its pace is at most ``CONSOLE_HOST_SWEEP_RATE`` hosts a second, so its
+load on Redis is bounded whatever the frontier's size: 3 reads a host and lane
+(6,000 a second at the default 2,000 in an HTTP-only crawl), and 50 s for a
+pass of 100,000 hosts. A pass of a few hosts is a
 few round trips: the first ends within a second of the monitor starting, and
 passes start every ``PASS_EVERY`` seconds at most.
 
 What a pass keeps: the ``TOP_KEPT`` hosts with the most requests queued, and
-every host's name (:class:`HostNames`, about 30 bytes a host) for the search.
+every host's name (:class:`HostNames`: 1.5 MB for 100,000 hosts; 10 MB more
+while a pass runs, the set of names it met) for the search.
 Redis away: the step is tried again after ``RETRY_AFTER`` seconds (the call
 path logs the state change; the page says the sweep is failing). A chunk's
 sizes refused (a key of the wrong type): those hosts go unranked this pass,
@@ -41,7 +43,7 @@ from typing import Any
 import redis
 
 from monitor.console.host_reads import queued_reads
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import LANES, RedisKeys
 from spiders_project.read_model.contract import Send
 from spiders_project.read_model.replies import hash_fields, scored
 from spiders_project.redis_access import RedisUnavailable
@@ -130,10 +132,11 @@ class SweepPass:
         self.send = send
         self.keys = keys
         self.kept = kept
-        lanes = [lane for shard in keys.all_shards for lane in shard.all_lanes]
-        self._registries: list[tuple[str, str]] = [("ZSCAN", lane.hosts) for lane in lanes]
-        for lane in lanes:
-            self._registries += [("HSCAN", lane.in_flight), ("HSCAN", lane.cap_waiters)]
+        self._queues = [lane for shard in keys.all_shards for lane in shard.all_lanes]
+        self._registries: list[tuple[str, str]] = [("ZSCAN", q.hosts) for q in self._queues]
+        for q in self._queues:
+            self._registries += [("HSCAN", q.in_flight), ("HSCAN", q.cap_waiters)]
+        self._lanes: list[str] | None = None  # those holding any host: read at the first step
         self._at = 0
         self._cursor = 0
         self._seen: set[str] = set()
@@ -149,41 +152,56 @@ class SweepPass:
     def hosts(self) -> int:
         return len(self._seen)
 
+    def _busy_lanes(self) -> list[str]:
+        """The lanes with a host in a registry of any shard: a lane with none has
+        nothing queued, and its queues need no read (an HTTP-only crawl: half)."""
+        reads: list[tuple[Any, ...]] = []
+        for q in self._queues:
+            reads += [("EXISTS", q.hosts), ("EXISTS", q.in_flight), ("EXISTS", q.cap_waiters)]
+        replies = self.send("console host sweep lanes", reads)
+        busy = {q.lane for i, q in enumerate(self._queues) if any(replies[3 * i : 3 * i + 3])}
+        return [lane for lane in LANES if lane in busy]
+
     def step(self) -> int:
         """One SCAN call of the current registry, and the sizes of the hosts new to
         this pass (one round trip each); the entries it scanned."""
+        if self._lanes is None:
+            self._lanes = self._busy_lanes()
         command, key = self._registries[self._at]
         [(cursor, page)] = self.send(
             "console host sweep", [(command, key, self._cursor, "COUNT", SCAN_COUNT)]
         )
         found = _members(command, page)
         new = [h for h in dict.fromkeys(found) if h not in self._seen]
-        if new:
-            reads = [r for host in new for r in queued_reads(self.keys, host)]
-            try:
-                replies = self.send("console host sweep sizes", reads)
-            except RedisUnavailable as exc:
-                if not isinstance(exc.cause, redis.ResponseError):
-                    raise  # not answered: the step is tried again
-                # Refused (a key of the wrong type, planted or corrupted): these
-                # hosts go unranked this pass, rather than the pass stopping here.
-                self.refused = f"{type(exc.cause).__name__}: {exc.cause}"
-                replies = [0] * len(reads)
-            per_host = len(reads) // len(new)
-            for i, host in enumerate(new):
-                queued = sum(int(n) for n in replies[i * per_host : (i + 1) * per_host])
-                if queued:
-                    entry = (queued, host)
-                    if len(self._top) < self.kept:
-                        heapq.heappush(self._top, entry)
-                    elif entry > self._top[0]:
-                        heapq.heapreplace(self._top, entry)
+        if new and self._lanes:
+            self._rank(new, self._lanes)
         # Marked seen once read: a step Redis did not answer is tried again whole.
         self._seen.update(new)
         self._cursor = int(cursor)
         if self._cursor == 0:
             self._at += 1
         return len(found)
+
+    def _rank(self, hosts: list[str], lanes: list[str]) -> None:
+        reads = [r for host in hosts for r in queued_reads(self.keys, host, lanes)]
+        try:
+            replies = self.send("console host sweep sizes", reads)
+        except RedisUnavailable as exc:
+            if not isinstance(exc.cause, redis.ResponseError):
+                raise  # not answered: the step is tried again
+            # Refused (a key of the wrong type, planted or corrupted): these
+            # hosts go unranked this pass, rather than the pass stopping here.
+            self.refused = f"{type(exc.cause).__name__}: {exc.cause}"
+            return
+        per_host = len(reads) // len(hosts)
+        for i, host in enumerate(hosts):
+            queued = sum(int(n) for n in replies[i * per_host : (i + 1) * per_host])
+            if queued:
+                entry = (queued, host)
+                if len(self._top) < self.kept:
+                    heapq.heappush(self._top, entry)
+                elif entry > self._top[0]:
+                    heapq.heapreplace(self._top, entry)
 
     def result(self) -> SweepResult:
         now = time.time()

@@ -26,7 +26,15 @@ from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.read_model.contract import RUNNING
 from spiders_project.read_model.host_steering import HostSteer
 from spiders_project.worker.heartbeat import StatsPublishConfig, publish_call, publish_script
-from tests.bench.console_pages import BUDGET_MS, Browser, calls_of, commands_sent, fill, time_pages
+from tests.bench.console_pages import (
+    BUDGET_MS,
+    Browser,
+    calls_of,
+    commands_sent,
+    fill,
+    time_pages,
+    wait_for_sweep,
+)
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.console import Client, console
 from tests.support.processes import K, wait_until
@@ -445,8 +453,9 @@ def test_with_the_redis_users_of_scrapy_redis_acl(tmp_path, exporters):
 
 @pytest.mark.slow
 def test_every_page_renders_within_300_ms_on_a_large_frontier(tmp_path, exporters):
-    """100,000 hosts and 1,000 jobs (tests/bench/console_pages.py): each page's median
-    time is under 300 ms, and no page sends SCAN or KEYS. The worst time is held to
+    """100,000 hosts and 1,000 jobs (tests/bench/console_pages.py), once the sweep
+    of the hosts has ended its first pass and while it goes on: each page's median
+    time is under 300 ms, and nothing sends SCAN or KEYS. The worst time is held to
     a second only: beside the suite's other process on 2 cores, a read now and
     then waits for the CPU (alone, every page's worst is well under 300 ms:
     python -m tests.bench.console_pages)."""
@@ -455,8 +464,10 @@ def test_every_page_renders_within_300_ms_on_a_large_frontier(tmp_path, exporter
         r = redis.Redis.from_url(server.url)
         named = fill(r, 100_000, 1000)
         exporter = start(server.url, tmp_path, exporters)
+        browser = Browser(base_of(exporter), "alice", "alice-pw")
+        wait_for_sweep(browser, 300)  # 100,000 hosts at CONSOLE_HOST_SWEEP_RATE: about 50 s
         before = commands_sent(r)
-        times = time_pages(Browser(base_of(exporter), "alice", "alice-pw"), named, rounds=5)
+        times = time_pages(browser, named, rounds=5)
         sent = commands_sent(r)
         medians = {page: statistics.median(values) for page, values in times.items()}
         assert max(medians.values()) < BUDGET_MS, medians
