@@ -382,8 +382,7 @@ class RedisKeys:
 
     @property
     def stats_history(self) -> str:
-        """Sorted set of "<time> <pages total>" samples by time, one a minute for
-        an hour (STATS_HISTORY_*): the console's chart of the last hour."""
+        """The same samples, one a minute for an hour (STATS_HISTORY_*): the console's chart."""
         return self._key("stats:history")
 
 
