@@ -226,7 +226,6 @@ class HostSweep:
         self.rate = rate
         self._results: dict[str, SweepResult] = {}
         self._progress: dict[str, SweepProgress] = {}
-        self.passes = 0  # full passes over every spider so far
 
     def result(self, spider: str) -> SweepResult | None:
         """The last full pass over ``spider``'s hosts; None before the first ends."""
@@ -242,7 +241,6 @@ class HostSweep:
             began = time.monotonic()
             for spider in self.spiders:
                 await self._sweep(spider)
-            self.passes += 1
             await asyncio.sleep(max(0.0, began + PASS_EVERY - time.monotonic()))
 
     async def _sweep(self, spider: str) -> None:

@@ -294,6 +294,8 @@ def test_the_busiest_hosts_of_the_whole_frontier_and_a_search_by_part_of_a_name(
     wait_until(swept, 10, what="the sweep's first pass")
     assert time.monotonic() - started < 3.0  # with the monitor's own start (about 1 s)
     _, _, body = alice.request("/hosts")
+    took = float(re.search(r"whose last pass ended \d+ s ago and took ([\d.]+) s", body).group(1))
+    assert took < 1.0
     assert busiest(body)[0] == ("zz-busy.example", 300)
     assert [q for _, q in busiest(body)[1:4]] == [3, 3, 3]
     # Live: its queue read when the page renders, not when the sweep passed.
