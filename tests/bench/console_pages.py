@@ -18,6 +18,7 @@ are the sweep's, walking the ready-set and two hashes of hosts.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import http.cookiejar
 import json
@@ -35,6 +36,8 @@ from pathlib import Path
 import bcrypt
 import redis
 
+from monitor.console.host_reads import read_hosts
+from monitor.console.host_sweep import SweepPass
 from spiders_project.dead_letters.letters import make_dead_letter
 from spiders_project.frontier.calls import enqueue_call
 from spiders_project.frontier.codec import serialize
@@ -142,6 +145,36 @@ def fill(r: redis.Redis, hosts: int, jobs: int, *, workers: int = 20) -> dict[st
     return {"job": names[len(names) // 2], "host": host_name(hosts // 2), "search": search}
 
 
+def time_sweep(r: redis.Redis) -> list[str]:
+    """The sweep's cost, unpaced, in this process: one pass over every host, and
+    the hosts page's live reads without and with the pass's busiest."""
+    send = functools.partial(calls_of(r).pipelined, retry=False)
+    sweep = SweepPass(send, K)
+    steps: list[float] = []
+    began = time.perf_counter()
+    while not sweep.done:
+        started = time.perf_counter()
+        sweep.step()
+        steps.append((time.perf_counter() - started) * 1000)
+    took = time.perf_counter() - began
+    result = sweep.result()
+    lines = [
+        f"a pass, unpaced: {result.hosts} hosts in {took:.1f} s, {len(steps)} steps, "
+        f"{statistics.median(steps):.1f} ms a step (median), {max(steps):.1f} ms at worst"
+    ]
+    for label, also in (("alone", []), ("with the pass's busiest", [h for h, _ in result.top])):
+        times = []
+        for _ in range(10):
+            started = time.perf_counter()
+            view = read_hosts(send, K, also)
+            times.append((time.perf_counter() - started) * 1000)
+        lines.append(
+            f"the hosts page's live reads {label}: {view.candidates} hosts, "
+            f"{statistics.median(times):.1f} ms (median of 10)"
+        )
+    return lines
+
+
 def commands_sent(r: redis.Redis) -> dict[str, int]:
     return {
         name.removeprefix("cmdstat_"): int(value["calls"])
@@ -229,6 +262,7 @@ def main() -> None:
             f"ready-set, {r.get(K.requests_size).decode()} requests queued, "
             f"{r.hlen(K.jobs)} jobs, {r.dbsize()} keys"
         )
+        print("\n".join(time_sweep(r)))
         with console_on(server.url, folder) as exporter:
             base = exporter.url.removesuffix("/metrics")
             browser = Browser(base, "bench", "bench")
