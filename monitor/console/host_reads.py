@@ -12,7 +12,8 @@ of bounded size:
   bounded by the requests in flight), and the hosts an operator steers;
 - then the queue lengths (ZCARD, LLEN) of those live candidates and of the
   hosts the page names besides (the sweep's busiest, a search's matches),
-  and the next turn of those not read with the ready-set's head.
+  and the next turn of those named besides that are no live candidate; in
+  the lanes that hold any host only (an HTTP-only crawl: half the reads).
 
 So a host queued since the sweep's last pass still shows among the busiest
 when it is due first, and every size shown is read when the page renders.
