@@ -291,6 +291,19 @@ PROXY_MAX_FAILURES = 3
 # Seconds between a worker's reads of the cluster's proxy bans.
 PROXY_REFRESH_INTERVAL = 1.0
 
+# --- Cookies -------------------------------------------------------------------------
+# Scrapy's COOKIES_ENABLED (true) and COOKIES_DEBUG keep their meaning; with
+# COOKIES_DEBUG the worker logs the names of the cookies it sends and gets,
+# never their values. True: the spider's default jar and each
+# meta["cookiejar"] jar live in Redis (cookies:<spider>:jar:<jar>), so every
+# worker sends and updates the same cookies, and the links of a page go out
+# with the cookies that page set (spiders_project/cookies/). False: each
+# worker keeps its own jars, as plain Scrapy does.
+COOKIES_SHARED = _env("COOKIES_SHARED", True)
+# Seconds after its last update or use that a shared jar (a session) is
+# deleted from Redis.
+COOKIES_JAR_TTL = _env("COOKIES_JAR_TTL", 86400.0)
+
 # --- No crossing from public to private networks ---------------------------------
 # A request reached from a public address (a link or redirect on a page that
 # came from one) is refused when it would connect to a loopback, private,

@@ -19,6 +19,7 @@ from typing import Any
 
 from monitor.console.history import KEEP, MARGIN
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.stats import stats_history
 from spiders_project.read_model.cluster_view import (
     ClusterView,
     SpiderView,
@@ -127,7 +128,7 @@ class Reads:
         if history:
             since = f"({view.time - HISTORY_S:.3f}"
             newest = ("BYSCORE", "REV", "LIMIT", 0, HISTORY_READ)
-            reads.append(("ZRANGE", keys.stats_history, "+inf", since, *newest))
+            reads.append(("ZRANGE", stats_history(keys), "+inf", since, *newest))
         replies = self.send("console workers", reads)
         hour = parse_samples(replies.pop())[::-1] if history else []
         cpu = info(replies[0])

@@ -135,10 +135,9 @@ DB_WRITER_COMMANDS = (
     "smembers",
     "time",
 )
-# The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and contract.py,
-# TIME, INFO; the console's besides: one host (host_view.py: HGET, ZSCORE, STRLEN, PTTL),
-# dead letters and a queue's head (LRANGE), job events (XREVRANGE), the hosts' sweep
-# (ZSCAN, HSCAN: host_sweep.py). No write, no script (EVAL counts its keys as written).
+# The monitor and ``scrapy crawlstatus``: cluster_view.py's and contract.py's reads, TIME,
+# INFO; the console's: host_view.py (HGET, ZSCORE, STRLEN, PTTL), LRANGE (dead letters, a
+# queue's head), XREVRANGE, ZSCAN/HSCAN (host_sweep.py). No write, no script (EVAL writes).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
@@ -219,7 +218,7 @@ class Role:
     commands: tuple[str, ...] = ()
     # ... or category rules (the operator's).
     rules: tuple[str, ...] = ()
-    # "%RW" (read and write) or "%R" (read only) on its spiders' keys.
+    # "%RW" (read and write, their cookie jars too) or "%R" (read only) on its spiders' keys.
     access: str = "%RW"
     # Key suffixes under the spider's prefix it may use; () for every key of the spider.
     suffixes: tuple[str, ...] = ()
@@ -346,7 +345,8 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
     if role.access:
         for keys in spider_keys:
             suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
-            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes)]
+            jars = [f"cookies:{_glob(keys.prefix)}*"] if role.writes and not suffixes else []
+            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes) + jars]
     parts += [f"&{_glob(channel)}" for channel in role.channels]
     if role.spiders_set:
         # A selector: these commands on the spiders set, and nothing else on it.

@@ -47,6 +47,7 @@ from spiders_project.config import SettingsReader
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis, worker_id
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.stats import stats_history
 from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.read_model.contract import (
     CLOSED,
@@ -237,7 +238,7 @@ def publish_call(
         keys.workers,
         keys.stats_totals,
         keys.stats_samples,
-        keys.stats_history,
+        stats_history(keys),
     ]
     return script_keys, args
 

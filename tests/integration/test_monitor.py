@@ -30,6 +30,7 @@ import redis
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
 from spiders_project.keys.jobs import job_counts
+from spiders_project.keys.stats import stats_history
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.read_model.contract import (
     CLOSED,
@@ -210,7 +211,7 @@ def test_the_hour_history_keeps_one_sample_a_minute_for_the_whole_cluster(r):
                 now=now,
             )
             r.eval(publish_script().source, len(keys), *keys, *args)
-    members = (m.split() for m in r.zrange(K.stats_history, 0, -1))
+    members = (m.split() for m in r.zrange(stats_history(K), 0, -1))
     history = [(float(at), int(total)) for at, total in members]
     last = (start_ms + (2 * 3600 // 5 - 1) * 5000 + 2500) / 1000
     assert 59 <= len(history) <= 62, len(history)

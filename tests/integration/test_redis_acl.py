@@ -14,6 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from spiders_project.cookies.store import LUA_DIR
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
+from spiders_project.redis_access import load_lua
 from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
@@ -232,3 +235,25 @@ def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):
     # Not the operator's for crawlstatus: its reads are the monitor's.
     done = scrapy_command(acl_redis.url("operator"), "crawlstatus", "--once")
     assert done.returncode == 0, done.stderr
+
+
+def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_monitor(
+    acl_redis,
+):
+    update = load_lua(LUA_DIR, "update")
+    jar = cookie_jar(K, "default")
+    w = acl_redis.client("worker")
+    keys = [jar, cookie_jars(K), cookie_counts(K)]
+    assert w.eval(update.source, 3, *keys, "", "default", 60_000, 1, "d\t/\ts", "{}") > 0
+    assert w.hget(jar, "d\t/\ts") == b"{}" and w.hgetall(jar)
+    operator = acl_redis.client("operator")
+    assert operator.hkeys(jar) and operator.delete(jar) == 1
+    monitor = acl_redis.client("monitor")
+    for command in (("HGETALL", jar), ("HGET", jar, "~v"), ("EXISTS", jar)):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            monitor.execute_command(*command)
+    # What the exporter may read: how many cookies, never which.
+    assert monitor.hgetall(cookie_counts(K)) == {b"default": b"1"}
+    assert {entry["username"] for entry in acl_redis.denials()} == {"crawler-monitor"}
+    for client in (w, operator, monitor):
+        client.close()

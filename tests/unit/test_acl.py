@@ -11,6 +11,7 @@ from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.redis_access.acl import (
     DB_WRITER,
     FORBIDDEN,
@@ -45,7 +46,7 @@ def _script_commands(*folders: str) -> set[str]:
 
 def test_every_command_of_a_roles_scripts_is_granted_to_it():
     worker = _script_commands(
-        "frontier", "politeness", "proxies", "scope", "worker", "redis_access", "jobs"
+        "frontier", "politeness", "proxies", "scope", "worker", "redis_access", "jobs", "cookies"
     )
     assert worker - set(WORKER.commands) == set()
     assert (
@@ -85,7 +86,7 @@ def test_a_user_line_holds_the_passwords_hash_never_the_password():
     digest = hashlib.sha256(b"s3cret").hexdigest()
     assert line.startswith(f"user crawler-worker reset on #{digest} -@all ")
     assert "s3cret" not in line
-    assert "%RW~a:* %RW~b:*" in line
+    assert "%RW~a:* %RW~cookies:a:* %RW~b:* %RW~cookies:b:*" in line
     assert line.endswith("(%W~spiders +sadd)")
     assert "+cluster|slots" not in line
     assert "+cluster|slots" in user_line(WORKER, "x", [RedisKeys("a", cluster=True)], True)
@@ -95,6 +96,15 @@ def test_a_user_line_holds_the_passwords_hash_never_the_password():
     assert "frontier" not in user_line(DB_WRITER, "x", [RedisKeys("a")], cluster=False)
     with pytest.raises(ValueError, match="REDIS_ACL_WORKER_PASSWORD"):
         user_line(WORKER, "", [RedisKeys("a")], cluster=False)
+
+
+def test_the_cookie_jars_are_the_workers_and_the_operators_never_the_monitors():
+    for role in (WORKER, OPERATOR):
+        line = user_line(role, "x", [RedisKeys("a", cluster=True)], cluster=True)
+        assert "%RW~cookies:{a}:*" in line, role.name
+        assert cookie_jar(RedisKeys("a", cluster=True), "j").startswith("cookies:{a}:")
+    for role in (MONITOR, DB_WRITER):
+        assert "cookies:" not in user_line(role, "x", [RedisKeys("a")], cluster=False)
 
 
 def test_the_file_has_the_default_user_off_and_no_comment():
