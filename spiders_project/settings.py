@@ -681,6 +681,12 @@ STATS_WORKER_RETENTION = 900.0
 # Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`
 # (its longest --window).
 STATS_SAMPLES_RETENTION = 300.0
+# The console's chart of pages/s over the last hour reads coarser samples,
+# which outlive a restart of the monitor: one every STATS_HISTORY_INTERVAL
+# seconds for the whole cluster (the first worker to publish once it has
+# passed adds it), kept STATS_HISTORY_RETENTION seconds; about 60 members.
+STATS_HISTORY_INTERVAL = 60.0
+STATS_HISTORY_RETENTION = 3600.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
 MONITOR_PORT = _env("MONITOR_PORT", 9410)
@@ -717,6 +723,12 @@ CONSOLE_SESSION_IDLE = 28_800.0
 # address are refused (HTTP 429) until the window has passed.
 CONSOLE_LOGIN_ATTEMPTS = 5
 CONSOLE_LOGIN_WINDOW = 900.0
+# The hosts page ranks the busiest hosts of the whole frontier from a sweep the
+# monitor runs in the background over every host's queue sizes (ZSCAN of the
+# ready-sets, about 7 reads a host), at most this many hosts a second: a pass
+# over 100,000 hosts then takes 50 s, and costs Redis about 14,000 pipelined
+# reads a second while it runs (docs/OPERATIONS.md, "Console").
+CONSOLE_HOST_SWEEP_RATE = 2000.0
 
 # --- The worker's components -------------------------------------------------------
 # The add-on that makes a Scrapy project's crawl a worker of the cluster: the

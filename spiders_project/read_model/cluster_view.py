@@ -242,7 +242,7 @@ def read_cluster(
             "db_writer": numbers(hash_fields(r[13])),
             "lag": _lag(now, r[14], r[15]),
             "proxy_bans": {text(m): score / 1000 for m, score in scored(r[17])},
-            "samples": _samples(r[19]) if samples else [],
+            "samples": parse_samples(r[19]) if samples else [],
             "steered": parse_steering(hash_fields(r[20]))[0],
             "cookie_jars": int(r[21]),
             "cookies": read_cookie_counts(int(r[22]), r[23]),
@@ -385,7 +385,9 @@ def _lag(now: float, processing_head: Any, buffer_head: Any) -> float | None:
         return None
 
 
-def _samples(members: list[Any]) -> list[tuple[float, int]]:
+def parse_samples(members: list[Any]) -> list[tuple[float, int]]:
+    """(time, pages total) of "<time> <pages total>" members (``stats:samples``,
+    ``stats:history``), in their order; others left out."""
     samples = []
     for member in members:
         try:

@@ -73,6 +73,8 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "xrange": ("-", "+"),
         "xrevrange": ("+", "-", "COUNT", 1),
         "sscan": (0,),
+        "hscan": (0,),
+        "zscan": (0,),
         "zadd": (0, "0"),
         "zcount": (0, 0),
         "zrange": (0, 0),

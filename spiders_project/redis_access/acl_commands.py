@@ -123,7 +123,8 @@ DB_WRITER_COMMANDS = (
 # and bounded HRANDFIELD), TIME and INFO memory;
 # its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
 # STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
-# newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
+# newest job events (XREVRANGE), the hosts' sweep (ZSCAN, HSCAN of the frontier's host
+# registries: host_sweep.py). No write, no script (EVAL counts its keys as written).
 MONITOR_COMMANDS = (
     *_CONNECT,
     "exists",
@@ -132,6 +133,7 @@ MONITOR_COMMANDS = (
     "hgetall",
     "hlen",
     "hrandfield",
+    "hscan",
     "info",
     "lindex",
     "llen",
@@ -143,6 +145,7 @@ MONITOR_COMMANDS = (
     "xrevrange",
     "zcard",
     "zrange",
+    "zscan",
     "zscore",
 )
 # The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,

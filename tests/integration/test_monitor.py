@@ -31,6 +31,7 @@ from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
 from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from spiders_project.keys.jobs import job_counts
+from spiders_project.keys.stats import stats_history
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.read_model.contract import (
     CLOSED,
@@ -56,7 +57,12 @@ DEPLOY = ROOT / "deploy"
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
 CONFIG = StatsPublishConfig(
-    interval=1.0, heartbeat_ttl=30.0, worker_retention=900.0, samples_retention=300.0
+    interval=1.0,
+    heartbeat_ttl=30.0,
+    worker_retention=900.0,
+    samples_retention=300.0,
+    history_interval=60.0,
+    history_retention=3600.0,
 )
 # What the issue asks the exporter to expose, at least.
 REQUIRED = {
@@ -187,6 +193,41 @@ def test_totals_never_go_down_across_restarts_replays_and_reused_ids(r):
     # are one sample).
     pages = [int(m.split()[1]) for m in r.zrange(K.stats_samples, 0, -1)]
     assert pages == sorted(pages) and pages[0] == 10 and pages[-1] == 38
+
+
+def test_the_hour_history_keeps_one_sample_a_minute_for_the_whole_cluster(r):
+    """Two workers publishing every 5 s for two hours (Redis' clock stepped, not
+    slept through) leave one sample a minute in stats:history, the last hour's."""
+    seconds, _ = r.time()
+    start_ms = (seconds - 2 * 3600) * 1000
+    pages = 0
+    for step in range(2 * 3600 // 5):
+        for worker in ("n1:1", "n2:1"):
+            pages += 10
+            now = start_ms + step * 5000 + (2500 if worker == "n2:1" else 0)
+            keys, args = publish_call(
+                K,
+                worker,
+                "run-" + worker,
+                first=step == 0,
+                state=RUNNING,
+                config=CONFIG,
+                stats={"response_received_count": pages // 2},
+                now=now,
+            )
+            r.eval(publish_script().source, len(keys), *keys, *args)
+    members = (m.split() for m in r.zrange(stats_history(K), 0, -1))
+    history = [(float(at), int(total)) for at, total in members]
+    last = (start_ms + (2 * 3600 // 5 - 1) * 5000 + 2500) / 1000
+    assert 59 <= len(history) <= 62, len(history)
+    times = [at for at, _ in history]
+    assert all(60 <= b - a < 65 for a, b in zip(times, times[1:], strict=False)), times
+    # Trimmed as a sample goes in: the oldest is at most an interval past the retention.
+    assert last - times[0] <= CONFIG.history_retention + CONFIG.history_interval
+    assert last - times[-1] < CONFIG.history_interval
+    assert [total for _, total in history] == sorted(total for _, total in history)
+    # The fine samples are the last five minutes' only, every publish.
+    assert r.zcard(K.stats_samples) in (2 * 300 // 5, 2 * 300 // 5 + 1)
 
 
 # --- the exporter ------------------------------------------------------------------------

@@ -63,6 +63,8 @@ def test_no_role_is_granted_a_forbidden_command_or_a_write_to_the_monitor():
     assert "-@dangerous" in OPERATOR.rules
     assert MONITOR.access == "%R" and not MONITOR.spiders_set
     assert not {"set", "eval", "evalsha", "del", "lpush", "multi"} & set(MONITOR.commands)
+    # The console's sweep walks the host registries by ZSCAN/HSCAN, never the keyspace.
+    assert {"zscan", "hscan"} <= set(MONITOR.commands) and "scan" not in MONITOR.commands
 
 
 def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
