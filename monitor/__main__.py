@@ -40,6 +40,7 @@ from monitor.config import ConsoleConfig, MonitorConfig
 from monitor.console.actions import Actions, HostDefaults
 from monitor.console.app import build_app
 from monitor.console.auth import Sessions, Throttle, Users
+from monitor.console.host_sweep import HostSweep
 from monitor.console.reads import Reads
 from monitor.console.state import Console
 from monitor.job_looks import job_looks
@@ -199,6 +200,7 @@ def _console(settings: Settings, config: ConsoleConfig, reads: Reads) -> Console
         reads,
         HostDefaults.from_settings(settings),
         actions,
+        HostSweep(reads.send, reads.spiders, reads.keys_of, config.host_sweep_rate),
     )
 
 

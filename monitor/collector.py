@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from monitor.archive_metrics import warc_metrics
+from monitor.cookie_metrics import cookie_metrics
 from spiders_project.keys import RedisKeys
 from spiders_project.read_model.cluster_view import ClusterView, SpiderView, read_cluster
 from spiders_project.read_model.contract import (
@@ -291,6 +292,7 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
     yield from host_metrics(spiders)
     yield from job_metrics(spiders)
     yield from warc_metrics(spiders)
+    yield from cookie_metrics(spiders)
 
 
 # Hosts with series of their own in crawler_host_overrides, per spider: blocked

@@ -59,6 +59,7 @@ class ConsoleConfig:
     session_idle: float
     login_attempts: int
     login_window: float
+    host_sweep_rate: float  # hosts a second the background sweep reads at most
     warc_dir: Path | None
 
     @property
@@ -89,5 +90,6 @@ class ConsoleConfig:
             session_idle=read.getfloat("CONSOLE_SESSION_IDLE", above=0),
             login_attempts=read.getint("CONSOLE_LOGIN_ATTEMPTS", minimum=1),
             login_window=read.getfloat("CONSOLE_LOGIN_WINDOW", above=0),
+            host_sweep_rate=read.getfloat("CONSOLE_HOST_SWEEP_RATE", above=0),
             warc_dir=warc_dir if read.getbool("WARC_ENABLED") and warc_dir.is_dir() else None,
         )

@@ -229,6 +229,12 @@ DOWNLOAD_DELAY = _env("DOWNLOAD_DELAY", 0.0)
 # or ip (the address it resolves to, kept 5 minutes). Queues, turns, caps and
 # pauses are kept per group.
 POLITENESS_KEY = _env("POLITENESS_KEY", "host")
+# The Public Suffix List Scrapy's cookie middleware decides with whether a
+# cookie's Domain is a public suffix (a cookie for all of "co.uk" is refused):
+# "" the snapshot bundled with tldextract, or the path of a list file
+# (public_suffix_list.dat) the operator keeps up to date. Never fetched from
+# the internet; a file that cannot be read stops the worker at start.
+COOKIES_PUBLIC_SUFFIX_LIST = _env("COOKIES_PUBLIC_SUFFIX_LIST", "")
 # Per-host overrides, {"host[:port]": seconds}, a host named as hosts.host_of
 # names it: lower-case, punycode for IDN, without the scheme's default port
 # (other spellings are converted).
@@ -290,6 +296,19 @@ PROXY_BAN_TIME = _env("PROXY_BAN_TIME", 300.0)
 PROXY_MAX_FAILURES = 3
 # Seconds between a worker's reads of the cluster's proxy bans.
 PROXY_REFRESH_INTERVAL = 1.0
+
+# --- Cookies -------------------------------------------------------------------------
+# Scrapy's COOKIES_ENABLED (true) and COOKIES_DEBUG keep their meaning; with
+# COOKIES_DEBUG the worker logs the names of the cookies it sends and gets,
+# never their values. True: the spider's default jar and each
+# meta["cookiejar"] jar live in Redis (cookies:<spider>:jar:<jar>), so every
+# worker sends and updates the same cookies, and the links of a page go out
+# with the cookies that page set (spiders_project/cookies/). False: each
+# worker keeps its own jars, as plain Scrapy does.
+COOKIES_SHARED = _env("COOKIES_SHARED", True)
+# Seconds after its last update or use that a shared jar (a session) is
+# deleted from Redis.
+COOKIES_JAR_TTL = _env("COOKIES_JAR_TTL", 86400.0)
 
 # --- No crossing from public to private networks ---------------------------------
 # A request reached from a public address (a link or redirect on a page that
@@ -664,6 +683,12 @@ STATS_WORKER_RETENTION = 900.0
 # Seconds of (time, pages total) samples kept for pages/s in `scrapy crawlstatus`
 # (its longest --window).
 STATS_SAMPLES_RETENTION = 300.0
+# The console's chart of pages/s over the last hour reads coarser samples,
+# which outlive a restart of the monitor: one every STATS_HISTORY_INTERVAL
+# seconds for the whole cluster (the first worker to publish once it has
+# passed adds it), kept STATS_HISTORY_RETENTION seconds; about 60 members.
+STATS_HISTORY_INTERVAL = 60.0
+STATS_HISTORY_RETENTION = 3600.0
 # python -m monitor, the Prometheus exporter: address of its /metrics endpoint ...
 MONITOR_HOST = _env("MONITOR_HOST", "127.0.0.1")
 MONITOR_PORT = _env("MONITOR_PORT", 9410)
@@ -700,6 +725,12 @@ CONSOLE_SESSION_IDLE = 28_800.0
 # address are refused (HTTP 429) until the window has passed.
 CONSOLE_LOGIN_ATTEMPTS = 5
 CONSOLE_LOGIN_WINDOW = 900.0
+# The hosts page ranks the busiest hosts of the whole frontier from a sweep the
+# monitor runs in the background over every host's queue sizes (ZSCAN of the
+# ready-sets, about 7 reads a host), at most this many hosts a second: a pass
+# over 100,000 hosts then takes 50 s, and costs Redis about 14,000 pipelined
+# reads a second while it runs (docs/OPERATIONS.md, "Console").
+CONSOLE_HOST_SWEEP_RATE = 2000.0
 
 # --- The worker's components -------------------------------------------------------
 # The add-on that makes a Scrapy project's crawl a worker of the cluster: the

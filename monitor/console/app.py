@@ -28,6 +28,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from monitor.console import forms, login, pages
 from monitor.console.state import CONSOLE, Console, session_of
+from spiders_project.plumbing.tasks import repeat, spawn_loop, stop_tasks
 
 logger = logging.getLogger("monitor.console")
 
@@ -114,24 +115,28 @@ def build_app(registry: CollectorRegistry, console: Console | None) -> web.Appli
     login.add_routes(app)
     pages.add_routes(app)
     forms.add_routes(app)
-    app.cleanup_ctx.append(_sampler)
+    app.cleanup_ctx.append(_background)
     return app
 
 
-async def _sampler(app: web.Application) -> AsyncIterator[None]:
-    """The history's samples of each spider's totals, every SAMPLE_EVERY seconds."""
+async def _background(app: web.Application) -> AsyncIterator[None]:
+    """The console's loops, for as long as the application runs: the history's
+    samples and the hosts' sweep. Either ending otherwise than cancelled ends the
+    process, loudly (``plumbing/tasks.py``): the pages would show stale data as
+    current."""
     console = app[CONSOLE]
 
-    async def loop() -> None:
-        while True:
-            try:
-                at, totals = await asyncio.to_thread(console.reads.totals)
-                for spider, values in totals.items():
-                    console.history.add(spider, at, {k: float(v) for k, v in values.items()})
-            except Exception:  # noqa: BLE001 - Redis away: the call path logged it
-                pass
-            await asyncio.sleep(SAMPLE_EVERY)
+    async def sample() -> None:
+        """The history's sample of each spider's totals."""
+        at, totals = await asyncio.to_thread(console.reads.totals)
+        for spider, values in totals.items():
+            console.history.add(spider, at, {k: float(v) for k, v in values.items()})
 
-    task = asyncio.create_task(loop())
+    tasks = [
+        spawn_loop(
+            "console history sampler", repeat(sample, SAMPLE_EVERY, "console sample", logger)
+        ),
+        spawn_loop("console host sweep", console.sweep.run()),
+    ]
     yield
-    task.cancel()
+    await stop_tasks(tasks)

@@ -1,11 +1,14 @@
-"""Rates over time, kept in the monitor's memory: items/s, Redis' CPU and the pages/s chart.
+"""Rates over time: items/s, Redis' CPU and the pages/s chart of the last hour.
 
-The workers' samples in Redis (``stats:samples``) give pages/s over the last
-``STATS_SAMPLES_RETENTION`` seconds only; the console keeps its own samples of
-each spider's all-time totals for an hour (taken every ``SAMPLE_EVERY``
-seconds by the application, and at each read of a page), so the chart covers
-the last hour, or the time since the monitor started (and the workers'
-samples before that). Nothing here reads Redis.
+Every sample is a spider's all-time total at a time (Redis' clock), so
+samples from anywhere merge into one series. The chart's come from three
+places: the workers' coarse ones in Redis (``stats:history``, one a minute
+for the last hour, ``STATS_HISTORY_*``), which outlive a restart of the
+monitor; their fine ones (``stats:samples``, every publish for the last
+``STATS_SAMPLES_RETENTION`` seconds); and the console's own, kept here for
+an hour (taken every ``SAMPLE_EVERY`` seconds by the application, and at
+each read of a page), which fill the minutes the workers' do not cover, and
+are all there is for items/s and Redis' CPU. Nothing here reads Redis.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
-# Seconds of samples kept, the least spacing between two, and the chart's buckets.
+# Seconds of samples kept (the chart's hour, and a margin before it: its first
+# bucket's rate needs a sample before the bucket), the least spacing between
+# two, and the chart's buckets.
 KEEP = 3600.0
+MARGIN = 120.0
 SPACING = 2.0
 BUCKETS = 120
 # The window of the rates shown as "now".
@@ -41,7 +47,7 @@ class History:
         if samples and at - samples[-1].at < SPACING:
             return
         samples.append(Sample(at, dict(values)))
-        while samples and at - samples[0].at > KEEP:
+        while samples and at - samples[0].at > KEEP + MARGIN:
             samples.popleft()
 
     def rate(self, series: str, name: str, now: float, window: float = RATE_WINDOW) -> float | None:
@@ -81,7 +87,7 @@ class History:
         return [(s.at, s.values[name]) for s in self._series.get(series, ()) if name in s.values]
 
     def covered(self, series: str, now: float) -> float:
-        """Seconds of the last hour the samples cover."""
+        """Seconds of the last hour the samples cover (from its start, all of it)."""
         samples = self._series.get(series)
         return min(KEEP, now - samples[0].at) if samples else 0.0
 

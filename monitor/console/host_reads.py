@@ -1,25 +1,30 @@
-"""The hosts the console shows, read without walking the frontier.
+"""The hosts the console shows: live reads of bounded size, beside the sweep's ranking.
 
 The frontier keeps no index of its hosts by queue length, and a crawl may have
-hundreds of thousands of them, so the hosts page reads what the frontier
-already keeps small or ordered, in three round trips of bounded size:
+hundreds of thousands of them: the ranking of the whole frontier is the
+background sweep's (``host_sweep.py``). A page reads, in three round trips
+of bounded size:
 
 - the ready-set's ``READY_READ`` hosts due first (a ZSET by next turn) and its
   size, and its hosts whose next turn is over ``WAITING_AFTER_S`` away (a
   long delay or a backoff: a ZRANGE BYSCORE with a LIMIT);
 - the hosts with downloads in flight, and those at their cap (two hashes
   bounded by the requests in flight), and the hosts an operator steers;
-- then each candidate's queue lengths (ZCARD, LLEN), ``TOP_HOSTS`` of which
-  are shown as the busiest.
+- then the queue lengths (ZCARD, LLEN) of those live candidates and of the
+  hosts the page names besides (the sweep's busiest, a search's matches),
+  and the next turn of those named besides that are no live candidate; in
+  the lanes that hold any host only (an HTTP-only crawl: half the reads).
 
-So "busiest" is the busiest among those candidates, as the page says.
+So a host queued since the sweep's last pass still shows among the busiest
+when it is due first, and every size shown is read when the page renders.
 One host (``/hosts/<host>``) is :func:`host_view.show`, as ``scrapy frontier
 host --show`` prints it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from spiders_project.keys import LANES, RedisKeys
@@ -37,6 +42,8 @@ WAITING_AFTER_S = 10.0
 WAITING_READ = 50
 # The busiest hosts shown.
 TOP_HOSTS = 25
+# A search's matches shown (with their sizes read live).
+SEARCH_SHOWN = 50
 # A job's page: hosts of its seeds looked at, and members of each queue read to
 # tell the job's share of it.
 JOB_HOSTS_READ = 20
@@ -55,6 +62,17 @@ class HostRow:
     capped: bool = False
     steer: HostSteer | None = None
 
+    @property
+    def live(self) -> bool:
+        """Whether the frontier holds anything of the host now."""
+        return bool(
+            self.queued
+            or self.retries
+            or self.in_flight
+            or self.capped
+            or self.next_turn_s is not None
+        )
+
 
 @dataclass(frozen=True)
 class HostsView:
@@ -67,13 +85,16 @@ class HostsView:
     steered: list[HostRow]  # blocked first
     bad_steering: dict[str, str]
     candidates: int  # hosts whose queues were read
+    rows: dict[str, HostRow] = field(default_factory=dict)  # every host read, by name
 
 
 def _queues(keys: RedisKeys) -> list[RedisKeys]:
     return [lane for shard in keys.all_shards for lane in shard.all_lanes]
 
 
-def read_hosts(send: Send, keys: RedisKeys) -> HostsView:
+def read_hosts(send: Send, keys: RedisKeys, also: Sequence[str] = ()) -> HostsView:
+    """The live candidates (the module docstring) and the hosts ``also`` names
+    (bounded by the caller: the sweep's busiest, a search's matches), read now."""
     queues = _queues(keys)
     first: list[tuple[Any, ...]] = [("TIME",), ("HGETALL", keys.host_steering)]
     for q in queues:
@@ -99,11 +120,14 @@ def read_hosts(send: Send, keys: RedisKeys) -> HostsView:
 
     ready = 0
     capped: set[str] = set()
+    lanes: set[str] = set()  # those holding any host: the others' queues are empty
     at = 2
-    for _ in queues:
+    for q in queues:
         size, due, flying, waiters = replies[at : at + 4]
         at += 4
         ready += int(size)
+        if int(size) or flying or waiters:
+            lanes.add(q.lane)
         for host, score in scored(due):
             turn(row(host), score)
         for host, n in hash_fields(flying).items():
@@ -125,7 +149,10 @@ def read_hosts(send: Send, keys: RedisKeys) -> HostsView:
             r = row(host)
             turn(r, score)
             waiting.add(r.host)
-    _add_sizes(send, keys, list(rows.values()))
+    unplaced = {host for host in also if host not in rows}
+    for host in also:
+        row(host)
+    _add_sizes(send, keys, list(rows.values()), now_ms, [x for x in LANES if x in lanes], unplaced)
     by_size = sorted(rows.values(), key=lambda r: (-r.queued, r.host))
     return HostsView(
         ready=ready,
@@ -137,29 +164,56 @@ def read_hosts(send: Send, keys: RedisKeys) -> HostsView:
         ),
         bad_steering=bad,
         candidates=len(rows),
+        rows=rows,
     )
 
 
-def _add_sizes(send: Send, keys: RedisKeys, rows: list[HostRow]) -> None:
-    """Each row's queued requests and retries waiting, every lane, one round trip."""
+def queued_reads(keys: RedisKeys, host: str, lanes: Sequence[str] = LANES) -> list[tuple[Any, ...]]:
+    """The O(1) reads whose replies sum to ``host``'s requests queued in ``lanes``:
+    its sorted set, its list and its jobs' set (``RedisKeys.host_queue``)."""
+    shard = keys.for_host(host)
+    reads: list[tuple[Any, ...]] = []
+    for lane in lanes:
+        k = shard.in_lane(lane)
+        reads += [
+            ("ZCARD", k.host_queue(host)),
+            ("LLEN", k.host_list(host)),
+            ("ZCARD", host_jobs(k, host)),
+        ]
+    return reads
+
+
+def _add_sizes(
+    send: Send,
+    keys: RedisKeys,
+    rows: list[HostRow],
+    now_ms: int,
+    lanes: Sequence[str],
+    turns_of: set[str],
+) -> None:
+    """Each row's queued requests and retries waiting in ``lanes`` (those holding
+    any host), and the next turn of the hosts ``turns_of`` names: one round trip."""
     reads: list[tuple[Any, ...]] = []
     for r in rows:
+        reads += queued_reads(keys, r.host, lanes)
         shard = keys.for_host(r.host)
-        for lane in LANES:
+        for lane in lanes:
             k = shard.in_lane(lane)
-            reads += [
-                ("ZCARD", k.host_queue(r.host)),
-                ("LLEN", k.host_list(r.host)),
-                ("ZCARD", host_jobs(k, r.host)),
-                ("ZCARD", k.host_later(r.host)),
-            ]
+            reads.append(("ZCARD", k.host_later(r.host)))
+            if r.host in turns_of:
+                reads.append(("ZSCORE", k.hosts, r.host))
     if not reads:
         return
     replies = iter(send("console host sizes", reads))
     for r in rows:
-        for _ in LANES:
-            r.queued += int(next(replies)) + int(next(replies)) + int(next(replies))
+        turns = r.host in turns_of
+        r.queued += sum(int(next(replies)) for _ in range(3 * len(lanes)))
+        for _ in lanes:
             r.retries += int(next(replies))
+            score = next(replies) if turns else None
+            if score is not None:
+                wait = max(0.0, (float(score) - now_ms) / 1000)
+                r.next_turn_s = wait if r.next_turn_s is None else min(r.next_turn_s, wait)
 
 
 @dataclass(frozen=True)

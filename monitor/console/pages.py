@@ -17,14 +17,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 import redis
 from aiohttp import web
 
 from monitor.console.archive import latest_captures
 from monitor.console.history import Chart, History, chart
-from monitor.console.host_reads import read_hosts, read_job_hosts, steer_text
+from monitor.console.host_reads import (
+    SEARCH_SHOWN,
+    HostRow,
+    read_hosts,
+    read_job_hosts,
+    steer_text,
+)
 from monitor.console.state import CONSOLE, Console, render
 from spiders_project.crawl.hosts import host_key
 from spiders_project.read_model.cluster_view import pages_per_second
@@ -37,6 +42,8 @@ Params = Mapping[str, str]
 # Jobs a page of /jobs lists, those running or paused first.
 JOBS_PER_PAGE = 100
 ACTIVE = ("running", "paused")
+# The longest search of a host name read (a URL's netloc, a name, a part of one).
+SEARCH_MAX = 300
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class Page:
 
 
 def _overview(console: Console, spider: str, params: Params) -> dict[str, Any]:
-    snap = console.reads.snapshot(spider)
+    snap = console.reads.snapshot(spider, history=True)
     now = snap.view.time
     view = snap.spider
     history = console.history
@@ -63,12 +70,13 @@ def _overview(console: Console, spider: str, params: Params) -> dict[str, Any]:
         "pages_per_s": measured[0] if measured else history.rate(spider, "pages", now),
         "items_per_s": history.rate(spider, "items", now),
         "redis_cpu": history.rate("redis", "cpu", now),
-        "chart": _chart(history, view.samples, spider, now),
+        "chart": _chart(history, [*view.samples, *snap.history], spider, now),
     }
 
 
 def _chart(history: History, samples: list[tuple[float, int]], spider: str, now: float) -> Chart:
-    """The pages/s chart from the console's samples and the workers' (Redis, the last minutes)."""
+    """The pages/s chart from the workers' samples (Redis: the last hour's, one a
+    minute, and the last minutes', every publish) and the console's own."""
     merged = History()
     for at, pages in sorted([*history.samples(spider, "pages"), *samples]):
         merged.add(spider, at, {"pages": float(pages)})
@@ -109,8 +117,64 @@ def _job(console: Console, spider: str, params: Params) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class HostSearch:
+    """A search of the hosts page: the last sweep's names containing ``part``,
+    and the host ``exact`` names, each with its sizes read now."""
+
+    part: str  # what the names must contain, lower case
+    exact: str | None  # the host the search names as the frontier names it, if it names one
+    exact_row: HostRow | None  # its state now; None unless the frontier holds some of it
+    matches: list[HostRow]  # names of the last pass containing ``part`` (the exact one aside)
+    more: bool  # more names matched than shown
+    searched: int  # names searched: the last pass's (0 before the first ends)
+
+
+def search_terms(asked: str) -> tuple[str, str | None]:
+    """What a search asks for: the part of a name to look for, lower case, and the
+    host it names exactly, if it names one (a URL names its host)."""
+    text = asked.strip()[:SEARCH_MAX]
+    hostport = text.split("://")[-1].split("/")[0] if "/" in text else text
+    try:
+        exact: str | None = check_host(host_key(hostport))
+    except (InvalidSteering, ValueError):
+        exact = None
+    return exact or hostport.lower(), exact
+
+
 def _hosts(console: Console, spider: str, params: Params) -> dict[str, Any]:
-    return {"hosts": read_hosts(console.reads.send, console.reads.keys(spider))}
+    """The live reads (``host_reads.py``) of the candidates, the last sweep's busiest
+    and a search's matches: bounded by TOP_KEPT + SEARCH_SHOWN besides the candidates."""
+    sweep = console.sweep.result(spider)
+    also = [host for host, _ in sweep.top] if sweep else []
+    asked = params.get("q", "").strip()
+    part, exact, more = "", None, False
+    found: list[str] = []
+    if asked:
+        part, exact = search_terms(asked)
+        if sweep is not None:
+            found, more = sweep.names.containing(part, SEARCH_SHOWN)
+        also += [*found, *([exact] if exact else [])]
+    view = read_hosts(console.reads.send, console.reads.keys(spider), also)
+    search = None
+    if asked:
+        row = view.rows.get(exact) if exact else None
+        search = HostSearch(
+            part,
+            exact,
+            row if row is not None and (row.live or row.steer) else None,
+            [view.rows[h] for h in found if h != exact],
+            more,
+            sweep.hosts if sweep else 0,
+        )
+    return {
+        "hosts": view,
+        "sweep": sweep,
+        "sweeping": console.sweep.progress(spider),
+        "search": search,
+        "asked": asked,
+        "wall": time.time(),
+    }
 
 
 def _host(console: Console, spider: str, params: Params) -> dict[str, Any]:
@@ -237,24 +301,10 @@ def _handler(name: str) -> Callable[[web.Request], Any]:
     return handle
 
 
-async def search(request: web.Request) -> web.Response:
-    """``/hosts?q=NAME``: the host's page, named as the frontier names it."""
-    console = request.app[CONSOLE]
-    asked = request.query.get("q", "").strip()
-    if asked:
-        spider = request.query.get("spider")
-        try:
-            host = check_host(host_key(asked.split("://")[-1].split("/")[0]))
-        except (InvalidSteering, ValueError):
-            request["session"].flash.append(("error", f"Not a host name: {asked[:100]}"))
-            raise web.HTTPSeeOther(console.url("/hosts", spider=spider)) from None
-        raise web.HTTPSeeOther(console.url("/hosts/" + quote(host, safe=":[]"), spider=spider))
-    return await show_page(request, "hosts")
-
-
 def add_routes(app: web.Application) -> None:
     routes = {
         "/": "overview",
+        "/hosts": "hosts",
         "/jobs": "jobs",
         "/jobs/{job}": "job",
         "/hosts/{host}": "host",
@@ -264,4 +314,3 @@ def add_routes(app: web.Application) -> None:
     }
     for path, name in routes.items():
         app.router.add_get(path, _handler(name))
-    app.router.add_get("/hosts", search)

@@ -17,8 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitor.console.history import KEEP, MARGIN
 from spiders_project.keys import RedisKeys
-from spiders_project.read_model.cluster_view import ClusterView, SpiderView, read_cluster
+from spiders_project.keys.stats import stats_history
+from spiders_project.read_model.cluster_view import (
+    ClusterView,
+    SpiderView,
+    parse_samples,
+    read_cluster,
+)
 from spiders_project.read_model.contract import ROLE, Send
 from spiders_project.read_model.replies import hash_fields, info, text
 from spiders_project.redis_access import SyncRedisCalls
@@ -32,6 +39,12 @@ EVENTS_READ = 1000
 EVENTS_SHOWN = 20
 # A worker's stats shown as its render pool: Scrapy stats with these prefixes.
 RENDER_STATS = ("render/", "playwright/")
+# The workers' coarse samples read for the chart: those of the last hour and the
+# margin before it (history.py), at most HISTORY_READ of them, the newest (one a
+# minute by default: about 62; STATS_HISTORY_INTERVAL set lower leaves the chart
+# the newest only).
+HISTORY_S = KEEP + MARGIN
+HISTORY_READ = 400
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,8 @@ class Snapshot:
     keys: RedisKeys
     workers: list[WorkerRow] = field(default_factory=list)
     redis_cpu: float | None = None  # Redis' CPU seconds so far (INFO cpu, user + sys)
+    # The workers' (time, pages total) samples of the last hour (stats:history), oldest first.
+    history: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,10 @@ class Reads:
     def keys(self, spider: str) -> RedisKeys:
         return self.keys_of(spider)
 
-    def snapshot(self, spider: str, *, workers: bool = True) -> Snapshot:
+    def snapshot(self, spider: str, *, workers: bool = True, history: bool = False) -> Snapshot:
         """The spider's cluster view (``read_cluster``, with the pages samples),
-        its workers' hashes and Redis' CPU: three round trips."""
+        its workers' hashes, Redis' CPU and (``history``) the workers' samples
+        of the last hour: three round trips."""
         view = read_cluster(
             self.send,
             [spider],
@@ -109,7 +125,12 @@ class Reads:
         reads: list[tuple[Any, ...]] = [("INFO", "cpu")]
         if workers:
             reads += [("HGETALL", keys.worker_stats(w.worker)) for w in spider_view.workers]
+        if history:
+            since = f"({view.time - HISTORY_S:.3f}"
+            newest = ("BYSCORE", "REV", "LIMIT", 0, HISTORY_READ)
+            reads.append(("ZRANGE", stats_history(keys), "+inf", since, *newest))
         replies = self.send("console workers", reads)
+        hour = parse_samples(replies.pop())[::-1] if history else []
         cpu = info(replies[0])
         used = float(cpu.get("used_cpu_user", 0)) + float(cpu.get("used_cpu_sys", 0))
         for w, raw in zip(spider_view.workers, replies[1:], strict=False):
@@ -126,7 +147,7 @@ class Reads:
                     stats=dict(sorted(stats.items())),
                 )
             )
-        return Snapshot(view, spider_view, keys, rows, used)
+        return Snapshot(view, spider_view, keys, rows, used, hour)
 
     def totals(self) -> tuple[float, dict[str, dict[str, int]]]:
         """Redis' clock and each spider's all-time pages and items (the history's sample)."""

@@ -14,6 +14,7 @@ from monitor.config import ConsoleConfig
 from monitor.console.actions import Actions, HostDefaults
 from monitor.console.auth import Session, Sessions, Throttle, Users
 from monitor.console.history import History
+from monitor.console.host_sweep import HostSweep
 from monitor.console.reads import Reads
 
 COOKIE = "console_session"
@@ -30,6 +31,7 @@ class Console:
     reads: Reads
     defaults: HostDefaults
     actions: Actions | None  # None: read-only for everyone (no CONSOLE_REDIS_URL)
+    sweep: HostSweep  # the hosts ranked and named in the background; the app runs it
     history: History = field(default_factory=History)
     env: jinja2.Environment = field(init=False)
 

@@ -28,6 +28,8 @@ FRONTIER_STEPS_BASE = {
     "spiders_project.scope.steps.SeedLimitsStep": 300,
     # A pool proxy's name and credentials never stored; its `stored` hook runs before any `admit`.
     "spiders_project.proxies.steps.ForgetProxyStep": 400,
+    # A Cookie header (a session) never stored; a `stored` hook, as ForgetProxyStep's.
+    "spiders_project.cookies.steps.ForgetCookiesStep": 450,
     # A retry waits out its backoff in the frontier; reads only its own meta key.
     "spiders_project.politeness.steps.RetryWaitStep": 500,
     # Requests that render go to the render queue; a `route` hook, after the dedup pre-filter.
@@ -72,6 +74,10 @@ DOWNLOADER_MIDDLEWARES = {
     "spiders_project.recrawl.middleware.RedirectStateMiddleware": 605,
     # No public-to-private crossing; back before Redirect (600), so a redirect keeps the mark.
     "spiders_project.scope.networks.NetworkGuardMiddleware": 650,
+    # Scrapy's CookiesMiddleware (700), off: SharedCookiesMiddleware takes its order.
+    "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+    # Cookie jars shared by the cluster (COOKIES_SHARED), Scrapy's own code on them; Scrapy's order.
+    "spiders_project.cookies.middleware.SharedCookiesMiddleware": 700,
     # A pool proxy per request (PROXIES); after Cookies (700), before HttpProxy (750) reads it.
     "spiders_project.proxies.middleware.ProxyMiddleware": 710,
     # Every fetch to WARC (WARC_ENABLED); out after all headers are set, back before any decoding.

@@ -28,6 +28,7 @@ from spiders_project.addon import Refused
 from spiders_project.addon.checks import addon_enabled, needs_addon, start_problems
 from spiders_project.archive.config import ArchiveConfig
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
+from spiders_project.crawl.suffixes import public_suffixes, suffix_list_file
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.seen import SeenConfig, mode_problem
@@ -76,6 +77,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     ShutdownConfig.from_settings(settings)
     DeadLettersConfig.from_settings(settings)
     ArchiveConfig.from_settings(settings)
+    public_suffixes(suffix_list_file(settings))  # COOKIES_PUBLIC_SUFFIX_LIST's file
     if StatsPublishConfig.enabled_in(settings):
         StatsPublishConfig.from_settings(settings)
 

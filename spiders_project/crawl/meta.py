@@ -76,6 +76,16 @@ BLOCKED = "_blocked"
 # the engine directly, never queued in the frontier.
 OWN_FAILURES = "_own_failures"
 
+# --- Leases ----------------------------------------------------------------------------
+# When (time.monotonic() of this worker) the lease call that gave this request
+# answered: the request was leased in Redis before then. Written by the
+# frontier's lease taker (frontier/taking.py) on every leased request; read by
+# what must see Redis as it was after the lease (the shared cookie jars,
+# cookies/store.py: a jar read that started later sees every jar update that
+# travelled with the page this request was found on). Removed by the
+# frontier's ``stored`` (frontier/steps.py). Never stored.
+LEASED_AT = "_leased_at"
+
 # --- Proxies ------------------------------------------------------------------------
 # The name of the pool proxy a request goes through. Written by
 # ProxyMiddleware (proxies/middleware.py); read by it and removed, with the

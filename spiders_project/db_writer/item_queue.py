@@ -54,8 +54,8 @@ from typing import NamedTuple
 
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.db_writers import filling, item_buffers, lease, processing_of, writers
-from spiders_project.read_model.contract import held_by_writers
 from spiders_project.read_model.replies import hash_fields, text
+from spiders_project.read_model.writers import held_by_writers
 from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls, load_lua
 
 logger = logging.getLogger(__name__)

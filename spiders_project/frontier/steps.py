@@ -51,6 +51,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from spiders_project.config import SettingsReader
 from spiders_project.crawl.hosts import host_of
+from spiders_project.crawl.meta import LEASED_AT
 from spiders_project.keys import HTTP
 from spiders_project.plumbing.wiring import shared
 
@@ -156,7 +157,11 @@ class FrontierSteps:
         return shared(crawler, cls, build)
 
     def stored(self, request: Request) -> Request:
-        """Run every ``stored`` hook in order: ``request`` as it may be stored."""
+        """Run every ``stored`` hook in order: ``request`` as it may be stored.
+
+        The frontier's own stamp of its last lease goes first: a lease's
+        time means nothing to another worker (crawl/meta.py)."""
+        request.meta.pop(LEASED_AT, None)
         for stored in self._stored:
             request = stored(request)
         return request

@@ -17,6 +17,7 @@ from typing import Any
 
 from scrapy import Request
 
+from spiders_project.crawl.meta import LEASED_AT
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
@@ -146,11 +147,15 @@ class LeaseTaker:
         elif wanted > 0:
             self._idle_until[prefix] = time.monotonic() + self.config.empty_poll_interval
         spare_ids = set(spare_ids)
+        # Every lease of this reply was taken before now: what reads Redis for
+        # one of them (a shared cookie jar) starts after this (crawl/meta.py).
+        answered = time.monotonic()
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             lease = Lease.of(lease_id, member, host.decode())
             request = self.bad_entries.decode(queue, lease)
             if request is None:
                 continue
+            request.meta[LEASED_AT] = answered
             if lease_id in spare_ids:
                 taken.spares.append((request, lease))
             else:

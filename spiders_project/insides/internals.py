@@ -4,14 +4,16 @@ Scrapy has no public API for three things a shared frontier needs: "which
 requests is the engine still processing" (to acknowledge a lease only after
 the page's items and links are handed over), "wake the engine now" (it polls
 an empty scheduler only every 5 s), and "no per-process download delay" (the
-cluster spaces a host's requests). Playwright has none for "the Node driver
-exited" (the rendering handler starts a new one). They live in private
-attributes. Read with ``getattr(..., None)`` and a fallback, a renamed
-attribute would make every request look finished and be acknowledged before
-its items: silent loss. So every reach-in is here, checked at start by
-:func:`check_engine` and :func:`check_playwright` (the ``InternalsCheck``
-extension refuses to start the worker), and any access that finds an
-attribute missing raises :class:`InternalsMissing` instead of guessing.
+cluster spaces a host's requests); nor for "which Public Suffix List the
+cookie middleware uses" (its own downloads one from the internet). Playwright
+has none for "the Node driver exited" (the rendering handler starts a new
+one). They live in private attributes. Read with ``getattr(..., None)`` and a
+fallback, a renamed attribute would make every request look finished and be
+acknowledged before its items: silent loss. So every reach-in is here,
+checked at start by :func:`check_engine`, :func:`check_cookies` and
+:func:`check_playwright` (the ``InternalsCheck`` extension refuses to start
+the worker), and any access that finds an attribute missing raises
+:class:`InternalsMissing` instead of guessing.
 
 The supported versions are the pins of requirements.txt, repeated in
 ``PINNED`` (a unit test keeps the two equal); any other version may work, but
@@ -29,6 +31,7 @@ from importlib.metadata import version as installed_version
 from typing import Any
 
 from scrapy import Request
+from tldextract import TLDExtract
 
 # Library name in messages -> (distribution, version pinned in requirements.txt).
 PINNED: dict[str, tuple[str, str]] = {
@@ -174,6 +177,51 @@ def set_download_delay(engine: Any, seconds: float) -> None:
     downloader = _get(engine, "downloader", "ExecutionEngine.downloader")
     _get(downloader, "_delay", "Downloader._delay")
     downloader._delay = seconds
+
+
+# --- Scrapy's cookie middleware ----------------------------------------------------------
+# scrapy.downloadermiddlewares.cookies builds a module-level
+# ``_split_domain = TLDExtract(include_psl_private_domains=True)``, whose
+# first use (the first cookie of a crawl) downloads the Public Suffix List
+# from publicsuffix.org. Its ``_is_public_domain`` reads that global at each
+# call, so replacing the global gives every CookiesMiddleware of the process
+# (ours subclass it) an offline list. Checked in the bytecode too: were the
+# function to keep the extractor elsewhere, the replacement would silently
+# change nothing.
+
+COOKIES_MODULE = "scrapy.downloadermiddlewares.cookies"
+
+
+def _cookies_module() -> Any:
+    module = importlib.import_module(COOKIES_MODULE)
+    splitter = _get(module, "_split_domain", f"{COOKIES_MODULE}._split_domain")
+    if not isinstance(splitter, TLDExtract):
+        raise InternalsMissing(f"{COOKIES_MODULE}._split_domain as a tldextract.TLDExtract")
+    is_public = _method(module, "_is_public_domain", f"{COOKIES_MODULE}._is_public_domain()")
+    code = getattr(is_public, "__code__", None)
+    if code is None or not any(
+        instruction.opname == "LOAD_GLOBAL" and instruction.argval == "_split_domain"
+        for instruction in dis.get_instructions(code)
+    ):
+        raise InternalsMissing(f"{COOKIES_MODULE}._is_public_domain() reading _split_domain")
+    return module
+
+
+def check_cookies() -> None:
+    """Raise InternalsMissing unless Scrapy's cookie middleware keeps its suffix list
+    where :func:`use_public_suffixes` replaces it."""
+    _cookies_module()
+
+
+def use_public_suffixes(extractor: TLDExtract) -> None:
+    """Make Scrapy's cookie middleware split domains with ``extractor`` (process-wide)."""
+    _cookies_module()._split_domain = extractor
+
+
+def cookie_public_suffixes() -> TLDExtract:
+    """The extractor Scrapy's cookie middleware splits domains with now."""
+    splitter: TLDExtract = _cookies_module()._split_domain
+    return splitter
 
 
 # --- Playwright -------------------------------------------------------------------------

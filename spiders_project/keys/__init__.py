@@ -299,29 +299,6 @@ class RedisKeys:
         ``scrapy dupefilter migrate`` moves it into :attr:`seen` and deletes it."""
         return self._frontier_key("dupefilter")
 
-    def cookie_jar(self, jar: str) -> str:
-        """Hash of one shared cookie jar (``cookies/``): a cookie per field
-        ``<domain>\t<path>\t<name>`` (its attributes as JSON), and control fields that
-        start with ``~`` (its version, pinned proxy, login state).
-
-        Outside the ``<spider>:`` prefix on purpose, in the same slot
-        (``cookies:{<spider>}:jar:<jar>`` on a Redis Cluster): the monitor's read-only
-        user, whose key pattern is the prefix, cannot read cookie values; the worker and
-        operator users are given this pattern too (redis_access/acl.py)."""
-        return f"cookies:{self.prefix}jar:{jar}"
-
-    @property
-    def cookie_jars(self) -> str:
-        """Sorted set of the spider's shared jars: jar id -> time (ms) of its last update
-        or use, so ``COOKIES_JAR_TTL`` can drop idle ones from the index too."""
-        return self._key("cookies:jars")
-
-    @property
-    def cookie_counts(self) -> str:
-        """Hash jar id -> cookies in it: what the exporter and the console may read
-        (no names, no values)."""
-        return self._key("cookies:counts")
-
     @property
     def items(self) -> str:
         """The item buffer: a list of JSON items for the db_writer."""

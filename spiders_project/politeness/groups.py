@@ -25,18 +25,15 @@ import socket
 import time
 from functools import lru_cache
 
-import tldextract
-
 from spiders_project.crawl.hosts import host_of
+from spiders_project.crawl.suffixes import public_suffixes
 
 MODES = ("host", "domain", "ip")
 IP_CACHE_TTL = 300.0
 IP_CACHE_SIZE = 100_000
 
 # The PSL snapshot inside the package; no network, no cache directory.
-_EXTRACT = tldextract.TLDExtract(
-    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
-)
+_EXTRACT = public_suffixes()
 
 
 def _hostname(host: str) -> str:

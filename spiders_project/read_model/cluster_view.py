@@ -4,8 +4,9 @@ and ``scrapy crawlstatus`` prints.
 :func:`read_cluster` reads every fixed key of each spider (the queues and
 their work, the rejected lists, the seen-set, the totals of the workers'
 counters, the db_writer's stats, the item lag, the listed workers and the
-proxy bans) and Redis' clock and memory in one round trip, then each listed
-worker's hash and heartbeat in a second. The hosts an operator steers
+proxy bans, the cookie jars' number and their cookies) and Redis' clock and
+memory in one round trip, then each listed worker's hash and heartbeat in a
+second. The hosts an operator steers
 (``host_steering.py``) come with the first. What it reads is named in
 :mod:`spiders_project.read_model.contract`; the replies of either client are read by
 :mod:`spiders_project.read_model.replies`. Standard library only (the monitor
@@ -15,13 +16,12 @@ imports it without Scrapy), and nothing here talks to Redis: the caller's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jars
 from spiders_project.keys.db_writers import processing_of
 from spiders_project.read_model.contract import (
     CUT_OFF,
@@ -49,6 +49,7 @@ from spiders_project.read_model.replies import (
     scored,
     text,
 )
+from spiders_project.read_model.writers import holding, item_lag
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class SpiderView:
     steered: dict[str, HostSteer] = field(default_factory=dict)
     # Every crawl job's progress (job_progress.py), by id.
     jobs: list[JobProgress] = field(default_factory=list)
+    # The shared cookie jars: how many, and the cookies in them (read_cookie_counts).
+    cookie_jars: int = 0
+    cookies: int = 0
 
     @property
     def hosts_blocked(self) -> int:
@@ -126,6 +130,9 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("GET", keys.all_shards[0].seen),
         ("ZRANGE", keys.stats_samples, 0, -1) if samples else ("EXISTS", keys.stats_samples),
         ("HGETALL", keys.host_steering),
+        ("ZCARD", cookie_jars(keys)),
+        ("HLEN", cookie_counts(keys)),
+        ("HRANDFIELD", cookie_counts(keys), COOKIE_COUNTS_READ, "WITHVALUES"),
     ]
     assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
     reads += queues_work(keys)
@@ -135,7 +142,12 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
 
 
 # Where the reads of the shards after the first start in _spider_reads' list.
-_FIXED_READS = 20
+_FIXED_READS = 23
+# Jars whose counts one scrape reads (HRANDFIELD with a count: at most this
+# many fields, each distinct). A spider with more meta["cookiejar"] sessions
+# has its cookies estimated from that random sample, so a scrape's cost does
+# not grow with the sessions.
+COOKIE_COUNTS_READ = 10_000
 
 
 def _rejected_keys(keys: RedisKeys) -> list[str]:
@@ -196,7 +208,7 @@ def read_cluster(
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
-    holding: dict[str, list[str]] = {}  # the db_writers holding a batch
+    held: dict[str, list[str]] = {}  # the db_writers holding a batch
     buffer_heads: dict[str, Any] = {}
     for spider, spider_reads in zip(spiders, per_spider, strict=True):
         r = replies[at : at + len(spider_reads)]
@@ -230,16 +242,18 @@ def read_cluster(
             "totals": counters_of(hash_fields(r[12])),
             "db_writer": numbers(hash_fields(r[13])),
             "proxy_bans": {text(m): score / 1000 for m, score in scored(r[16])},
-            "samples": _samples(r[18]) if samples else [],
+            "samples": parse_samples(r[18]) if samples else [],
             "steered": parse_steering(hash_fields(r[19]))[0],
+            "cookie_jars": int(r[20]),
+            "cookies": read_cookie_counts(int(r[21]), r[22]),
         }
         buffer_heads[spider] = r[14]
-        holding[spider] = [text(w) for w, n in hash_fields(r[4]).items() if _positive(n)]
+        held[spider] = holding(r[4])
         oldest = now - worker_retention
         listed[spider] = [(text(m), score) for m, score in scored(r[15]) if score >= oldest]
-    workers, processing_heads = _second_trip(send, listed, holding, spider_keys)
+    workers, processing_heads = _second_trip(send, listed, held, spider_keys)
     for spider in spiders:
-        partial[spider]["lag"] = _lag(now, processing_heads[spider], buffer_heads[spider])
+        partial[spider]["lag"] = item_lag(now, processing_heads[spider], buffer_heads[spider])
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -324,6 +338,7 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
                 "totals": s.totals,
                 "db_writer": s.db_writer,
                 "lag": s.lag,
+                "cookies": {"jars": s.cookie_jars, "cookies": s.cookies},
                 "workers_alive": s.workers_alive,
                 "jobs": [job.as_dict() for job in s.jobs],
                 "hosts": {
@@ -350,36 +365,25 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
 
 
 # --- What the replies hold ------------------------------------------------------
-def _lag(now: float, processing_heads: Sequence[Any], buffer_head: Any) -> float | None:
-    """Age of the oldest item not yet in the database: the oldest of the db_writers'
-    batches in hand, else the buffer's head."""
-    heads = [head for head in processing_heads if head is not None]
-    if not heads:
-        heads = [buffer_head] if buffer_head is not None else []
-    if not heads:
-        return 0.0
-    try:
-        return max(_age(now, head) for head in heads)
-    except (ValueError, KeyError, TypeError):
-        return None
+def read_cookie_counts(jars: int, sample: Any) -> int:
+    """The cookies of ``jars`` jars (HLEN of the counts) from HRANDFIELD's ``sample``
+    of their counts: their sum when it has every jar, else scaled up to all of them.
+    A count that is not a number (not a worker's) counts as 0."""
+    counts = hash_fields(sample)
+    total = 0
+    for count in counts.values():
+        try:
+            total += int(count)
+        except ValueError:
+            continue
+    if not counts or len(counts) >= jars:
+        return total
+    return round(total * jars / len(counts))
 
 
-def _age(now: float, head: Any) -> float:
-    entry = json.loads(head)
-    # A worker's entry says when the item left its pipelines ("at"); an
-    # entry of the previous release is the item, with its fetch time.
-    at = entry["at"] if "at" in entry else entry["fetched_at"]
-    return max(0.0, now - datetime.fromisoformat(at).timestamp())
-
-
-def _positive(value: Any) -> bool:
-    try:
-        return int(value) > 0
-    except ValueError:
-        return False
-
-
-def _samples(members: list[Any]) -> list[tuple[float, int]]:
+def parse_samples(members: list[Any]) -> list[tuple[float, int]]:
+    """(time, pages total) of "<time> <pages total>" members (``stats:samples``,
+    ``stats:history``), in their order; others left out."""
     samples = []
     for member in members:
         try:

@@ -13,7 +13,8 @@ the cluster idle?" has one answer (:attr:`Work.idle`):
 - :mod:`spiders_project.read_model.cluster_view`, the snapshot of a whole
   cluster that the monitor and ``scrapy crawlstatus`` read
   (:func:`~spiders_project.read_model.cluster_view.read_cluster`);
-- :mod:`spiders_project.read_model.replies`, the replies of either client in one shape.
+- :mod:`spiders_project.read_model.replies`, the replies of either client in one shape;
+- :mod:`spiders_project.read_model.writers`, what the db_writers hold.
 
 Standard library only, on purpose: the monitor imports these modules without
 importing Scrapy, Twisted or the worker. Nothing here talks to Redis either.
@@ -30,7 +31,8 @@ from typing import Any
 
 from spiders_project.keys import HTTP, RENDER, RedisKeys
 from spiders_project.keys.db_writers import writers
-from spiders_project.read_model.replies import hash_fields, text
+from spiders_project.read_model.replies import text
+from spiders_project.read_model.writers import held_by_writers
 
 # --- Fields of a worker's stats hash and of the spider's totals ---------------
 # Metric counters: the exporter reads these (and only these) for the
@@ -44,6 +46,9 @@ PROXY_BANS = "proxy_bans:"  # proxy_bans:<proxy name>, bans this worker gave it
 # warc:records, warc:bytes, warc:write_errors, warc:records_dropped: the WARC
 # archive's records and bytes written, failed writes, records not archived.
 WARC = "warc:"
+# cookies:relogins, cookies:sessions_retired: logins done again after a session
+# expired, sessions dropped with their banned proxy (the shared cookie jars).
+COOKIES = "cookies:"
 # Fields the publish script adds to the worker hash (it takes their names from
 # here: worker/heartbeat.py passes them in), and the one the last publish adds.
 WORKER_FIELD = "_worker"  # the worker's id, host:pid
@@ -84,12 +89,12 @@ Send = Callable[[str, list[Command]], list[Any]]
 
 def counters_of(fields: Mapping[Any, Any]) -> dict[str, int]:
     """The metric counters among a hash's fields (pages, items, errors:*, responses:*,
-    proxy_requests:*, proxy_bans:*, warc:*)."""
+    proxy_requests:*, proxy_bans:*, warc:*, cookies:*)."""
     counters = {}
     for raw_name, raw_value in fields.items():
         name = text(raw_name)
         if name in (PAGES, ITEMS) or name.startswith(
-            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS, WARC)
+            (ERRORS, RESPONSES, PROXY_REQUESTS, PROXY_BANS, WARC, COOKIES)
         ):
             try:
                 counters[name] = int(raw_value)
@@ -136,18 +141,6 @@ def work_reads(keys: RedisKeys) -> list[Command]:
         ("HGETALL", writers(keys)),
         *queues_work(keys),
     ]
-
-
-def held_by_writers(reply: Any) -> int:
-    """The entries every db_writer holds in its processing list: the sum of the
-    writers' hash (HGETALL of ``keys.db_writers.writers``; the scripts keep each count exact)."""
-    total = 0
-    for value in hash_fields(reply).values():
-        try:
-            total += int(value)
-        except ValueError:
-            continue
-    return total
 
 
 def more_queues(keys: RedisKeys) -> list[RedisKeys]:

@@ -51,9 +51,12 @@ def fullest(infos: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def hash_fields(reply: Any) -> Mapping[Any, Any]:
-    """HGETALL: redis-py gives a dict; a raw reply is a flat [field, value, ...] list."""
+    """HGETALL: redis-py gives a dict; a raw reply is a flat [field, value, ...] list.
+    HRANDFIELD ... WITHVALUES: redis-py gives [field, value] pairs."""
     if isinstance(reply, Mapping):
         return reply
+    if reply and isinstance(reply[0], list | tuple):
+        return {field: value for field, value in reply}
     return dict(zip(reply[::2], reply[1::2], strict=True))
 
 

@@ -5,12 +5,15 @@ Every process logs in as the user ``REDIS_URL`` names
 the file ``redis-server --aclfile`` loads (``acl_file``), and each process
 checks at start that its user may run what it runs (``acl_check.py``).
 
-Each user gets only the commands its role sends, Lua scripts' own
-``redis.call`` commands included (Redis checks those against the user that
-runs the script, commands and keys alike), and only its spiders' keys:
+Each user gets only the commands its role sends (``acl_commands.py``), Lua
+scripts' own ``redis.call`` commands included (Redis checks those against the
+user that runs the script, commands and keys alike), and only its spiders' keys:
 ``<spider>:*`` (``{<spider>}:*`` and the frontier shards' ``{<spider>/<n>}:*``
-on a Redis Cluster). The servers' own users, for a replica replicating and
-for Sentinel, touch no key and are in the file when their passwords are set.
+on a Redis Cluster). The spiders' cookie jars, ``cookies:<spider>:*``
+(``cookies:{<spider>}:*``), are the worker's and the operator's only: they
+hold session cookies, and the monitor reads only their counts. The servers'
+own users, for a replica replicating and for Sentinel, touch no key and are
+in the file when their passwords are set.
 Where a key pattern cannot separate spiders is written down in
 docs/SECURITY.md ("Redis users").
 """
@@ -25,185 +28,16 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.keys import SPIDERS, RedisKeys
-
-# Commands of the scripts and the calls every role makes on connecting.
-_CONNECT = ("ping", "select")
-# What a Redis Cluster client asks of the cluster (redis-py: the slots, and
-# COMMAND for the keys' positions; cluster.py: CLUSTER SLOTS), ASKING
-# before the command an ASK redirect (a slot being migrated) names, and
-# READONLY, which a client reading from replicas sends (ours do not).
-_CLUSTER = ("cluster|slots", "cluster|shards", "command", "asking", "readonly")
-# Run a script by SHA, load it after NOSCRIPT, or send its source (the dead
-# letters' requeue sends EVAL inside MULTI).
-_SCRIPTS = ("eval", "evalsha", "script|load")
-# A transaction (the write batcher's tick) and the start check's MULTI ... DISCARD.
-_TRANSACTION = ("multi", "exec", "discard")
-
-# The worker (HTTP and render): every redis.call of frontier/, politeness/,
-# proxies/, scope/, worker/ and redis_access/ scripts (tests/unit/test_acl.py
-# reads them), and what its Python code sends: seeds (LRANGE, LREM), the
-# spiders set (SADD), backpressure (LLEN), WAIT for replicas, INFO server (the
-# run id that says Redis restarted), SCAN/UNLINK/DEL/HKEYS (SCHEDULER_FLUSH_ON_START),
-# the cluster-idle reads (LLEN, GET, ZCARD), the seen-set's dynamic HGETALL/SMEMBERS,
-# node health's reads of the other workers' stats (ZRANGE, HMGET), and the
-# jobs' schedules (HGETALL, TIME, jobs/lua: HSET, LPUSH, XADD), the hosts
-# an operator steers (HGETALL of <spider>:hosts:steering each second), and the
-# job webhooks' consumer group on <spider>:jobs:events (jobs/webhook_delivery.py:
-# XGROUP CREATE and DELCONSUMER, XINFO CONSUMERS, XREADGROUP, XPENDING, XCLAIM,
-# XACK, XRANGE; SMEMBERS, SADD, PEXPIRE, DEL of the marks of who took an event).
-WORKER_COMMANDS = (
-    *_CONNECT,
-    *_SCRIPTS,
-    *_TRANSACTION,
-    "bitfield",
-    "decrby",
-    "del",
-    "exists",
-    "expire",
-    "get",
-    "hdel",
-    "hget",
-    "hgetall",
-    "hincrby",
-    "hkeys",
-    "hlen",
-    "hmget",
-    "hset",
-    "incr",
-    "incrby",
-    "info",
-    "lindex",
-    "llen",
-    "lpop",
-    "lpush",
-    "lrange",
-    "lrem",
-    "pexpire",
-    "pttl",
-    "rpush",
-    "sadd",
-    "scan",
-    "set",
-    "sismember",
-    "smembers",
-    "smismember",
-    "srem",
-    "time",
-    "unlink",
-    "wait",
-    "xack",
-    "xadd",
-    "xclaim",
-    "xgroup|create",
-    "xgroup|delconsumer",
-    "xinfo|consumers",
-    "xpending",
-    "xrange",
-    "xreadgroup",
-    "zadd",
-    "zcard",
-    "zcount",
-    "zmscore",
-    "zpopmin",
-    "zrange",
-    "zrangebyscore",
-    "zrem",
-    "zremrangebyscore",
-    "zscore",
-    # Read only, in jobs/lua/purge_job.lua, which the operator runs; the
-    # worker's ACL test counts every jobs/lua script as the worker's.
-    "zrangebylex",
+from spiders_project.redis_access.acl_commands import (
+    CLUSTER_COMMANDS,
+    DB_WRITER_COMMANDS,
+    MONITOR_COMMANDS,
+    OPERATOR_RULES,
+    REPLICA_COMMANDS,
+    SENTINEL_CHANNEL,
+    SENTINEL_COMMANDS,
+    WORKER_COMMANDS,
 )
-# The db_writer: db_writer/lua's scripts, BLMOVE (its wait), LLEN, LRANGE, HGETALL, GET (recovery,
-# gone writers), SMEMBERS of the spiders set; TIME, LPUSH to start_urls (revisits.py).
-DB_WRITER_COMMANDS = (
-    *_CONNECT,
-    *_SCRIPTS,
-    "blmove",
-    "del",
-    "get",
-    "hdel",
-    "hexists",
-    "hgetall",
-    "hincrby",
-    "hset",
-    "llen",
-    "lpush",
-    "lrange",
-    "ltrim",
-    "rpush",
-    "set",
-    "smembers",
-    "time",
-)
-# The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and
-# contract.py (the steered hosts' HGETALL among them), TIME and INFO memory;
-# its console's bounded reads besides: one host (host_view.py: HGET, ZSCORE,
-# STRLEN, PTTL), the newest dead letters and a queue's head (LRANGE), the
-# newest job events (XREVRANGE). No write, no script (EVAL counts its keys as written).
-MONITOR_COMMANDS = (
-    *_CONNECT,
-    "exists",
-    "get",
-    "hget",
-    "hgetall",
-    "info",
-    "lindex",
-    "llen",
-    "lrange",
-    "pttl",
-    "scard",
-    "strlen",
-    "time",
-    "xrevrange",
-    "zcard",
-    "zrange",
-    "zscore",
-)
-# The operator (seeding, crawlstatus, deadletters, dupefilter, crawlmove, jobs,
-# frontier host: HSET/HDEL of the steering, politeness/lua/steer_host.lua): reads
-# and writes of its spiders' keys by category, minus the dangerous ones (FLUSHALL,
-# FLUSHDB, KEYS, CONFIG, DEBUG, SHUTDOWN, ACL, MONITOR, MIGRATE, RESTORE, SORT,
-# ...) and the FUNCTION family; then the few it needs back (INFO is dangerous).
-OPERATOR_RULES = (
-    "+@read",
-    "+@write",
-    "+@keyspace",
-    "+@transaction",
-    "-@dangerous",
-    "-function",
-    *(f"+{c}" for c in (*_CONNECT, *_SCRIPTS, "info", "time", "wait")),
-    # crawlmove writes what it DUMPed from the source with RESTORE (@dangerous:
-    # a forged payload can crash a Redis that does not check it, so the
-    # servers run with ``sanitize-dump-payload yes``: docs/SECURITY.md).
-    "+restore",
-)
-# A replica logs in to its master (``masteruser``/``masterauth``) to replicate:
-# what Redis' docs give a replication user. No key: the data comes by PSYNC.
-REPLICA_COMMANDS = ("psync", "replconf", "ping")
-# Sentinel on each server it watches (``sentinel auth-user``/``auth-pass``):
-# Redis' docs' list. INFO and ROLE to watch; PUBLISH/SUBSCRIBE on its hello
-# channel to find the other sentinels; at a failover MULTI, SLAVEOF, CONFIG
-# REWRITE, CLIENT KILL (of the demoted master's clients), EXEC; SCRIPT KILL for
-# a master stuck in a script; CLIENT SETNAME on its links. No key.
-SENTINEL_COMMANDS = (
-    "client|kill",
-    "client|setname",
-    "config|rewrite",
-    "exec",
-    "info",
-    "multi",
-    "ping",
-    "publish",
-    "role",
-    "script|kill",
-    "slaveof",
-    "subscribe",
-)
-SENTINEL_CHANNEL = "__sentinel__:hello"
-
-# Never granted to any role (tests/integration/test_redis_acl.py tries each).
-FORBIDDEN = ("flushall", "flushdb", "config", "debug", "shutdown", "acl", "keys", "monitor")
 
 
 @dataclass(frozen=True)
@@ -225,6 +59,8 @@ class Role:
     suffixes: tuple[str, ...] = ()
     # ... and those it needs on a Redis Cluster only.
     cluster_suffixes: tuple[str, ...] = ()
+    # Whether it may use the spiders' cookie jars (cookie_patterns), with ``access``.
+    cookie_jars: bool = False
     # Commands it may run on the spiders set (keys.SPIDERS), a key of no
     # spider, and how ("%R", "%W", "%RW"): a selector of its own.
     spiders_set: tuple[str, ...] = ()
@@ -246,6 +82,7 @@ WORKER = Role(
     "REDIS_ACL_WORKER_PASSWORD",
     "HTTP and render workers (scrapy crawl)",
     commands=WORKER_COMMANDS,
+    cookie_jars=True,
     spiders_set=("sadd",),
     spiders_access="%W",
 )
@@ -275,8 +112,10 @@ OPERATOR = Role(
     "operator",
     "crawler-operator",
     "REDIS_ACL_OPERATOR_PASSWORD",
-    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus, jobs, frontier)",
+    "seeding and the commands (deadletters, dupefilter, crawlmove, crawlstatus, jobs, frontier,"
+    " cookies)",
     rules=OPERATOR_RULES,
+    cookie_jars=True,  # scrapy cookies list|clear
     # Never a category here: a selector's command with no key (KEYS is @read)
     # would be allowed whatever its key pattern.
     spiders_set=("smembers", "scard", "sadd", "srem"),
@@ -331,6 +170,13 @@ def spider_patterns(keys: RedisKeys, suffixes: Sequence[str] = ()) -> list[str]:
     return patterns
 
 
+def cookie_patterns(keys: RedisKeys) -> list[str]:
+    """The key pattern of one spider's cookie jars (``keys/cookies.py``):
+    ``cookies:<prefix>*``, outside the spider's prefix so that a role given
+    only that prefix (the monitor) never reads a cookie's value."""
+    return [f"cookies:{_glob(keys.prefix)}*"]
+
+
 def password_hash(password: str) -> str:
     """The ACL file's form of a password: ``#`` and its SHA-256 (the file holds no secret)."""
     return "#" + hashlib.sha256(password.encode()).hexdigest()
@@ -342,11 +188,16 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
         raise ValueError(f"{role.password_setting} is empty")
     parts = ["user", role.user, "reset", "on", password_hash(password), "-@all"]
     parts += role.rules
-    parts += [f"+{c}" for c in role.commands + (_CLUSTER if cluster and not role.server else ())]
+    parts += [
+        f"+{c}" for c in role.commands + (CLUSTER_COMMANDS if cluster and not role.server else ())
+    ]
     if role.access:
         for keys in spider_keys:
             suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
-            parts += [f"{role.access}~{p}" for p in spider_patterns(keys, suffixes)]
+            patterns = spider_patterns(keys, suffixes)
+            if role.cookie_jars:
+                patterns += cookie_patterns(keys)
+            parts += [f"{role.access}~{p}" for p in patterns]
     parts += [f"&{_glob(channel)}" for channel in role.channels]
     if role.spiders_set:
         # A selector: these commands on the spiders set, and nothing else on it.

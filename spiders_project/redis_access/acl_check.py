@@ -28,6 +28,7 @@ import redis
 from scrapy.settings import BaseSettings
 
 from spiders_project.keys import SPIDERS, RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.keys.db_writers import lease, processing_of, writers
 from spiders_project.redis_access.acl import DB_WRITER, MONITOR, OPERATOR, WORKER, Role, role_named
 from spiders_project.redis_access.connection import RedisConfig, sync_client
@@ -74,6 +75,8 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "xrange": ("-", "+"),
         "xrevrange": ("+", "-", "COUNT", 1),
         "sscan": (0,),
+        "hscan": (0,),
+        "zscan": (0,),
         "zadd": (0, "0"),
         "zcount": (0, 0),
         "zrange": (0, 0),
@@ -120,9 +123,12 @@ def probes(role: Role, keys: RedisKeys, cluster: bool) -> list[tuple[Any, ...]]:
         args = _key_args(name, key)
         if args is not None:
             found.append((*name.upper().split("|"), *args))
-    # The other keys it must reach: the seed list, the lock, the items.
+    # The other keys it must reach: the seed list, the lock, the items, the cookie
+    # jars (outside the spider's prefix: a file made before they were misses them).
+    jar = cookie_jar(keys, "default")
     if role is WORKER:
         found += [("LREM", keys.start_urls, 0, "0"), ("SET", keys.seen, "0")]
+        found += [("HGETALL", jar), ("EVAL", _SCRIPT, 1, jar)]
     elif role is DB_WRITER:
         # Its lease, its processing list, the writers' hash, and the previous
         # release's list it takes over.
@@ -136,6 +142,7 @@ def probes(role: Role, keys: RedisKeys, cluster: bool) -> list[tuple[Any, ...]]:
         found += [("LLEN", keys.start_urls), ("LLEN", keys.items)]
     else:
         found += [("LPUSH", keys.start_urls, "0"), ("LPUSH", keys.dead, "0")]
+        found += [("HSCAN", jar, 0), ("UNLINK", jar)]
     return found
 
 

@@ -12,7 +12,11 @@ The script
   ``<spider>:stats:totals``, the spider's all-time counters, which never go down
   when a worker restarts (a restarted worker is a new id counting from 0);
 - appends a (time, pages total) sample to ``<spider>:stats:samples`` for the
-  pages/s of ``scrapy crawlstatus``.
+  pages/s of ``scrapy crawlstatus``, and, when the newest is
+  ``STATS_HISTORY_INTERVAL`` old, one to ``<spider>:stats:history``, kept
+  ``STATS_HISTORY_RETENTION``: the console's chart of the last hour, which
+  then outlives a restart of the monitor (one sample a minute for the whole
+  cluster, whichever worker publishes first: about 60 members).
 
 On ``spider_closed`` the worker publishes a last time, deletes its heartbeat
 and leaves ``<spider>:workers``, so the monitor counts it out at once and does
@@ -43,9 +47,11 @@ from spiders_project.config import SettingsReader
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis, worker_id
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.stats import stats_history
 from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.read_model.contract import (
     CLOSED,
+    COOKIES,
     ERRORS,
     FINISH_REASON_FIELD,
     ITEMS,
@@ -75,6 +81,8 @@ _SPIDER_ERRORS = "spider_exceptions/"
 _RESPONSE_STATUS = "downloader/response_status_count/"
 _PROXY_REQUESTS = "proxies/requests/"
 _PROXY_BANS = "proxies/bans/"
+# The shared cookie jars' stats that become cookies:<name> counters.
+_COOKIE_STATS = {"cookies/relogins": "relogins", "cookies/sessions_retired": "sessions_retired"}
 _ERROR_STATS = {
     "dead_letters/count": "dead_letter",
     "seeds/rejected": "seed_rejected",
@@ -102,6 +110,7 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
     ``frontier_rejected``, ``frontier_unserializable``, ``webhook_dropped`` (a
     job event given up, ``jobs/webhook_delivery.py``). Per proxy (names
     without credentials): ``proxy_requests:<name>``, ``proxy_bans:<name>``.
+    The shared cookie jars': ``cookies:relogins``, ``cookies:sessions_retired``.
     """
     counters = {
         PAGES: int(stats.get("response_received_count", 0)),
@@ -121,6 +130,8 @@ def metric_counters(stats: Mapping[str, Any]) -> dict[str, int]:
             field = ERRORS + _ERROR_STATS[name]
         elif name in WARC_COUNTERS:
             field = WARC + WARC_COUNTERS[name]
+        elif name in _COOKIE_STATS:
+            field = COOKIES + _COOKIE_STATS[name]
         elif name.startswith(_PROXY_REQUESTS):
             field = PROXY_REQUESTS + name[len(_PROXY_REQUESTS) :]
         elif name.startswith(_PROXY_BANS):
@@ -150,6 +161,8 @@ class StatsPublishConfig:
     heartbeat_ttl: float
     worker_retention: float
     samples_retention: float
+    history_interval: float
+    history_retention: float
 
     @staticmethod
     def enabled_in(settings: BaseSettings) -> bool:
@@ -164,6 +177,8 @@ class StatsPublishConfig:
             heartbeat_ttl=read.getfloat("STATS_HEARTBEAT_TTL", above=0),
             worker_retention=read.getfloat("STATS_WORKER_RETENTION", above=0),
             samples_retention=read.getfloat("STATS_SAMPLES_RETENTION", above=0),
+            history_interval=read.getfloat("STATS_HISTORY_INTERVAL", above=0),
+            history_retention=read.getfloat("STATS_HISTORY_RETENTION", above=0),
         )
         read.check(
             config.heartbeat_ttl > config.interval,
@@ -174,6 +189,11 @@ class StatsPublishConfig:
             config.worker_retention >= config.heartbeat_ttl,
             "STATS_WORKER_RETENTION",
             "must be at least STATS_HEARTBEAT_TTL",
+        )
+        read.check(
+            config.history_retention >= config.history_interval,
+            "STATS_HISTORY_RETENTION",
+            "must be at least STATS_HISTORY_INTERVAL",
         )
         return config
 
@@ -209,6 +229,8 @@ def publish_call(
         STATE_FIELD,
         LAST_SEEN_FIELD,
         PAGES,
+        int(config.history_interval * 1000),
+        int(config.history_retention * 1000),
         len(counters),
     ]
     for field, value in counters.items():
@@ -222,6 +244,7 @@ def publish_call(
         keys.workers,
         keys.stats_totals,
         keys.stats_samples,
+        stats_history(keys),
     ]
     return script_keys, args
 

@@ -7,14 +7,18 @@ own enqueue script queues two requests of each of ``--hosts`` hosts, spread over
 ``--jobs`` jobs submitted with the jobs' own script; workers publish with the
 heartbeat's script; dead letters, steered hosts, downloads in flight and hosts
 at their cap besides), starts ``python -m monitor`` with the console, logs in,
-then fetches each page ``--rounds`` times, whole and live (``?live=1``), and
-prints the median and worst time of each. Redis' INFO commandstats before and
-after say which commands the pages sent: never SCAN or KEYS.
+waits for the console's sweep of the hosts to end its first pass (the hosts
+page then reads its busiest too), then fetches each page ``--rounds`` times,
+whole and live (``?live=1``), while the sweep goes on with its next passes,
+and prints the median and worst time of each. Redis' INFO commandstats before
+and after say which commands were sent: never SCAN or KEYS; ZSCAN and HSCAN
+are the sweep's, walking the ready-set and two hashes of hosts.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import http.cookiejar
 import json
@@ -32,6 +36,8 @@ from pathlib import Path
 import bcrypt
 import redis
 
+from monitor.console.host_reads import read_hosts
+from monitor.console.host_sweep import SweepPass
 from spiders_project.dead_letters.letters import make_dead_letter
 from spiders_project.frontier.calls import enqueue_call
 from spiders_project.frontier.codec import serialize
@@ -47,8 +53,17 @@ from tests.support.services import RedisServer
 
 K = RedisKeys("distributed")
 SEEN = SeenConfig("exact", 1, 0.5)
-# The pages timed, by name: the job's and the host's are filled in by fill().
-PAGES = ("/", "/jobs", "/jobs/{job}", "/hosts", "/hosts/{host}", "/deadletters", "/workers")
+# The pages timed, by name: the job's, the host's and the search's are filled in by fill().
+PAGES = (
+    "/",
+    "/jobs",
+    "/jobs/{job}",
+    "/hosts",
+    "/hosts?q={search}",
+    "/hosts/{host}",
+    "/deadletters",
+    "/workers",
+)
 BUDGET_MS = 300.0
 
 
@@ -116,7 +131,7 @@ def fill(r: redis.Redis, hosts: int, jobs: int, *, workers: int = 20) -> dict[st
         )
     r.lpush(K.dead, *letters)
     # Workers publishing their stats (a heartbeat, samples of the pages total).
-    config = StatsPublishConfig(5.0, 15.0, 900.0, 300.0)
+    config = StatsPublishConfig(5.0, 15.0, 900.0, 300.0, 60.0, 3600.0)
     for w in range(workers):
         stats = {"response_received_count": 1000 * w, "item_scraped_count": 900 * w}
         stats |= {f"downloader/response_status_count/{s}": 10 for s in (200, 404, 503)}
@@ -125,7 +140,39 @@ def fill(r: redis.Redis, hosts: int, jobs: int, *, workers: int = 20) -> dict[st
             K, f"bench:{w}", "run", first=True, state="running", config=config, stats=stats
         )
         calls.script(publish_script(), keys, args)
-    return {"job": names[len(names) // 2], "host": host_name(hosts // 2)}
+    # A part of a name some hosts share: h5000 finds h5000 and h50000 ... h50009.
+    search = host_name(hosts // 20).split(".")[0]
+    return {"job": names[len(names) // 2], "host": host_name(hosts // 2), "search": search}
+
+
+def time_sweep(r: redis.Redis) -> list[str]:
+    """The sweep's cost, unpaced, in this process: one pass over every host, and
+    the hosts page's live reads without and with the pass's busiest."""
+    send = functools.partial(calls_of(r).pipelined, retry=False)
+    sweep = SweepPass(send, K)
+    steps: list[float] = []
+    began = time.perf_counter()
+    while not sweep.done:
+        started = time.perf_counter()
+        sweep.step()
+        steps.append((time.perf_counter() - started) * 1000)
+    took = time.perf_counter() - began
+    result = sweep.result()
+    lines = [
+        f"a pass, unpaced: {result.hosts} hosts in {took:.1f} s, {len(steps)} steps, "
+        f"{statistics.median(steps):.1f} ms a step (median), {max(steps):.1f} ms at worst"
+    ]
+    for label, also in (("alone", []), ("with the pass's busiest", [h for h, _ in result.top])):
+        times = []
+        for _ in range(10):
+            started = time.perf_counter()
+            view = read_hosts(send, K, also)
+            times.append((time.perf_counter() - started) * 1000)
+        lines.append(
+            f"the hosts page's live reads {label}: {view.candidates} hosts, "
+            f"{statistics.median(times):.1f} ms (median of 10)"
+        )
+    return lines
 
 
 def commands_sent(r: redis.Redis) -> dict[str, int]:
@@ -154,6 +201,16 @@ class Browser:
             return response.status, body, (time.perf_counter() - started) * 1000
 
 
+def wait_for_sweep(browser: Browser, timeout: float) -> float:
+    """Seconds until the hosts page says the sweep's first pass has ended."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if b"ranked by the sweep of all" in browser.get("/hosts")[1]:
+            return time.monotonic() - started
+        time.sleep(1.0)
+    raise AssertionError(f"the sweep's first pass did not end in {timeout:.0f} s")
+
+
 def time_pages(browser: Browser, named: dict[str, str], rounds: int) -> dict[str, list[float]]:
     """Milliseconds of each page, whole and live, ``rounds`` times each."""
     times: dict[str, list[float]] = {}
@@ -171,9 +228,9 @@ def time_pages(browser: Browser, named: dict[str, str], rounds: int) -> dict[str
 
 
 def report(times: dict[str, list[float]]) -> list[str]:
-    lines = [f"{'page':<34} {'median ms':>10} {'worst ms':>10}"]
+    lines = [f"{'page':<36} {'median ms':>10} {'worst ms':>10}"]
     for page, values in times.items():
-        lines.append(f"{page:<34} {statistics.median(values):>10.1f} {max(values):>10.1f}")
+        lines.append(f"{page:<36} {statistics.median(values):>10.1f} {max(values):>10.1f}")
     return lines
 
 
@@ -205,14 +262,19 @@ def main() -> None:
             f"ready-set, {r.get(K.requests_size).decode()} requests queued, "
             f"{r.hlen(K.jobs)} jobs, {r.dbsize()} keys"
         )
+        print("\n".join(time_sweep(r)))
         with console_on(server.url, folder) as exporter:
             base = exporter.url.removesuffix("/metrics")
+            browser = Browser(base, "bench", "bench")
+            swept = wait_for_sweep(browser, opts.hosts / 500 + 60)
+            print(f"the sweep's first pass ended {swept:.0f} s after the first page")
             before = commands_sent(r)
-            times = time_pages(Browser(base, "bench", "bench"), named, opts.rounds)
+            times = time_pages(browser, named, opts.rounds)
             after = commands_sent(r)
         print("\n".join(report(times)))
         sent = {c: after[c] - before.get(c, 0) for c in after if after[c] != before.get(c, 0)}
-        print("commands the pages sent:", json.dumps(dict(sorted(sent.items()))))
+        label = "commands sent while timing (the pages', the sweep's: ZSCAN, HSCAN, ZCARD, LLEN)"
+        print(label, json.dumps(dict(sorted(sent.items()))))
     finally:
         server.stop()
 

@@ -48,8 +48,10 @@ def test_two_distant_workers_crawl_every_page_once(bed, tmp_path: Path, procs: l
     server = RedisServer(host=bed.address("redis"), prefix=bed.prefix("redis"))
     relays: list[Relay] = []
     with bed.inside("site"):
+        # 50 ms a page at a cap of 4: the crawl lasts some 5 s, so both workers
+        # take part even when a loaded machine starts one of them late.
         site = TestSite(
-            pages=400, seed=26, latency=0.02, host=bed.address("site"), dead_links=False
+            pages=400, seed=26, latency=0.05, host=bed.address("site"), dead_links=False
         )
         site.start()
     try:

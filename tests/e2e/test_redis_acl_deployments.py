@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.redis_access.acl import REPLICA, SENTINEL, role_named
 from tests.e2e.test_cluster import CK, crawled_once, sites_on_every_shard
 from tests.e2e.test_rendering_crawl import (
@@ -165,6 +166,19 @@ def test_each_role_does_its_job_as_its_user_on_a_cluster(acl_cluster, tmp_path, 
         # The start check asks every master: one that lacks a right refuses a worker.
         other = next(n for n in cluster.masters() if n.port != cluster.master_of(CK.prefix).port)
         refused_at_start("worker", url("worker"), other.client, tmp_path, procs, env)
+        # The cookie jars, cookies:{distributed}:* here: the worker's, never the monitor's.
+        home = cluster.master_of(CK.prefix).port
+        jar = cookie_jar(CK, "default")
+        as_worker = redis.Redis.from_url(role_url("worker", home))
+        as_monitor = redis.Redis.from_url(role_url("monitor", home))
+        try:
+            as_worker.hset(jar, "~v", 1)
+            assert as_worker.hgetall(jar) == {b"~v": b"1"}
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                as_monitor.hgetall(jar)
+        finally:
+            as_worker.close()
+            as_monitor.close()
     finally:
         source.close()
 

@@ -65,6 +65,7 @@ def assert_one_line_naming(done: subprocess.CompletedProcess[str], name: str) ->
         ("worker", "REDIS_CLUSTER", "maybe"),
         ("worker", "FRONTIER_SHARDS", "many"),
         ("worker", "FRONTIER_SHARDS", "2"),  # more than 1 needs a Redis Cluster
+        ("worker", "COOKIES_PUBLIC_SUFFIX_LIST", "/nonexistent/public_suffix_list.dat"),
         ("dupefilter", "DUPEFILTER_MODE", "fuzzy"),
         ("dupefilter", "REDIS_URL", "nonsense"),
         ("db_writer", "DB_WRITER_BATCH_SIZE", "abc"),

@@ -29,8 +29,10 @@ import redis
 
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
 from spiders_project.keys.db_writers import processing_of, writers
 from spiders_project.keys.jobs import job_counts
+from spiders_project.keys.stats import stats_history
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
 from spiders_project.read_model.contract import (
     CLOSED,
@@ -56,7 +58,12 @@ DEPLOY = ROOT / "deploy"
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
 CONFIG = StatsPublishConfig(
-    interval=1.0, heartbeat_ttl=30.0, worker_retention=900.0, samples_retention=300.0
+    interval=1.0,
+    heartbeat_ttl=30.0,
+    worker_retention=900.0,
+    samples_retention=300.0,
+    history_interval=60.0,
+    history_retention=3600.0,
 )
 # What the issue asks the exporter to expose, at least.
 REQUIRED = {
@@ -123,6 +130,8 @@ def test_metric_counters_from_scrapy_stats():
         "spider_exceptions/ValueError": 1,
         "dead_letters/count": 2,
         "seeds/rejected": 1,
+        "cookies/relogins": 2,
+        "cookies/sessions_retired": 1,
         "log_count/INFO": 40,
         "start_time": datetime.datetime.now(datetime.UTC),
     }
@@ -135,6 +144,8 @@ def test_metric_counters_from_scrapy_stats():
         "errors:spider:ValueError": 1,
         "errors:dead_letter": 2,
         "errors:seed_rejected": 1,
+        "cookies:relogins": 2,
+        "cookies:sessions_retired": 1,
     }
     assert metric_counters({}) == {"pages": 0, "items": 0}
 
@@ -185,6 +196,41 @@ def test_totals_never_go_down_across_restarts_replays_and_reused_ids(r):
     assert pages == sorted(pages) and pages[0] == 10 and pages[-1] == 38
 
 
+def test_the_hour_history_keeps_one_sample_a_minute_for_the_whole_cluster(r):
+    """Two workers publishing every 5 s for two hours (Redis' clock stepped, not
+    slept through) leave one sample a minute in stats:history, the last hour's."""
+    seconds, _ = r.time()
+    start_ms = (seconds - 2 * 3600) * 1000
+    pages = 0
+    for step in range(2 * 3600 // 5):
+        for worker in ("n1:1", "n2:1"):
+            pages += 10
+            now = start_ms + step * 5000 + (2500 if worker == "n2:1" else 0)
+            keys, args = publish_call(
+                K,
+                worker,
+                "run-" + worker,
+                first=step == 0,
+                state=RUNNING,
+                config=CONFIG,
+                stats={"response_received_count": pages // 2},
+                now=now,
+            )
+            r.eval(publish_script().source, len(keys), *keys, *args)
+    members = (m.split() for m in r.zrange(stats_history(K), 0, -1))
+    history = [(float(at), int(total)) for at, total in members]
+    last = (start_ms + (2 * 3600 // 5 - 1) * 5000 + 2500) / 1000
+    assert 59 <= len(history) <= 62, len(history)
+    times = [at for at, _ in history]
+    assert all(60 <= b - a < 65 for a, b in zip(times, times[1:], strict=False)), times
+    # Trimmed as a sample goes in: the oldest is at most an interval past the retention.
+    assert last - times[0] <= CONFIG.history_retention + CONFIG.history_interval
+    assert last - times[-1] < CONFIG.history_interval
+    assert [total for _, total in history] == sorted(total for _, total in history)
+    # The fine samples are the last five minutes' only, every publish.
+    assert r.zcard(K.stats_samples) in (2 * 300 // 5, 2 * 300 // 5 + 1)
+
+
 # --- the exporter ------------------------------------------------------------------------
 
 
@@ -227,11 +273,17 @@ def fill_redis(r: redis.Redis) -> float:
         "downloader/exception_type_count/twisted.internet.error.TimeoutError": 4,
         "spider_exceptions/ValueError": 1,
         "dead_letters/count": 2,
+        "cookies/relogins": 2,
+        "cookies/sessions_retired": 1,
         "start_time": datetime.datetime.now(datetime.UTC),
     }
     publish(r, "node1:100", "run-1", {"response_received_count": 0}, first=True)
     publish(r, "node1:100", "run-1", busy)
-    lost = {"response_received_count": 30, "downloader/response_status_count/200": 30}
+    lost = {
+        "response_received_count": 30,
+        "downloader/response_status_count/200": 30,
+        "cookies/relogins": 1,
+    }
     publish(r, "node2:200", "run-2", lost, first=True)
     r.delete(K.worker_heartbeat("node2:200"))  # its TTL ran out: killed
     # A job fetching 2 pages/s for the last 30 s (ack.lua's marks), 60 queued.
@@ -250,6 +302,11 @@ def fill_redis(r: redis.Redis) -> float:
             "shop|rate": f"{ms - 30_000} 20 {ms - 30_000} 20 {ms - 500}",
         },
     )
+    # Three shared cookie jars (the layout of docs/SECURITY.md, "Cookies"): the
+    # exporter reads their index and counts; the jar itself holds a value it never reads.
+    r.zadd(cookie_jars(K), {"default": ms, "user-1": ms, "user-2": ms})
+    r.hset(cookie_counts(K), mapping={"default": 3, "user-1": 2, "user-2": 0})
+    r.hset(cookie_jar(K, "default"), ".a\t/\tsid", json.dumps({"value": "PLANTED-cookie"}))
     return now
 
 
@@ -330,6 +387,13 @@ def test_exporter_reports_what_redis_holds(redis_url, r, tmp_path, exporters):
     assert 20 <= m.value("crawler_job_eta_seconds", **job) <= 30  # 50 queued at ~2 pages/s
     assert m.value("crawler_job_state", state="running", **job) == 1
     assert m.value("crawler_job_state", state="finished", **job) == 0
+
+    assert m.value("crawler_cookie_jars", **spider) == 3
+    assert m.value("crawler_cookies", **spider) == 5
+    # Summed over the workers, all workers ever, as the other spider totals.
+    assert m.value("crawler_cookie_relogins_total", **spider) == 3
+    assert m.value("crawler_cookie_sessions_retired_total", **spider) == 1
+    assert "PLANTED-cookie" not in m.text
     check_names_and_help(m)
 
 

@@ -9,12 +9,18 @@ whose user lacks a command refuses to start with one line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from spiders_project.redis_access.acl import FORBIDDEN, ROLES, SENTINEL, SERVER_ROLES
+from spiders_project.cookies.store import LUA_DIR
+from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
+from spiders_project.redis_access import load_lua
+from spiders_project.redis_access.acl import ROLES, SENTINEL, SERVER_ROLES
+from spiders_project.redis_access.acl_commands import FORBIDDEN
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
@@ -178,6 +184,35 @@ def test_a_worker_cannot_touch_another_spiders_keys(acl_redis):
     dbw.close()
 
 
+def test_cookie_jars_are_read_by_the_worker_and_the_operator_never_by_the_monitor(acl_redis):
+    jar = cookie_jar(K, "default")
+    cookie = {"value": "s3cret", "expires": None, "secure": False, "http_only": True}
+    w = acl_redis.client("worker")
+    # A jar as the workers keep it (COOKIES.md): a cookie per field, its version, the index.
+    w.hset(jar, mapping={"127.0.0.1\t/\tsession": json.dumps(cookie), "~v": 1})
+    w.zadd(cookie_jars(K), {"default": 1})
+    w.hset(cookie_counts(K), "default", 1)
+    assert b"s3cret" in w.hgetall(jar)[b"127.0.0.1\t/\tsession"]
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        w.hgetall(cookie_jar(RedisKeys("other"), "default"))
+    monitor = acl_redis.client("monitor")
+    for command in (("HGETALL", jar), ("HGET", jar, "~v"), ("EXISTS", jar)):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            monitor.execute_command(*command)
+    # What the exporter reads instead: how many jars and cookies, never which.
+    assert monitor.zcard(cookie_jars(K)) == 1 and monitor.hlen(cookie_counts(K)) == 1
+    assert monitor.hrandfield(cookie_counts(K), 10, withvalues=True) == [b"default", b"1"]
+    operator = acl_redis.client("operator")
+    assert operator.hscan(jar)[1] and operator.unlink(jar) == 1
+    for client in (w, monitor, operator):
+        client.close()
+    refused = {(entry["username"], entry["object"]) for entry in acl_redis.denials()}
+    assert ("crawler-monitor", jar) in refused
+    assert not any(
+        user in ("crawler-worker", "crawler-operator") and key == jar for user, key in refused
+    )
+
+
 def _lacking(acl_redis, user: str, rule: str) -> None:
     """Take ``rule`` (``-lrem``) from ``user``, live."""
     acl_redis.admin.execute_command("ACL", "SETUSER", user, rule)
@@ -224,6 +259,20 @@ def test_a_user_without_a_key_refuses_at_start_naming_it(acl_redis, tmp_path, pr
     assert "on key distributed:" in line
 
 
+def test_a_user_of_a_file_made_before_the_cookie_jars_refuses_at_start(acl_redis, tmp_path, procs):
+    # The file of the previous release: the spider's prefix only, no cookies:distributed:*.
+    for user in ("crawler-worker", "crawler-operator"):
+        acl_redis.admin.execute_command("ACL", "SETUSER", user, "resetkeys", "~distributed:*")
+    proc = worker("w", acl_redis.url("worker"), tmp_path)
+    procs.append(proc)
+    assert proc.wait(60) == 1, proc.log()[-3000:]
+    (line,) = [line for line in proc.log().splitlines() if "may not run" in line]
+    assert "on key cookies:distributed:jar:default" in line, line
+    done = scrapy_command(acl_redis.url("operator"), "cookies", "list")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "on key cookies:distributed:jar:default" in done.stderr
+
+
 def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):
     _lacking(acl_redis, "crawler-operator", "-lrem")
     done = scrapy_command(acl_redis.url("operator"), "deadletters", "list")
@@ -232,3 +281,25 @@ def test_a_command_whose_user_lacks_a_command_refuses_in_one_line(acl_redis):
     # Not the operator's for crawlstatus: its reads are the monitor's.
     done = scrapy_command(acl_redis.url("operator"), "crawlstatus", "--once")
     assert done.returncode == 0, done.stderr
+
+
+def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_monitor(
+    acl_redis,
+):
+    update = load_lua(LUA_DIR, "update")
+    jar = cookie_jar(K, "default")
+    w = acl_redis.client("worker")
+    keys = [jar, cookie_jars(K), cookie_counts(K)]
+    assert w.eval(update.source, 3, *keys, "", "default", 60_000, 1, "d\t/\ts", "{}") > 0
+    assert w.hget(jar, "d\t/\ts") == b"{}" and w.hgetall(jar)
+    operator = acl_redis.client("operator")
+    assert operator.hkeys(jar) and operator.delete(jar) == 1
+    monitor = acl_redis.client("monitor")
+    for command in (("HGETALL", jar), ("HGET", jar, "~v"), ("EXISTS", jar)):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            monitor.execute_command(*command)
+    # What the exporter may read: how many cookies, never which.
+    assert monitor.hgetall(cookie_counts(K)) == {b"default": b"1"}
+    assert {entry["username"] for entry in acl_redis.denials()} == {"crawler-monitor"}
+    for client in (w, operator, monitor):
+        client.close()

@@ -1,7 +1,8 @@
 """The operator's whole job as ``crawler-operator``, on real redis-servers loaded
 with the file of ``scrapy redis-acl``: seeding, ``crawlmove`` from one Redis to
 another, ``deadletters list``, ``requeue`` and ``purge``, ``dupefilter
-migrate`` and ``crawlstatus``, with not one refusal in either server's ACL LOG;
+migrate``, ``crawlstatus`` and ``cookies list`` and ``clear``, with not one
+refusal in either server's ACL LOG;
 and ``crawlmove``, like the other commands, refuses at start a user that lacks
 what it writes.
 """
@@ -9,6 +10,7 @@ what it writes.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -16,6 +18,7 @@ import pytest
 
 from spiders_project.dead_letters.letters import make_dead_letter
 from spiders_project.frontier.codec import serialize
+from spiders_project.keys.cookies import cookie_jar, cookie_jars
 from tests.support.acl_users import AclRedis, acl_text
 from tests.support.processes import K, scrapy_command
 
@@ -68,6 +71,12 @@ def test_the_operator_seeds_and_runs_every_command_as_its_own_user(two_redis):
     assert "Moved 5 fingerprints" in migrated, migrated
     assert not admin.exists(K.dupefilter)
     assert "distributed" in scrapy("crawlstatus", "--once")
+    # The shared cookie jars (outside the spider's prefix): listed and cleared.
+    admin.hset(cookie_jar(K, "default"), "a.test\t/\tsid", json.dumps({"value": "v"}))
+    admin.zadd(cookie_jars(K), {"default": 1})
+    assert "Jar 'default': 1 cookies" in scrapy("cookies", "list")
+    assert "Cleared 1 cookie jars" in scrapy("cookies", "clear")
+    assert not admin.exists(cookie_jar(K, "default"))
     # Seeding the new Redis directly.
     operator = target.client("operator")
     assert operator.lpush(K.start_urls, "http://c.test/") == 3

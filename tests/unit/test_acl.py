@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
 from pathlib import Path
@@ -11,9 +12,9 @@ from scrapy.settings import Settings
 
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_counts, cookie_jar
 from spiders_project.redis_access.acl import (
     DB_WRITER,
-    FORBIDDEN,
     MONITOR,
     OPERATOR,
     REPLICA,
@@ -23,9 +24,12 @@ from spiders_project.redis_access.acl import (
     WORKER,
     AclConfig,
     acl_file,
+    cookie_patterns,
     spider_patterns,
     user_line,
 )
+from spiders_project.redis_access.acl_check import probes
+from spiders_project.redis_access.acl_commands import FORBIDDEN
 
 PACKAGE = Path(__file__).resolve().parents[2] / "spiders_project"
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]")
@@ -45,7 +49,7 @@ def _script_commands(*folders: str) -> set[str]:
 
 def test_every_command_of_a_roles_scripts_is_granted_to_it():
     worker = _script_commands(
-        "frontier", "politeness", "proxies", "scope", "worker", "redis_access", "jobs"
+        "frontier", "politeness", "proxies", "scope", "worker", "redis_access", "jobs", "cookies"
     )
     assert worker - set(WORKER.commands) == set()
     assert (
@@ -59,6 +63,8 @@ def test_no_role_is_granted_a_forbidden_command_or_a_write_to_the_monitor():
     assert "-@dangerous" in OPERATOR.rules
     assert MONITOR.access == "%R" and not MONITOR.spiders_set
     assert not {"set", "eval", "evalsha", "del", "lpush", "multi"} & set(MONITOR.commands)
+    # The console's sweep walks the host registries by ZSCAN/HSCAN, never the keyspace.
+    assert {"zscan", "hscan"} <= set(MONITOR.commands) and "scan" not in MONITOR.commands
 
 
 def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
@@ -78,12 +84,44 @@ def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
     ]
 
 
+def _matches(pattern: str, key: str) -> bool:
+    """Redis' glob on one key, for patterns without escapes (fnmatch's ``*`` is Redis')."""
+    return fnmatch.fnmatchcase(key, pattern)
+
+
+def test_the_cookie_jars_are_the_workers_and_the_operators_never_the_monitors():
+    keys = RedisKeys("quotes")
+    assert cookie_patterns(keys) == ["cookies:quotes:*"]
+    cluster = RedisKeys("quotes", cluster=True)
+    assert cookie_patterns(cluster) == ["cookies:{quotes}:*"]
+    assert cookie_patterns(RedisKeys("a*b")) == ["cookies:a\\*b:*"]
+    for k in (keys, cluster):
+        (pattern,) = cookie_patterns(k)
+        assert _matches(pattern, cookie_jar(k, "default"))
+        assert not _matches(pattern, cookie_jar(RedisKeys("other", cluster=k.cluster), "default"))
+        # The jar is outside the spider's own patterns: what the monitor is given.
+        assert not any(_matches(p, cookie_jar(k, "default")) for p in spider_patterns(k))
+        # The index and the counts are inside: the monitor reads those.
+        assert any(_matches(p, cookie_counts(k)) for p in spider_patterns(k))
+    for role in (WORKER, OPERATOR):
+        assert "%RW~cookies:quotes:* " in user_line(role, "x", [keys], cluster=False) + " "
+        assert "%RW~cookies:{quotes}:*" in user_line(role, "x", [cluster], cluster=True)
+    for role in (MONITOR, DB_WRITER):
+        assert "cookies:" not in user_line(role, "x", [keys], cluster=False), role.name
+        assert "cookies:" not in user_line(role, "x", [cluster], cluster=True), role.name
+    # The start check asks for a jar: a file made before the jars existed is refused.
+    jar = cookie_jar(keys, "default")
+    assert ("HGETALL", jar) in probes(WORKER, keys, cluster=False)
+    assert ("UNLINK", jar) in probes(OPERATOR, keys, cluster=False)
+    assert all(jar not in probe for probe in probes(MONITOR, keys, cluster=False))
+
+
 def test_a_user_line_holds_the_passwords_hash_never_the_password():
     line = user_line(WORKER, "s3cret", [RedisKeys("a"), RedisKeys("b")], cluster=False)
     digest = hashlib.sha256(b"s3cret").hexdigest()
     assert line.startswith(f"user crawler-worker reset on #{digest} -@all ")
     assert "s3cret" not in line
-    assert "%RW~a:* %RW~b:*" in line
+    assert "%RW~a:* %RW~cookies:a:* %RW~b:* %RW~cookies:b:*" in line
     assert line.endswith("(%W~spiders +sadd)")
     assert "+cluster|slots" not in line
     assert "+cluster|slots" in user_line(WORKER, "x", [RedisKeys("a", cluster=True)], True)

@@ -12,7 +12,9 @@ from spiders_project.frontier.lease_id import Lease
 from spiders_project.frontier.outcomes import Outcome
 from spiders_project.frontier.write_behind.batcher import RedisBatcher
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 from spiders_project.redis_access import RedisCalls, RedisState
+from spiders_project.redis_access.lua import LuaScript
 
 K = RedisKeys("b")
 
@@ -194,5 +196,39 @@ def test_a_held_lease_is_never_acked():
             batcher.ack(lease(b"w/1"), Outcome.HELD)
         assert len(batcher) == 0
         await batcher.client.aclose()
+
+    run(main())
+
+
+@pytest.mark.redis
+def test_prior_writes_go_first_and_a_tick_waits_for_them(redis_url, r):
+    """A prior write (a cookie jar's update) is in the tick's transaction on one
+    Redis; on a sharded frontier it goes in a step before the links and acks,
+    which wait whole while Redis refuses it (here: a key of the wrong type)."""
+    sharded = RedisKeys("b", cluster=True, shards=2)
+    jar = cookie_jar(sharded, "default")
+    script = LuaScript("set", "return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])")
+
+    async def main() -> None:
+        state = RedisState(redis_url, 0.01, 0.05, logging.getLogger("test.batcher"))
+        client = redis.asyncio.Redis.from_url(redis_url, retry=None)
+        calls = RedisCalls(client, state)
+        batcher = RedisBatcher(calls, sharded, 0.05, calls_for=lambda keys: calls)
+        delivered: list[object] = []
+        batcher.priors_delivered.subscribe(lambda ops: delivered.extend(op.tag for op in ops))
+        r.set(jar, "not a hash")
+        batcher.prior(script, [jar], ["f", "v"], tag="update")
+        batcher.enqueue("a.example", "", 0, b'{"u":"http://a.example/"}')
+        batcher.item(b"i")
+        assert await batcher.flush() > 0
+        assert len(batcher) == 3 and delivered == []
+        assert r.llen(sharded.items) == 0  # nothing of the tick went in
+        assert r.get(sharded.for_host("a.example").requests_size) is None
+        r.delete(jar)
+        assert await batcher.flush() == 0 and len(batcher) == 0
+        assert delivered == ["update"]
+        assert r.hget(jar, "f") == b"v" and r.llen(sharded.items) == 1
+        assert r.get(sharded.for_host("a.example").requests_size) == b"1"
+        await client.aclose()
 
     run(main())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spiders_project.read_model.cluster_view import as_dict, read_cluster
+from spiders_project.read_model.cluster_view import as_dict, read_cluster, read_cookie_counts
 from spiders_project.read_model.contract import Work
 
 
@@ -31,6 +31,9 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 b"2",  # the seen-set's count
                 0,  # the samples (EXISTS)
                 [b"spam.example", b'{"blocked": true}', b"odd", b"x"],  # hosts steered, flat
+                2,  # the cookie jars (ZCARD of the index)
+                2,  # the jars counted (HLEN of the counts)
+                [b"default", b"3", b"user-7", b"1"],  # their counts (HRANDFIELD), flat
                 b"3",  # the render queue's size
                 1,  # its leases
                 {b"j": b'{"state": "running", "started_at": 1000000, "seeds": ["http://x/"]}'},
@@ -61,6 +64,8 @@ def test_a_cluster_read_from_raw_replies() -> None:
     [worker] = spider.workers
     assert (worker.worker, worker.alive, worker.counters) == ("h:1", True, {"pages": 7, "items": 2})
     assert as_dict(view)["spiders"][0]["idle"] is False
+    assert (spider.cookie_jars, spider.cookies) == (2, 4)
+    assert as_dict(view)["spiders"][0]["cookies"] == {"jars": 2, "cookies": 4}
     assert spider.proxy_bans == {"http://p:1": 1000.6}
     assert spider.proxies(1000.5) == {"http://p:1": True}
     assert spider.proxies(1000.7) == {"http://p:1": False}
@@ -86,6 +91,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
         per_spider = [0, 0, 0, 0, {}, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, [], [], None, 0, {}]
+        per_spider += [0, 0, []]  # the cookie jars, their counts
         per_spider += [None, 0]  # the render queue
         per_spider += [{}, {}]  # the jobs: records, counts
         return [[b"1000", b"0"], {}, *per_spider]
@@ -93,3 +99,12 @@ def test_a_spider_named_twice_is_read_once() -> None:
     view = read_cluster(send, ["s", "s"], worker_retention=900)
     assert [spider.spider for spider in view.spiders] == ["s"]
     assert view.spiders[0].work.drained
+
+
+def test_the_cookies_of_more_jars_than_one_read_takes_are_estimated_from_a_sample() -> None:
+    assert read_cookie_counts(0, []) == 0
+    assert read_cookie_counts(3, {b"a": b"2", b"b": b"5", b"c": b"1"}) == 8
+    # 4 of 40 jars read (HRANDFIELD's count): their mean, times 40.
+    assert read_cookie_counts(40, [b"a", b"2", b"b", b"5", b"c", b"1", b"d", b"4"]) == 120
+    assert read_cookie_counts(2, [[b"a", b"2"], [b"b", b"not a count"]]) == 2  # redis-py's pairs
+    assert read_cookie_counts(4, [b"a", b"2", b"b", b"not a count"]) == 4

@@ -38,6 +38,9 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             None,  # the seen-set's count
             None,  # the samples
             {},  # the hosts steered
+            0,  # the cookie jars
+            0,  # the jars counted
+            [],  # their counts
             None,  # the render queue's size
             0,  # its leases
             {},  # the jobs' records

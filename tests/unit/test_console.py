@@ -11,6 +11,8 @@ from scrapy.settings import Settings
 from monitor.config import ConsoleConfig
 from monitor.console.auth import Session, Sessions, Throttle, Users, csrf_ok, read_htpasswd
 from monitor.console.history import BUCKETS, KEEP, History, chart
+from monitor.console.host_sweep import HostNames
+from monitor.console.pages import _chart, search_terms
 from spiders_project.config import ConfigError
 from tests.unit.test_layers import violations
 
@@ -112,6 +114,43 @@ def test_rates_and_the_chart_from_the_samples():
     assert KEEP / BUCKETS == 30
 
 
+def test_the_chart_covers_the_hour_from_the_workers_samples_a_fresh_monitor_lacks():
+    """A monitor started a minute ago has a minute of its own samples; the
+    workers' (one a minute for the hour, and the hour's margin) fill the rest."""
+    now = 100_000.0
+    own = History()
+    for second in range(0, 60, 10):
+        own.add("s", now - 60 + second, {"pages": 10.0 * (now - 60 + second - 90_000)})
+    workers = [(now - t, int(10 * (now - t - 90_000))) for t in range(3720, 0, -60)]
+    drawn = _chart(own, workers, "s", now)
+    assert drawn.covered_min == 60 and drawn.peak == pytest.approx(10.0)
+    assert len(drawn.points.split()) >= BUCKETS // 2
+    alone = _chart(own, [], "s", now)
+    assert alone.covered_min == 1
+
+
+def test_host_names_are_searched_by_part_ignoring_case_bounded():
+    names = HostNames([f"site{n}.example" for n in range(1000)] + ["Shop.TEST", "a\nb"])
+    assert len(names) == 1001  # a name with a line break is no host name
+    assert names.containing("SITE12", 50) == (
+        [f"site{n}.example" for n in (12, *range(120, 130))],
+        False,
+    )
+    found, more = names.containing(".example", 50)
+    assert len(found) == 50 and more
+    assert names.containing("shop.t", 5) == (["shop.test"], False)
+    assert names.containing("", 5) == ([], False) and names.containing("x\ny", 5) == ([], False)
+    assert HostNames([]).containing("a", 5) == ([], False)
+
+
+def test_a_search_asks_for_part_of_a_name_and_the_host_it_names():
+    assert search_terms("HTTP://Shop.Test:80/some/page") == ("shop.test", "shop.test")
+    assert search_terms(" Shop ") == ("shop", "shop")
+    assert search_terms("shop.test:8080") == ("shop.test:8080", "shop.test:8080")
+    assert search_terms("<script>") == ("<script>", None)
+    assert search_terms("a" * 1000)[0] == "a" * 300
+
+
 def _settings(**values: object) -> Settings:
     settings = Settings()
     settings.setmodule("spiders_project.settings")
@@ -135,6 +174,9 @@ def test_console_settings(tmp_path):
     )
     assert on.htpasswd == path and on.operators == {"alice", "bob"} and on.actions
     assert on.prefix == "/crawler"
+    assert on.host_sweep_rate == 2000.0
+    with pytest.raises(ConfigError, match="CONSOLE_HOST_SWEEP_RATE"):
+        ConsoleConfig.from_settings(_settings(CONSOLE_HOST_SWEEP_RATE="0"))
     with pytest.raises(ConfigError, match="CONSOLE_HTPASSWD=.*is not a file"):
         ConsoleConfig.from_settings(_settings(CONSOLE_HTPASSWD=str(tmp_path / "none")))
     for bad in ("crawler", "/a b", "/x/../y?", "//evil.example"):

@@ -47,7 +47,9 @@ CONTRACT = (
     "spiders_project.read_model.replies",
     "spiders_project.read_model.host_steering",
     "spiders_project.read_model.job_progress",
+    "spiders_project.read_model.writers",
     "spiders_project.keys.jobs",
+    "spiders_project.keys.cookies",
     "spiders_project.keys.db_writers",
 )
 

@@ -164,6 +164,8 @@ CASES = {
             "heartbeat_ttl": "STATS_HEARTBEAT_TTL",
             "worker_retention": "STATS_WORKER_RETENTION",
             "samples_retention": "STATS_SAMPLES_RETENTION",
+            "history_interval": "STATS_HISTORY_INTERVAL",
+            "history_retention": "STATS_HISTORY_RETENTION",
         },
     ),
     "RedisConfig": Case(

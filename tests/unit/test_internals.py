@@ -186,3 +186,62 @@ def test_a_playwright_message_names_the_playwright_version() -> None:
         f"Playwright {version('playwright')} has no Transport.on_error_future; "
         "this worker supports playwright==1.65.2 (requirements.txt)"
     )
+
+
+def test_scrapys_cookie_middleware_is_given_an_offline_suffix_list() -> None:
+    from scrapy.downloadermiddlewares import cookies
+
+    from spiders_project.crawl.suffixes import public_suffixes
+
+    scrapys = cookies._split_domain
+    assert scrapys.suffix_list_urls  # publicsuffix.org: what this replaces
+    internals.check_cookies()
+    offline = public_suffixes()
+    try:
+        internals.use_public_suffixes(offline)
+        assert internals.cookie_public_suffixes() is offline
+        assert offline.suffix_list_urls == ()
+        # Scrapy's own function decides with it: a cookie for all of co.uk is refused.
+        assert cookies._is_public_domain("co.uk")
+        assert cookies._is_public_domain("github.io")  # private suffixes count
+        assert not cookies._is_public_domain("example.co.uk")
+    finally:
+        cookies._split_domain = scrapys
+
+
+def test_a_missing_suffix_list_of_the_cookie_middleware_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scrapy.downloadermiddlewares import cookies
+
+    from spiders_project.crawl.suffixes import public_suffixes
+
+    monkeypatch.delattr(cookies, "_split_domain")  # as a Scrapy release that renamed it would
+    for use in (
+        internals.check_cookies,
+        lambda: internals.use_public_suffixes(public_suffixes()),
+    ):
+        with pytest.raises(internals.InternalsMissing) as caught:
+            use()
+        assert str(caught.value) == (
+            f"Scrapy {scrapy.__version__} has no "
+            "scrapy.downloadermiddlewares.cookies._split_domain; "
+            "this worker supports scrapy==2.19.0 (requirements.txt)"
+        )
+    assert not hasattr(cookies, "_split_domain")  # nothing was put in its place
+
+
+def test_a_cookie_middleware_that_keeps_its_list_elsewhere_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scrapy.downloadermiddlewares import cookies
+
+    kept = cookies._split_domain
+
+    def is_public(domain: str, split: Any = kept) -> bool:
+        return not split(domain).domain
+
+    # Replacing the module's global would then change nothing: refused, not ignored.
+    monkeypatch.setattr(cookies, "_is_public_domain", is_public)
+    with pytest.raises(internals.InternalsMissing, match=r"_is_public_domain\(\) reading"):
+        internals.check_cookies()

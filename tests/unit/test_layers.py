@@ -44,6 +44,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "politeness",
             "scope",
             "proxies",
+            "cookies",
             "rendering",
             "item_buffer",
             "dead_letters",

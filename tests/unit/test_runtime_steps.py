@@ -17,6 +17,7 @@ DEFAULT_ORDER = [
     "UrlRulesStep",
     "SeedLimitsStep",
     "ForgetProxyStep",
+    "ForgetCookiesStep",
     "RetryWaitStep",
     "RenderRouteStep",
     "PolitenessKeyStep",

@@ -12,6 +12,7 @@ from spiders_project.frontier.write_behind.ops import (
     Enqueue,
     Item,
     Op,
+    Prior,
     Push,
     RejectSeed,
     Release,
@@ -19,6 +20,7 @@ from spiders_project.frontier.write_behind.ops import (
 )
 from spiders_project.frontier.write_behind.slots import by_slot, seed_claims, slot_keys
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.cookies import cookie_jar
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
@@ -41,6 +43,9 @@ def test_each_op_writes_to_its_own_slot() -> None:
     eval_op = Command(("EVAL", "return 1", 1, host.leases, "arg"))
     assert slot_keys(SHARDED, eval_op) == host
     assert slot_keys(SHARDED, Command(("DEL", host.leases))) == host
+    # A shared cookie jar's update: outside the prefix, in the spider's own slot.
+    jar = cookie_jar(SHARDED, "default")
+    assert slot_keys(SHARDED, Prior(("EVAL", "return 1", 3, jar, "j", "c"))) == SHARDED
 
 
 def test_a_seed_request_goes_with_its_digest_and_is_claimed_once_in() -> None:

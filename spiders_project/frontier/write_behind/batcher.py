@@ -49,11 +49,13 @@ from spiders_project.frontier.write_behind.ops import (
     ACK,
     ENQUEUE,
     ITEM,
+    PRIOR,
     Ack,
     Command,
     Enqueue,
     Item,
     Op,
+    Prior,
     Push,
     RejectSeed,
     Release,
@@ -61,7 +63,7 @@ from spiders_project.frontier.write_behind.ops import (
 )
 from spiders_project.frontier.write_behind.refusals import Refusals
 from spiders_project.frontier.write_behind.replicas import ReplicaWait
-from spiders_project.frontier.write_behind.slots import by_slot, seed_claims
+from spiders_project.frontier.write_behind.slots import send_by_slot
 from spiders_project.frontier.write_behind.transaction import (
     CONFIRMED,
     add_commands,
@@ -122,6 +124,9 @@ class RedisBatcher:
         # read the same bad seed and all asked to reject it.
         self.seeds_rejected: Subscribers[[bytes, str]] = Subscribers()
         self._rejecting: dict[bytes, str] = {}  # seed -> why, until its script ran
+        # Told the prior writes (``prior``) of each transaction Redis took,
+        # so whoever appended them knows they are in.
+        self.priors_delivered: Subscribers[[list[Prior]]] = Subscribers()
         # Called at the start of every flush, to add writes that are due (acks).
         self.before_flush: Subscribers[[]] = Subscribers()
         self.pending_items = 0
@@ -215,6 +220,14 @@ class RedisBatcher:
         """A Lua script (EVAL by source: see ``flush``), sent in order with the rest."""
         self._add(Command(("EVAL", script.source, len(keys), *keys, *args)))
 
+    def prior(
+        self, script: LuaScript, keys: list[str], args: list[Any], tag: object = None
+    ) -> None:
+        """A Lua script (EVAL by source) that the writes appended after it may
+        depend on: in Redis no later than they are (``ops.Prior``); ``tag`` comes
+        back through ``priors_delivered`` once Redis took it."""
+        self._add(Prior(("EVAL", script.source, len(keys), *keys, *args), tag))
+
     def __len__(self) -> int:
         return len(self._ops)
 
@@ -263,50 +276,31 @@ class RedisBatcher:
         flushed.set()
 
     async def _flush_sharded(self, ops: list[Op]) -> float:
-        """One tick over a sharded frontier (shards.py): one MULTI/EXEC per slot.
-
-        Redis Cluster has no transaction across slots, so the tick has two
-        steps: first every write but the acks (each shard's new requests,
-        the items, rejects, dead letters), one transaction per slot sent
-        together; then, only once all of those are in, the acks, and the
-        claims of the seeds whose requests went in. A page's ack therefore
-        still never lands before its items and links; a worker killed between
-        the steps leaves its leases to expire and be fetched again, which
-        the upserting db_writer and the seen-set absorb. A seed is claimed
-        (removed from start_urls) after its request is queued, not in the same
-        script; the shard remembers the seed for ``calls.SEED_TAKEN_MS``
-        (``keys.seeds_taken``), so a worker that reads it again in between (two
-        workers polling together, or one killed between the steps) claims it
-        without queuing it twice. Unlike on one Redis, an identical entry
-        pushed again within that window is claimed without a second crawl.
-        """
-        first = [op for op in ops if op.kind != ACK]
+        """One tick over a sharded frontier: one MULTI/EXEC per slot, in up to
+        three steps, each sent only once the one before is in whole (``slots.py``
+        says why that keeps the batcher's guarantees)."""
+        priors = [op for op in ops if op.kind == PRIOR]
+        before = 0.0
+        if priors:
+            kept, before, _ = await send_by_slot(
+                self.keys, self._transaction, self.calls_for, priors
+            )
+            if kept:
+                self._delivered_all(ops, kept + [op for op in ops if op.kind != PRIOR])
+                return before
+        first = [op for op in ops if op.kind not in (ACK, PRIOR)]
         second = [op for op in ops if op.kind == ACK]
-        kept, delay, claims = await self._send_groups(first)
+        kept, delay, claims = await send_by_slot(
+            self.keys, self._transaction, self.calls_for, first
+        )
         self._appended += len(claims)
         second += claims
         if kept:
             self._delivered_all(ops + claims, kept + second)
-            return delay
-        kept, delay2, _ = await self._send_groups(second)
+            return max(before, delay)
+        kept, delay2, _ = await send_by_slot(self.keys, self._transaction, self.calls_for, second)
         self._delivered_all(ops + claims, kept)
-        return max(delay, delay2)
-
-    async def _send_groups(self, ops: list[Op]) -> tuple[list[Op], float, list[Op]]:
-        """``ops`` in one transaction per slot, all at once: (ops kept, backoff,
-        seed claims due now that their requests are queued)."""
-        slots, seeds = by_slot(self.keys, ops)
-        if not slots:
-            return [], 0.0, []
-        replies = await asyncio.gather(
-            *(
-                self._transaction(keys, self.calls_for(keys), slot_ops)
-                for keys, slot_ops in slots.values()
-            )
-        )
-        kept = [op for slot_kept, _ in replies for op in slot_kept]
-        claims, kept = seed_claims(self.keys, seeds, kept)
-        return kept, max(delay for _, delay in replies), claims
+        return max(before, delay, delay2)
 
     async def _transaction(
         self, keys: RedisKeys, calls: RedisCalls, ops: list[Op], *, again: bool = True
@@ -353,6 +347,10 @@ class RedisBatcher:
             # Applied on the master, not (yet) on its replicas: all again.
             return ops, max(delay, calls.state.backoff)
         kept = [op for op in ops if op.kind in failed_kinds]
+        if PRIOR not in failed_kinds:
+            for kind, batch in groups:
+                if kind == PRIOR:
+                    self.priors_delivered(batch)
         if home and isinstance(results[-1], int):
             self.items_backlog = results[-1]
             self.backlog(self.items_backlog)

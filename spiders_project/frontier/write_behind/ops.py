@@ -1,10 +1,11 @@
 """The writes the batcher buffers: one type per op, each of one kind.
 
-A tick sends one group of commands per kind (``transaction.group``): all new
-requests and seed rejections in one enqueue script per lane, all items in one
-RPUSH, all acks, releases and transfers in one ack script per lane, then the
-pushes and the other commands. What Redis refuses inside EXEC fails a kind
-whole (``refusals.py``), so a kind is also what is kept and sent again.
+A tick sends one group of commands per kind (``transaction.group``): the
+prior writes first, then all new requests and seed rejections in one enqueue
+script per lane, all items in one RPUSH, all acks, releases and transfers in
+one ack script per lane, then the pushes and the other commands. What Redis
+refuses inside EXEC fails a kind whole (``refusals.py``), so a kind is also
+what is kept and sent again.
 
 They are built once per link, item and ack, so plain slots dataclasses: a
 frozen one costs several times as much to build (``object.__setattr__`` per
@@ -23,6 +24,7 @@ from spiders_project.keys import HTTP
 
 # Op kinds; a tick sends one group of commands per kind.
 ENQUEUE, ITEM, ACK, PUSH, COMMAND = "enqueue", "item", "ack", "push", "command"
+PRIOR = "prior"
 
 
 @dataclass(slots=True)
@@ -95,6 +97,24 @@ class Push:
 
 
 @dataclass(slots=True)
+class Prior:
+    """A write the tick's other writes may depend on, visible no later than they are.
+
+    A shared cookie jar's update (cookies/store.py) is one: the links of the
+    page that set a session cookie must not be leased before the jar holds
+    it. On one Redis it travels in the tick's MULTI/EXEC with the rest; on a
+    sharded frontier the tick's prior writes go in a step of their own, before
+    the links' (``RedisBatcher._flush_sharded``). ``args`` as sent (a script:
+    EVAL by source, its first key naming its slot); ``tag`` lets whoever
+    appended it know it once delivered (``RedisBatcher.priors_delivered``).
+    """
+
+    kind: ClassVar[str] = PRIOR
+    args: tuple[Any, ...]
+    tag: object = None
+
+
+@dataclass(slots=True)
 class Command:
     """Any other Redis command (a script: EVAL by source), ``args`` as sent."""
 
@@ -102,4 +122,4 @@ class Command:
     args: tuple[Any, ...]
 
 
-Op = Enqueue | RejectSeed | Item | Ack | Release | Transfer | Push | Command
+Op = Enqueue | RejectSeed | Item | Ack | Release | Transfer | Push | Prior | Command

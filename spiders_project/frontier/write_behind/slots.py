@@ -1,13 +1,33 @@
-"""The write batcher over a sharded frontier: the slot of each op, and the seeds claimed after.
+"""The write batcher over a sharded frontier: each op's slot, the steps, the seeds claimed after.
 
-Redis Cluster has no transaction across slots, so the batcher sends one
-MULTI/EXEC per slot, in two steps (``RedisBatcher._flush_sharded`` says why
-that still keeps its guarantees). This module splits the ops of a step by
-slot, and names the seeds to claim once their requests are in.
+Redis Cluster has no transaction across slots, so the batcher
+(``RedisBatcher._flush_sharded``) sends one MULTI/EXEC per slot, all of a
+step together (``send_by_slot``), in up to three steps, each only once Redis
+took the one before whole (what it did not take is sent again, with the
+steps after it, next tick):
+
+1. the prior writes (``ops.Prior``: a shared cookie jar's update, in the
+   spider's own slot), so no worker can lease a link before what the link
+   depends on is in;
+2. every write but the acks: each shard's new requests, the items, rejects,
+   dead letters;
+3. the acks, and the claims of the seeds whose requests went in.
+
+A page's ack therefore still never lands before its items and links; a
+worker killed between the steps leaves its leases to expire and be fetched
+again, which the upserting db_writer and the seen-set absorb. A seed is
+claimed (removed from start_urls) after its request is queued, not in the
+same script; the shard remembers the seed for ``calls.SEED_TAKEN_MS``
+(``keys.seeds_taken``), so a worker that reads it again in between (two
+workers polling together, or one killed between the steps) claims it
+without queuing it twice. Unlike on one Redis, an identical entry pushed
+again within that window is claimed without a second crawl.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from spiders_project.frontier.calls import seed_digest
@@ -16,11 +36,32 @@ from spiders_project.frontier.write_behind.ops import (
     Command,
     Enqueue,
     Op,
+    Prior,
     Push,
     Release,
     Transfer,
 )
 from spiders_project.keys import RedisKeys
+from spiders_project.redis_access import RedisCalls
+
+
+async def send_by_slot(
+    keys: RedisKeys,
+    transaction: Callable[[RedisKeys, RedisCalls, list[Op]], Awaitable[tuple[list[Op], float]]],
+    calls_for: Callable[[RedisKeys], RedisCalls],
+    ops: list[Op],
+) -> tuple[list[Op], float, list[Op]]:
+    """``ops`` in one ``transaction`` per slot, all at once: (ops kept, backoff,
+    seed claims due now that their requests are queued)."""
+    slots, seeds = by_slot(keys, ops)
+    if not slots:
+        return [], 0.0, []
+    replies = await asyncio.gather(
+        *(transaction(slot, calls_for(slot), slot_ops) for slot, slot_ops in slots.values())
+    )
+    kept = [op for slot_kept, _ in replies for op in slot_kept]
+    claims, kept = seed_claims(keys, seeds, kept)
+    return kept, max(delay for _, delay in replies), claims
 
 
 def by_slot(
@@ -69,7 +110,7 @@ def slot_keys(keys: RedisKeys, op: Op) -> RedisKeys:
         return keys.of_shard(op.lease.shard)
     if isinstance(op, Push):
         return _by_prefix(keys, op.key)
-    if isinstance(op, Command):
+    if isinstance(op, (Command, Prior)):
         # EVAL source numkeys key...; any other command names its key first.
         args = op.args
         return _by_prefix(keys, str(args[3] if args[0] == "EVAL" else args[1]))

@@ -22,12 +22,14 @@ from spiders_project.frontier.write_behind.ops import (
     ACK,
     ENQUEUE,
     ITEM,
+    PRIOR,
     PUSH,
     Ack,
     Command,
     Enqueue,
     Item,
     Op,
+    Prior,
     Push,
     RejectSeed,
     Release,
@@ -52,7 +54,7 @@ T = TypeVar("T")
 BY_SHA = ("enqueue", "ack")
 
 # The kinds whose writes replicas must confirm (WAIT) when asked to.
-CONFIRMED = {ENQUEUE, ITEM, ACK}
+CONFIRMED = {PRIOR, ENQUEUE, ITEM, ACK}
 
 # The commands of one kind in a transaction: (kind, first index, end index, command name).
 Span = tuple[str, int, int, str]
@@ -61,7 +63,8 @@ Enqueued = list[tuple[int, list[Enqueue | RejectSeed]]]
 
 
 def group(ops: list[Op]) -> list[tuple[str, list[Any]]]:
-    """The ops of each kind, in their order, kinds in order of first appearance.
+    """The ops of each kind, in their order, kinds in order of first appearance,
+    but the prior writes (``ops.Prior``) first.
 
     One group per kind, not per run of consecutive ops: a page's item, links
     and ack interleave with the next page's, so runs are a page long, and a
@@ -73,6 +76,10 @@ def group(ops: list[Op]) -> list[tuple[str, list[Any]]]:
     groups: dict[str, list[Any]] = {}
     for op in ops:
         groups.setdefault(op.kind, []).append(op)
+    if PRIOR in groups:
+        # Inside one MULTI/EXEC the order changes nothing Redis ends up with;
+        # first, so the command list reads as the guarantee (ops.Prior).
+        return [(PRIOR, groups.pop(PRIOR)), *groups.items()]
     return list(groups.items())
 
 
@@ -94,10 +101,12 @@ def add_commands(
     spans: list[Span] = []
     enqueued: Enqueued = []  # (command index, its ops)
     n_commands = 0
-    if any(kind == ENQUEUE for kind, _ in groups) and not any(
+    if any(kind in (ENQUEUE, PRIOR) for kind, _ in groups) and not any(
         kind in (ITEM, PUSH) for kind, _ in groups
     ):
-        # RPUSH and LPUSH already make Redis refuse the transaction whole under OOM.
+        # RPUSH and LPUSH already make Redis refuse the transaction whole under
+        # OOM. A prior write (a script, unflagged) would fail alone under OOM
+        # while the acks beside it went in.
         pipe.execute_command(*refuse_guard(keys))
         n_commands += 1
     for kind, batch in groups:
@@ -132,6 +141,12 @@ def add_commands(
                 pipe.lpush(push.key, push.value)
                 n_commands += 1
             name = "LPUSH"
+        elif kind == PRIOR:
+            priors: list[Prior] = batch
+            for prior in priors:
+                pipe.execute_command(*prior.args)
+                n_commands += 1
+            name = f"prior {priors[0].args[0]}"
         else:
             commands: list[Command] = batch
             for command in commands:

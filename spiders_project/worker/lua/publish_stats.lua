@@ -1,6 +1,6 @@
 -- Publish one worker's stats: its hash, its heartbeat and last-seen time, and
 -- what its counters grew by since its previous publish, added to the spider's
--- totals; then record a (time, pages total) sample.
+-- totals; then record a (time, pages total) sample, and one a minute for the last hour.
 --
 -- Counters arrive as the worker's absolute values and the growth is computed
 -- here, against the values its hash holds. So a publish sent twice (a
@@ -15,6 +15,8 @@
 -- KEYS[3]  sorted set of workers by last publish (<spider>:workers)
 -- KEYS[4]  the spider's totals hash (<spider>:stats:totals)
 -- KEYS[5]  sorted set of "<time> <pages total>" samples (<spider>:stats:samples)
+-- KEYS[6]  the same, coarse and kept longer (<spider>:stats:history): the console's
+--          chart of the last hour
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --          always passes ""; tests pass a time to step it
 -- ARGV[2]  worker id ("host:pid")
@@ -30,9 +32,12 @@
 --          run id, the state and the time of the publish (read_model/contract.py names
 --          them all; no field name is spelled here)
 -- ARGV[14] the name of the pages counter, whose total each sample records
--- ARGV[15] N, the number of counters
--- ARGV[16 .. 15+2N]  counter field, absolute value (an integer), in pairs
--- ARGV[16+2N ..]     other stat field, value, in pairs, stored as given
+-- ARGV[15] the least spacing of two samples of KEYS[6], ms: whichever worker publishes
+--          first once it has passed adds one, so the cluster adds one, not one per worker
+-- ARGV[16] retention of the samples of KEYS[6], ms
+-- ARGV[17] N, the number of counters
+-- ARGV[18 .. 17+2N]  counter field, absolute value (an integer), in pairs
+-- ARGV[18+2N ..]     other stat field, value, in pairs, stored as given
 -- Returns  the spider's pages total after this publish
 local now = tonumber(ARGV[1])
 if now then
@@ -44,8 +49,8 @@ end
 local stamp = string.format('%.3f', now)
 local worker_field, run_field, state_field, seen_field = ARGV[10], ARGV[11], ARGV[12], ARGV[13]
 local pages_field = ARGV[14]
-local n = tonumber(ARGV[15])
-local PAIRS = 16  -- the index of the first counter's name
+local n = tonumber(ARGV[17])
+local PAIRS = 18  -- the index of the first counter's name
 
 local run = redis.call('HGET', KEYS[1], run_field)
 local count
@@ -93,4 +98,11 @@ local pages = redis.call('HGET', KEYS[4], pages_field) or '0'
 redis.call('ZADD', KEYS[5], stamp, stamp .. ' ' .. pages)
 local old_samples = string.format('(%.3f', now - tonumber(ARGV[8]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', old_samples)
+
+local newest = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
+if #newest == 0 or (now - tonumber(newest[2])) * 1000 >= tonumber(ARGV[15]) then
+  redis.call('ZADD', KEYS[6], stamp, stamp .. ' ' .. pages)
+  local old_history = string.format('(%.3f', now - tonumber(ARGV[16]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', old_history)
+end
 return tonumber(pages)

@@ -1,0 +1,11 @@
+"""Cookie jars shared by the cluster: Scrapy's cookie semantics, every worker one jar.
+
+A spider's default jar and each ``meta["cookiejar"]`` jar live in Redis
+(``keys/cookies.py``); every worker keeps a copy as a Scrapy cookie jar, read
+again when a request leased after the copy was made goes out
+(``store.py``), and sends what a response changes as one script
+(``lua/update.lua``) that travels ahead of that page's links and ack
+(``frontier/write_behind``'s prior writes). ``middleware.py`` is Scrapy's
+CookiesMiddleware on those jars, ``codec.py`` a cookie as a hash field,
+``steps.py`` keeps cookie values out of what the frontier stores.
+"""

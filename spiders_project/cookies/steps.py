@@ -1,0 +1,35 @@
+"""The cookies' frontier step: a cookie value is never stored with a request,
+in the frontier or in a dead letter (the ``stored`` hook, frontier/steps.py)."""
+
+from __future__ import annotations
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+
+from spiders_project.cookies.config import CookiesConfig
+
+
+class ForgetCookiesStep:
+    """Takes the Cookie header off a request before it is queued or dead-lettered.
+
+    A retry or a redirect carries the Cookie header its last attempt went out
+    with; stored, every worker, ``scrapy deadletters list`` and the console
+    would show the session it holds. The cookie middleware sets the header
+    afresh from the jar when the request goes out again. A request with
+    ``dont_merge_cookies`` keeps its header: that one is the spider's own, the
+    middleware never sets it, and without it the request would go out
+    without the cookies its spider gave it. With ``COOKIES_ENABLED`` off no
+    middleware sets the header either, so it is the spider's and is kept.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ForgetCookiesStep:
+        return cls(CookiesConfig.from_settings(crawler.settings).enabled)
+
+    def stored(self, request: Request) -> Request:
+        if self.enabled and not request.meta.get("dont_merge_cookies", False):
+            request.headers.pop(b"Cookie", None)
+        return request

@@ -1,0 +1,217 @@
+"""A site behind a login form, as many real ones are, that logs every request it gets.
+
+- ``GET /login`` sets a pre-session cookie (``pre``) and serves a form with a
+  hidden CSRF token bound to it.
+- ``POST /login`` with that cookie, its token and a known user's password
+  sets the session cookie (``session``, HttpOnly) and a ``consent`` cookie,
+  and redirects (302) to ``/home``.
+- ``/home`` and ``/p/<n>`` (a binary tree of ``pages`` pages) need the session;
+  without one they answer 200 with a "please log in" page and no link, as real
+  sites do. Their links carry ``?u=<user>`` of the session, so a request that
+  went out with another user's session is seen (``Hit.mixed``).
+- ``/forget`` removes the ``consent`` cookie (an expired Set-Cookie) and links to
+  ``/f/<n>``: requests that must no longer send it.
+- ``/open/<n>`` need no login and set a ``visit`` cookie on every answer.
+
+``hold(path)`` keeps the answer to ``path`` waiting until ``release()``: a
+test kills a worker while one of its requests is at the site.
+"""
+
+from __future__ import annotations
+
+import html
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
+
+PASSWORDS = {"alice": "wonderland", "bob": "builder"}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One request as the site saw it."""
+
+    at: float  # time.monotonic() of its arrival
+    method: str
+    path: str  # with its query
+    cookies: dict[str, str]
+    user: str | None  # whose session it carried (None: none, or not a valid one)
+
+    @property
+    def page(self) -> str:
+        return self.path.split("?", 1)[0]
+
+    @property
+    def mixed(self) -> bool:
+        """A link meant for one user that went out with another's session."""
+        wanted = parse_qs(urlsplit(self.path).query).get("u")
+        return bool(wanted) and self.user is not None and wanted != [self.user]
+
+
+class LoginSite:
+    """``with LoginSite(pages=40) as site:`` serves on a free port of 127.0.0.1."""
+
+    def __init__(self, pages: int = 40, latency: float = 0.0) -> None:
+        self.pages = pages
+        self.latency = latency
+        self._lock = threading.Lock()
+        self._hits: list[Hit] = []
+        self._pre: dict[str, str] = {}  # pre-session -> its CSRF token
+        self.sessions: dict[str, str] = {}  # session token -> user
+        self._held: dict[str, threading.Event] = {}
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                site._answer(self, "GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                site._answer(self, "POST")
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --- what tests ask ----------------------------------------------------------------
+    @property
+    def login_url(self) -> str:
+        return self.url + "login"
+
+    def log(self) -> list[Hit]:
+        with self._lock:
+            return list(self._hits)
+
+    def member_pages(self) -> set[str]:
+        """Every page behind the login a crawl should reach (paths, without queries)."""
+        return (
+            {"/home", "/forget"}
+            | {f"/p/{n}" for n in range(1, self.pages)}
+            | {f"/f/{n}" for n in range(1, 5)}
+        )
+
+    def hold(self, path: str) -> None:
+        with self._lock:
+            self._held[path] = threading.Event()
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        for event in held:
+            event.set()
+
+    # --- serving --------------------------------------------------------------------------
+    def _answer(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        arrived = time.monotonic()
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length).decode() if length else ""
+        jar = SimpleCookie(handler.headers.get("Cookie") or "")
+        cookies = {name: morsel.value for name, morsel in jar.items()}
+        path = handler.path
+        with self._lock:
+            user = self.sessions.get(cookies.get("session", ""))
+            self._hits.append(Hit(arrived, method, path, cookies, user))
+            held = self._held.get(path.split("?", 1)[0])
+        if held is not None:
+            held.wait(120)
+        if self.latency:
+            time.sleep(self.latency)
+        status, headers, page = self._route(method, path, body, cookies, user)
+        data = page.encode()
+        try:
+            handler.send_response(status)
+            for name, value in headers:
+                handler.send_header(name, value)
+            handler.send_header("Content-Type", "text/html; charset=utf-8")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except ConnectionError:
+            pass  # a held request's worker was killed
+
+    def _route(
+        self, method: str, path: str, body: str, cookies: dict[str, str], user: str | None
+    ) -> tuple[int, list[tuple[str, str]], str]:
+        page, _, query = path.partition("?")
+        if page == "/login" and method == "GET":
+            pre, token = secrets.token_hex(8), secrets.token_hex(8)
+            with self._lock:
+                self._pre[pre] = token
+            form = (
+                '<form method="post" action="/login">'
+                f'<input type="hidden" name="csrf" value="{token}">'
+                '<input name="username"><input type="password" name="password">'
+                '<input type="submit" value="Log in"></form>'
+            )
+            return 200, [("Set-Cookie", f"pre={pre}; Path=/")], _html("Log in", form)
+        if page == "/login" and method == "POST":
+            form = {k: v[0] for k, v in parse_qs(body).items()}
+            with self._lock:
+                expected = self._pre.pop(cookies.get("pre", ""), None)
+            name = form.get("username", "")
+            if expected is None or form.get("csrf") != expected:
+                return 403, [], _html("Forbidden", "bad CSRF token")
+            if PASSWORDS.get(name) != form.get("password"):
+                return 403, [], _html("Forbidden", "bad password")
+            session = secrets.token_hex(16)
+            with self._lock:
+                self.sessions[session] = name
+            headers = [
+                ("Set-Cookie", f"session={session}; Path=/; HttpOnly"),
+                ("Set-Cookie", "consent=yes; Path=/"),
+                ("Location", f"/home?u={name}"),
+            ]
+            return 302, headers, ""
+        if page.startswith("/open/"):
+            n = _number(page, "/open/")
+            links = [f"/open/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
+            return 200, [("Set-Cookie", f"visit={n}; Path=/")], _html(f"Open {n}", _links(links))
+        if page not in self.member_pages():
+            return 404, [], _html("Not found", "")
+        if user is None:
+            return 200, [], _html("Please log in", '<p id="user"></p>')
+        if page == "/home":
+            links = ["/p/1", "/p/2", "/forget"]
+        elif page == "/forget":
+            links = [f"/f/{n}?u={user}" for n in range(1, 5)]
+            expired = "consent=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
+            return 200, [("Set-Cookie", expired)], _member(page, user, links)
+        elif page.startswith("/p/"):
+            n = _number(page, "/p/")
+            links = [f"/p/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
+        else:
+            links = []
+        return 200, [], _member(page, user, [f"{link}?u={user}" for link in links])
+
+
+def _number(page: str, prefix: str) -> int:
+    rest = page[len(prefix) :]
+    return int(rest) if rest.isdigit() else 0
+
+
+def _links(hrefs: list[str]) -> str:
+    return "".join(f'<a href="{html.escape(h)}">{html.escape(h)}</a>\n' for h in hrefs)
+
+
+def _member(page: str, user: str, links: list[str]) -> str:
+    return _html(page, f'<p id="user">{user}</p>{_links(links)}')
+
+
+def _html(title: str, body: str) -> str:
+    return f"<html><head><title>{title}</title></head><body>{body}</body></html>"

@@ -1,0 +1,49 @@
+"""The example spider of docs/SPIDERS.md ("Logins and sessions"): a login written as
+in plain Scrapy, run on the cluster.
+
+``scrapy crawl login -s SPIDER_MODULES=tests.support.login.spiders``, seeded
+with the site's login page (``login:start_urls``). A JSON seed with
+``"meta": {"cookiejar": "bob", "user": "bob"}`` logs in as another user in a
+jar of its own. Nothing here knows about the cluster: Scrapy's
+CookiesMiddleware keeps the session, and on the cluster its jars are shared by
+every worker, so whichever worker fetches a link sends the session the
+login set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy import FormRequest
+from scrapy.http import Response
+
+from spiders_project.spiders import RedisSpider
+from tests.support.login.site import PASSWORDS
+
+
+class LoginSpider(RedisSpider):
+    name = "login"
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        """A seed: the login page. Post its form, CSRF token and all."""
+        user = response.meta.get("user", "alice")
+        yield FormRequest.from_response(
+            response,
+            formdata={"username": user, "password": PASSWORDS[user]},
+            callback=self.parse_page,
+            meta=self._session(response),
+        )
+
+    def parse_page(self, response: Response) -> Iterator[Any]:
+        """A page behind the login (the login's redirect first): an item, and its links."""
+        yield {"url": response.url, "user": response.css("#user::text").get()}
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, self.parse_page, meta=self._session(response))
+
+    def _session(self, response: Response) -> dict[str, Any]:
+        """The jar to keep using: Scrapy's ``cookiejar`` is not passed on by itself."""
+        meta = {}
+        if "cookiejar" in response.meta:
+            meta["cookiejar"] = response.meta["cookiejar"]
+        return meta
