@@ -65,12 +65,16 @@ LUA_DIR = Path(__file__).with_name("lua")
 # How often an idle writer looks at the buffer while Redis refuses writes
 # (see ItemQueue.wait): 5 LLEN per second, and an item waits at most 0.2 s.
 REFUSED_POLL = 0.2
-# A writer renews its lease every third of DB_WRITER_LOCK_TTL (and at every
-# batch), so two heartbeats can be lost before it expires; and looks for gone
-# writers every quarter, so a dead writer's batch is taken over at most a
-# quarter of the TTL after its lease expired.
-BEATS_PER_TTL = 3
-LOOKS_PER_TTL = 4
+# A dead writer's batch must be taken over within DB_WRITER_LOCK_TTL of its
+# death. So its lease lives LEASE_SHARE of the TTL after each renewal, renewed
+# every BEATS_PER_TTL-th of the TTL (and at every batch): two heartbeats can be
+# lost before it expires. The others look for gone writers every
+# LOOKS_PER_TTL-th, between their own batches: a dead writer's batch is taken
+# over 1/2 + 1/5 of the TTL after its last renewal, plus the batch the taker
+# was writing (under a second), which leaves room within the TTL.
+LEASE_SHARE = 0.5
+BEATS_PER_TTL = 6
+LOOKS_PER_TTL = 5
 
 
 class Taken(NamedTuple):
@@ -101,7 +105,7 @@ class ItemQueue:
         self.keys = keys
         self.buffers = item_buffers(keys)
         self.writer = uuid.uuid4().hex
-        self.lease_ttl_ms = int(lease_ttl * 1000)
+        self.lease_ttl_ms = int(lease_ttl * LEASE_SHARE * 1000)
         self._beat_every = lease_ttl / BEATS_PER_TTL
         self._look_every = lease_ttl / LOOKS_PER_TTL
         self._monotonic = monotonic

@@ -51,7 +51,9 @@ START = datetime(2026, 12, 1, tzinfo=UTC)
 # time newer (version 1).
 ENTRIES, URLS = 60_000, 50_000
 # Short leases, so a dead writer's batch is taken over within seconds.
-TTL = 2.0
+# Long enough that the batch the survivor is writing when it looks (up to a
+# second on a loaded machine) is small beside it, as at the default 10 s.
+TTL = 4.0
 
 
 def entry(url: int, version: int, at: datetime) -> bytes:
@@ -168,8 +170,8 @@ def test_a_killed_writers_batch_is_taken_over_within_its_lease_ttl(
     victim.process.wait(10)
     assert not drained(client), "the buffer drained before the kill"
 
-    # Its lease expires at most TTL after its last renewal; the survivor looks
-    # every quarter of the TTL.
+    # Its lease expires half the TTL after its last renewal; the survivor looks
+    # every fifth of the TTL, between its batches: taken over within the TTL.
     wait_for(lambda: not client.hexists(writers_of(KEYS), victim_id), 4 * TTL, "the takeover")
     taken_over = time.monotonic() - stopped_at
     assert not client.exists(processing_of(KEYS, victim_id))
@@ -177,7 +179,7 @@ def test_a_killed_writers_batch_is_taken_over_within_its_lease_ttl(
     assert survivor.stop() == 0
 
     print(f"killed holding {held} entries; taken over {taken_over:.2f} s later (TTL {TTL} s)")
-    assert TTL / 2 <= taken_over <= TTL * 1.25 + 1.0, taken_over
+    assert taken_over <= TTL, taken_over
     log = survivor.log()
     assert f"took over {held} entries of db_writer {victim_id}, whose lease is gone" in log, log
     assert counts(database) == (URLS, URLS, ENTRIES - URLS)  # nothing lost, none twice
