@@ -32,8 +32,11 @@ PAGES = {
     "/set": (
         ["srv=1; Path=/; Max-Age=3600", "old=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"],
         "document.cookie = 'js=2; path=/; max-age=600';"
-        "document.cookie = 'gone=; path=/; expires=Thu, 01 Jan 1970 00:00:00 GMT';",
+        "document.cookie = 'gone=; path=/; expires=Thu, 01 Jan 1970 00:00:00 GMT';"
+        "fetch('/api');",
     ),
+    # The answer to the page's own request sets a cookie too.
+    "/api": (["sub=3; Path=/; HttpOnly"], ""),
 }
 
 
@@ -101,6 +104,7 @@ async def render(cookies_: ContextCookies, context: BrowserContext, url: str, **
     jar = await cookies_.give(request, context)
     page = await context.new_page()
     await page.goto(url, wait_until="load")
+    await page.wait_for_load_state("networkidle")
     await page.close()
     return jar is not None and await cookies_.take_back(request, context, jar)
 
@@ -150,17 +154,24 @@ def test_a_context_gets_its_jar_and_gives_back_what_the_page_set(site, caplog):
     # Before navigation, each context had its own jar's cookies, HttpOnly ones too.
     assert found["alice first"] == {"session": "alice-secret", "old": "1", "gone": "1", "far": "1"}
     assert found["bob first"] == {"session": "bob-secret"}
-    # What the server set (srv) and the script set (js) are in the jar; what the
-    # server (old) and the script (gone) removed is not.
+    # What the server set (srv), the script set (js) and the answer to its request
+    # set (sub) are in the jar; what the server (old) and the script (gone) removed is not.
     jar = cookies(jars.jar("default").cookies)
-    assert set(jar) == {"session", "srv", "js", "far"}
+    assert set(jar) == {"session", "srv", "js", "sub", "far"}
+    assert jar["sub"].value == "3" and codec.http_only(jar["sub"])
     assert jar["srv"].value == "1" and abs(jar["srv"].expires - (time.time() + 3600)) < 60
     assert jar["js"].value == "2" and abs(jar["js"].expires - (time.time() + 600)) < 60
     assert not codec.http_only(jar["js"]) and codec.http_only(jar["session"])
     # Chromium keeps "far" for 400 days at most: the jar keeps its own expiry.
     assert codec.encode(jar["far"]) == far_before
     # A change of the jar from elsewhere reaches the context before the next page.
-    assert found["alice renewed"] == {"session": "renewed", "srv": "1", "js": "2", "far": "1"}
+    assert found["alice renewed"] == {
+        "session": "renewed",
+        "srv": "1",
+        "js": "2",
+        "sub": "3",
+        "far": "1",
+    }
     # Nothing of alice's jar in bob's context, and bob's jar untouched.
     assert found["bob cookies"] == {"session"}
     assert set(cookies(jars.jar("bob").cookies)) == {"session"}

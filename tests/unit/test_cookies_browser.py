@@ -23,8 +23,6 @@ from spiders_project.cookies.browser import (
     to_browser,
 )
 
-NOW = time.time()
-
 
 def jar_of(url: str, *headers: str) -> CookieJar:
     """A jar as Scrapy leaves it after a response with these Set-Cookie headers."""
@@ -59,6 +57,7 @@ def shown(jar: CookieJar, **changes: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_a_jar_cookie_goes_to_the_browser_with_its_attributes_and_comes_back_the_same():
+    now = time.time()
     jar = jar_of(
         "https://shop.example/account",
         "session=abc; Path=/; HttpOnly; Secure; SameSite=Strict",
@@ -80,7 +79,7 @@ def test_a_jar_cookie_goes_to_the_browser_with_its_attributes_and_comes_back_the
     # its expiry is the jar's, in seconds.
     region = given["region"]
     assert region["domain"] == ".shop.example" and "sameSite" not in region
-    assert abs(region["expires"] - (NOW + 3600)) < 5
+    assert abs(region["expires"] - (now + 3600)) < 5
     assert given["cart"]["path"] == "/account"
     # Back from the browser, with the flags only the jar keeps taken from the jar's
     # cookie: the same field, the same value in Redis.
@@ -124,6 +123,7 @@ def test_a_browser_cookie_becomes_the_cookie_a_set_cookie_of_its_host_would_have
 
 
 def test_a_context_is_given_what_its_jar_changed_and_nothing_when_it_did_not():
+    now = time.time()
     jar = jar_of(
         "http://site.example/",
         "session=abc; Path=/; HttpOnly",
@@ -131,12 +131,12 @@ def test_a_context_is_given_what_its_jar_changed_and_nothing_when_it_did_not():
         "gone=1; Path=/; Max-Age=1",
     )
     copy = BrowserCopy()
-    later = NOW + 10  # "gone" has expired by then: not given
+    later = now + 10  # "gone" has expired by then: not given
     give = copy.to_give(jar, later)
     assert sorted(c.name for c in give.add) == ["far", "session"] and not give.remove
     # Chromium caps an expiry at 400 days: what it shows differs from what it was
     # given, and that is no change of the page's, nor a reason to give it again.
-    capped = {"expires": NOW + 400 * 86400}
+    capped = {"expires": now + 400 * 86400}
     in_browser = [c for c in shown(jar, far=capped) if c["name"] != "gone"]
     assert copy.given(give, in_browser) == []
     assert not copy.to_give(jar, later)
@@ -153,13 +153,14 @@ def test_a_context_is_given_what_its_jar_changed_and_nothing_when_it_did_not():
 
 
 def test_what_the_pages_set_changed_and_removed_is_taken_once():
+    now = time.time()
     jar = jar_of("http://site.example/", "session=abc; Path=/; HttpOnly", "consent=yes; Path=/")
     copy = BrowserCopy()
-    copy.given(copy.to_give(jar, NOW), shown(jar))
+    copy.given(copy.to_give(jar, now), shown(jar))
     # A script sets a cookie and changes one; the server's answer removes consent.
     page = [
         browser(name="session", value="abc", domain="site.example", httpOnly=True),
-        browser(name="js", value="7", domain="site.example", expires=NOW + 60.5),
+        browser(name="js", value="7", domain="site.example", expires=now + 60.5),
         browser(name="region", value="eu", domain=".site.example", secure=True),
     ]
     taken = copy.taken(page, jar)
@@ -168,7 +169,7 @@ def test_what_the_pages_set_changed_and_removed_is_taken_once():
         ("region", "eu", ".site.example"),
     ]
     js = next(c for c in taken.cookies if c.name == "js")
-    assert js.expires == int(NOW + 60.5) and not js.discard
+    assert js.expires == int(now + 60.5) and not js.discard
     assert taken.removed == [("site.example", "/", "consent")]
     assert taken.names == ["consent", "js", "region"]
     # Once in the jar, the same context read again has nothing new, and the jar's
@@ -177,7 +178,7 @@ def test_what_the_pages_set_changed_and_removed_is_taken_once():
         jar.set_cookie(cookie)
     jar.clear("site.example", "/", "consent")
     assert not copy.taken(page, jar)
-    assert not copy.to_give(jar, NOW)
+    assert not copy.to_give(jar, now)
     # A cookie the jar already holds as the page left it (another page of the
     # jar's context was read first) is not taken twice.
     again = [*page, browser(name="twice", value="2", domain="site.example")]
@@ -186,12 +187,13 @@ def test_what_the_pages_set_changed_and_removed_is_taken_once():
 
 
 def test_a_cookie_the_browser_refuses_is_reported_once_and_never_taken_as_removed():
+    now = time.time()
     jar = jar_of("http://site.example/", "ok=1; Path=/", "odd=2; Path=/; SameSite=None")
     copy = BrowserCopy()
-    give = copy.to_give(jar, NOW)
+    give = copy.to_give(jar, now)
     in_browser = [c for c in shown(jar) if c["name"] == "ok"]  # SameSite=None without Secure
     assert [c.name for c in copy.given(give, in_browser)] == ["odd"]
-    assert not copy.to_give(jar, NOW)  # not offered again until the jar changes it
+    assert not copy.to_give(jar, now)  # not offered again until the jar changes it
     assert not copy.taken(in_browser, jar)  # the jar keeps it: the HTTP requests send it
     # A page sets it after all: taken.
     with_odd = [*in_browser, browser(name="odd", value="3", domain="site.example")]
@@ -199,21 +201,23 @@ def test_a_cookie_the_browser_refuses_is_reported_once_and_never_taken_as_remove
 
 
 def test_a_domain_cookie_of_an_ip_address_is_found_as_the_host_cookie_the_browser_made():
+    now = time.time()
     jar = jar_of("http://127.0.0.1:8000/", "ip=1; Domain=127.0.0.1; Path=/")
     (cookie,) = jar
     copy = BrowserCopy()
-    give = copy.to_give(jar, NOW)
+    give = copy.to_give(jar, now)
     made = [{**to_browser(cookie), "domain": "127.0.0.1", "sameSite": "Lax"}]
     assert copy.given(give, made) == []
-    assert not copy.to_give(jar, NOW)
+    assert not copy.to_give(jar, now)
     assert not copy.taken(made, jar)
     assert browser_look(made[0]) == look(cookie)
 
 
 def test_a_failed_giving_is_given_again_and_its_cookies_not_taken_as_the_pages():
+    now = time.time()
     jar = jar_of("http://site.example/", "session=abc; Path=/")
     copy = BrowserCopy()
-    give = copy.to_give(jar, NOW)
+    give = copy.to_give(jar, now)
     copy.forget(give)  # the browser call was cancelled: unknown what it holds
-    assert [c.name for c in copy.to_give(jar, NOW).add] == ["session"]
+    assert [c.name for c in copy.to_give(jar, now).add] == ["session"]
     assert not copy.taken(shown(jar), jar)  # it did take it: the jar has it already

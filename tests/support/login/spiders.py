@@ -61,6 +61,15 @@ class RenderedLoginSpider(LoginSpider):
 
     name = "login_rendered"
 
+    def parse(self, response: Response) -> Iterator[Any]:
+        """The login form, posted over HTTP; in the browser when the seed's meta
+        says ``"render_login": true`` (the form's cookie given to the browser, the
+        session it gets taken back)."""
+        for request in super().parse(response):
+            if response.meta.get("render_login"):
+                request.meta["playwright"] = True  # its answer, /home, is a plain page
+            yield request
+
     def parse_page(self, response: Response) -> Iterator[Any]:
         yield {"url": response.url, "user": response.css("#user::text").get()}
         for href in response.css("a::attr(href)").getall():
