@@ -2,7 +2,8 @@
 given its jar's cookies before a page navigates, and what the page's server and
 scripts set, changed and removed comes back into the jar, expiries included.
 A real browser and a local site that logs the Cookie header of every request;
-the jars are a process' own (the shared ones: tests/e2e/test_rendering_cookies.py)."""
+the jars are a process' own, then two workers' shared through a real Redis
+(whole crawls: tests/e2e/test_rendering_cookies.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ from scrapy.http.cookies import CookieJar
 from spiders_project.config import load_settings
 from spiders_project.cookies import codec
 from spiders_project.cookies.store import ProcessJars
+from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.frontier.write_behind.ops import PRIOR
 from spiders_project.rendering.context_cookies import ContextCookies, in_generation
+from tests.integration.test_cookies import Worker
 
 FAR = "Wed, 01 Jan 2120 00:00:00 GMT"
 # What each page answers: its Set-Cookie headers, and the script it runs.
@@ -190,3 +194,37 @@ def test_each_jar_renders_in_a_context_of_its_own_closed_with_its_generation():
     assert ContextCookies(ProcessJars, enabled=False).context_for(bob, "render-3") == "render-3"
     assert in_generation("render-3/jar:bob", "render-3") and in_generation("render-3", "render-3")
     assert not in_generation("render-30/jar:bob", "render-3")
+
+
+async def two_workers(site: CookieSite, redis_url: str) -> dict[str, Any]:
+    """Worker b renders a page whose script sets a cookie; worker a's next
+    page, leased after b's page was acknowledged, has it."""
+    a, b = Worker(redis_url), Worker(redis_url)
+    found: dict[str, Any] = {}
+    options = load_settings().getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(**options)
+        in_a = ContextCookies(lambda: a.jars, stats=a.crawler.stats)
+        in_b = ContextCookies(lambda: b.jars, stats=b.crawler.stats)
+        a_context, b_context = await browser.new_context(), await browser.new_context()
+        a.answer(site.url + "/login", "session=s1; Path=/; HttpOnly")
+        await a.redis.batcher.flush()
+        # a renders a page before b's: its copy of the jar is read, then goes stale.
+        await render(in_a, a_context, site.url + "/echo", **{LEASED_AT: time.monotonic()})
+        await render(in_b, b_context, site.url + "/set", **{LEASED_AT: time.monotonic()})
+        # What b's page set goes in as one prior write, with the page's links and ack
+        # (beside the renewal of the jar's time to live that its first use writes).
+        found["b's writes"] = [op.kind for op in b.redis.batcher._ops if op.kind == PRIOR]
+        await b.redis.batcher.flush()
+        await render(in_a, a_context, site.url + "/echo", **{LEASED_AT: time.monotonic()})
+        found["a's next page"] = site.cookies_of("/echo")
+        await browser.close()
+    await a.close()
+    await b.close()
+    return found
+
+
+def test_what_one_workers_page_set_is_in_the_next_page_another_worker_leases(site, redis_url):
+    found = asyncio.run(two_workers(site, redis_url))
+    assert found["b's writes"] == [PRIOR]
+    assert found["a's next page"] == {"session": "s1", "srv": "1", "js": "2", "sub": "3"}
