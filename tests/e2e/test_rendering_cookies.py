@@ -110,3 +110,44 @@ def test_two_rendering_workers_crawl_behind_a_login_with_a_cookie_a_script_set(
         no_cookie_values_anywhere(r, site, workers)
         for w in workers:
             assert not [token for token in member_cookies if token in w.log()], w.name
+
+
+def test_two_cookiejar_sessions_render_apart(redis_url, r, tmp_path, procs):
+    """Two ``meta["cookiejar"]`` sessions rendered at once by the same workers:
+    each page, and each of its scripts' requests, with its own session and its
+    own session's script cookie (each jar renders in browser contexts of its own)."""
+    with LoginSite(pages=16, latency=0.02, js=True) as site:
+        workers = [
+            worker(f"w{i}", redis_url, tmp_path, *SETTINGS, f"USER_AGENT=w{i}", spider=KEYS.spider)
+            for i in (1, 2)
+        ]
+        procs += workers
+        wait_until(lambda: r.zcard(KEYS.workers) == 2, 60, what="the workers to start")
+        seeds = [
+            json.dumps({"url": site.login_url, "meta": {"cookiejar": user, "user": user}})
+            for user in ("alice", "bob")
+        ]
+        r.lpush(KEYS.start_urls, *seeds)
+        for w in workers:
+            assert w.wait(240) == 0, w.log()[-3000:]
+        assert len([h for h in site.log() if h.method == "POST"]) == 2
+        members, api = member_hits(site), api_hits(site)
+        assert [h.path for h in members + api if h.user is None or h.mixed] == []
+        for user in ("alice", "bob"):
+            assert {h.page for h in members if h.user == user} == site.member_pages(), user
+            rendered = {h.page.removeprefix("/api") for h in api if h.user == user}
+            assert rendered == site.rendered_pages(), user
+        needs_member = [h for h in api if h.page.removeprefix("/api") in site.member_only()]
+        assert (
+            needs_member
+            and [
+                h.path
+                for h in needs_member
+                if h.cookies.get("member") != site.members.get(h.cookies["session"])
+            ]
+            == []
+        )
+        for user in ("alice", "bob"):
+            fields = {f.decode().split("\t")[-1] for f in r.hkeys(cookie_jar(KEYS, user))}
+            assert fields == {"~v", "pre", "session", "member"}, user
+        no_cookie_values_anywhere(r, site, workers)
