@@ -28,6 +28,7 @@ from scrapy.http import Response
 from scrapy.http.cookies import CookieJar
 
 from spiders_project.cookies import codec
+from spiders_project.cookies.browser import TAKEN_FROM_BROWSER
 from spiders_project.cookies.config import CookiesConfig
 from spiders_project.cookies.store import LocalJar, ProcessJars, cookie_jars
 from spiders_project.crawl.meta import LEASED_AT
@@ -94,8 +95,10 @@ class SharedCookiesMiddleware(CookiesMiddleware):
     ) -> Request | Response:
         if request.meta.get("dont_merge_cookies", False):
             return response
-        if b"Set-Cookie" not in response.headers:
-            return response  # nothing to take: no snapshot, no write
+        if b"Set-Cookie" not in response.headers or TAKEN_FROM_BROWSER in response.flags:
+            # Nothing to take (no snapshot, no write); or a rendered page's,
+            # which its browser applied and whose cookies were taken from it.
+            return response
         local = self.store.jar(codec.jar_id(request.meta.get("cookiejar")))
         before = codec.snapshot(local.cookies)
         super().process_response(request, response)
