@@ -3,11 +3,13 @@
 The idle rule (``read_model/contract.py``) reads each queue's ``requests:size``
 and its leases, and the jobs' finish rule their queued, later, leased and
 slots counts. Every script changes those counts in the same atomic step as
-what they count, so they agree in every state Redis keeps; but a write lost
-between them (a failover to a replica that lacked the old master's last
-writes, an operator deleting one key, a lease whose info went missing)
-leaves a count above its structure, and nothing else ever lowers it: every
-worker then waits for work that does not exist, and never closes when idle.
+what they count, and a replica promoted in a failover applies each script
+whole, so it loses the old master's last writes counts and structures
+together. But a write lost on one side only (a key an operator deleted or
+restored, a lease whose info was removed, a script that failed half-way, a
+bug) would leave a count above its structure, and nothing else ever lowers
+it: every worker would then wait for work that does not exist, and never
+close when idle.
 
 So a worker that holds nothing and has nothing to write runs
 ``lua/reconcile.lua`` on each shard at every lease period. The script
@@ -48,8 +50,7 @@ class Reconciler:
             if not fixed:
                 continue
             logger.warning(
-                "Frontier counts that disagreed with what they count (a write lost, "
-                "e.g. in a failover), corrected: %s",
+                "Frontier counts that disagreed with what they count (a write lost), corrected: %s",
                 "; ".join(entry.decode("utf-8", "replace") for entry in fixed),
             )
             self.stats.inc_value("frontier/counts_reconciled", len(fixed))

@@ -1,6 +1,6 @@
 """Counts a lost write left behind come back to what they count (lua/reconcile.lua).
 
-Each test puts Redis in the state a write lost in a failover leaves (a count
+Each test puts Redis in the state a write lost on one side leaves (a count
 above what it counts, a lease whose info is gone, a host stuck at a cap no
 lease holds), shows that the idle rule (``read_model/contract.py``) then
 waits for good, and that the reconcile brings it back without touching a

@@ -4,15 +4,18 @@
 -- worker has nothing to do).
 --
 -- Every other script changes a counter in the same atomic step as the
--- structure it counts, so they agree in any state Redis keeps. They can part
--- only when writes are lost in between: a failover to a replica that lacked
--- the old master's last writes, an operator's DEL of one key, a lease whose
--- info went missing. Then nothing else ever brings them back, and the idle
--- rule (read_model/contract.py: requests:size and the leases of every queue)
--- and the jobs' finish rule (their queued, later, leased and slots counts)
--- would wait for work that does not exist, for good. So each count is
--- recomputed here from what it counts, in the one case where that takes
--- bounded reads: when what it counts is empty.
+-- structure it counts, and a replica applies each script's writes whole, in
+-- order: a failover to a replica that lacked the old master's last writes
+-- loses counts and structures together. They can part only when a write to
+-- one is lost without the other's: a key an operator deleted or restored, a
+-- lease whose info was removed, a script that failed half-way (Redis keeps
+-- what it wrote before the error), a bug. Nothing else would ever bring them
+-- back, and the idle rule (read_model/contract.py: requests:size and the
+-- leases of every queue) and the jobs' finish rule (their queued, later,
+-- leased and slots counts) would wait for work that does not exist, for
+-- good: every worker of the cluster kept from closing when idle. So each
+-- count is recomputed here from what it counts, in the one case where that
+-- takes bounded reads: when what it counts is empty.
 --
 -- - A lane without leases has no download in flight, no slot given back and
 --   no worker waiting for one: its in-flight counts, released set and cap
