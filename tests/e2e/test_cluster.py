@@ -20,6 +20,7 @@ from tests.support.monitoring import Exporter
 from tests.support.processes import (
     db_writer,
     items_drained,
+    published_stats,
     scrapy_command,
     stored_urls,
     wait_until,
@@ -170,9 +171,9 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
     """A master SIGKILLed mid-crawl, its replica promoted: every page is stored
     once, then every worker closes when idle, within its idle time and a lease
     timeout (a lease the old master's last writes left without a holder) of
-    the last page stored, and no count is left above 0: one left above what it
-    counts would keep every worker waiting for work that does not exist
-    (frontier/reconcile.py)."""
+    the last page stored, and no count is left above 0, not even those planted
+    above what they count on the promoted master: one left there would keep
+    every worker waiting for work that does not exist (frontier/reconcile.py)."""
     cluster = replicated_cluster
     db_path = tmp_path / "items.db"
     client = cluster.client
@@ -203,6 +204,14 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
             what="a replica promoted",
         )
         assert [p.name for p in (*workers, writer) if not p.alive()] == [], "a process died"
+        # Counts the promoted master holds above what they count, as a write lost
+        # on one side would leave them (a replica applies each script whole, so
+        # this failover loses counts and structures together: planted here).
+        home = cluster.master_of(CK.prefix).port
+        [shard] = [s for s in CK.all_shards if cluster.master_of(s.frontier_prefix).port == home]
+        client.incrby(shard.requests_size, 2)
+        client.hincrby(shard.in_flight, "gone.invalid", 3)
+        client.hincrby(job_counts(shard), "default|leased", 1)
         expected = set().union(*(site.page_urls() for site in sites))
         wait_until(lambda: set(stored_urls(db_path)) >= expected, 240, 0.5, "every page stored")
         deadline = time.monotonic() + idle + lease + 30
@@ -216,6 +225,11 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
                 ) from None
         crawled_once(workers, writer, client, db_path, sites, timeout=1)
         assert counts_left(client) == {}
+        corrected = sum(
+            int(published_stats(client, w, CK).get("frontier/counts_reconciled", 0))
+            for w in workers
+        )
+        assert corrected >= 3, [w.log()[-2000:] for w in workers]
 
 
 def test_a_worker_told_another_shard_count_refuses_to_start(cluster):
