@@ -159,8 +159,11 @@ def queues_work(keys: RedisKeys) -> list[Command]:
 
 
 def work_of(replies: Sequence[Any]) -> Work:
-    """The replies to :func:`work_reads`; a missing counter (None) is 0."""
-    seeds, queued, leased, items = (int(reply or 0) for reply in replies[:4])
+    """The replies to :func:`work_reads`; a missing counter (None) is 0, and so is
+    a negative one: a count that drifted below zero on one shard (a write lost in
+    a failover, until ``frontier/reconcile.py`` corrects it) must not hide the
+    work counted on another."""
+    seeds, queued, leased, items = (max(0, int(reply or 0)) for reply in replies[:4])
     processing = held_by_writers(replies[4] or {})
-    others = [int(reply or 0) for reply in replies[5:]]
+    others = [max(0, int(reply or 0)) for reply in replies[5:]]
     return Work(seeds, queued + sum(others[::2]), leased + sum(others[1::2]), items, processing)

@@ -113,6 +113,8 @@ def test_work_reads_every_structure_of_unfinished_work() -> None:
     held = {b"w1": b"3", b"w2": b"1", b"w3": b"0"}
     assert work_of([1, b"7", 2, 3, held, b"2", 1]) == Work(1, 9, 3, 3, 4)
     assert work_of([1, b"7", 2, 3, [b"w1", b"4"], b"2", 1]) == Work(1, 9, 3, 3, 4)
+    # A count that drifted below zero in one queue hides nothing queued in another.
+    assert work_of([0, b"1", 0, 0, {}, b"-1", 0]) == Work(0, 1, 0, 0, 0)
 
 
 def test_counters_keep_only_the_metric_fields() -> None:
