@@ -86,6 +86,14 @@ OWN_FAILURES = "_own_failures"
 # frontier's ``stored`` (frontier/steps.py). Never stored.
 LEASED_AT = "_leased_at"
 
+# The frontier shard whose queue gave this request's lease (an int; a sharded
+# frontier only: absent on one Redis). Written by the frontier's lease taker
+# (frontier/taking.py) with LEASED_AT; read by what writes for the page in the
+# transaction of its ack, in that shard's slot (frontier/page_shards.py: the
+# item buffer, the page-state entries). Removed by the frontier's ``stored``
+# (frontier/steps.py), as LEASED_AT. Never stored.
+LEASE_SHARD = "_lease_shard"
+
 # --- Proxies ------------------------------------------------------------------------
 # The name of the pool proxy a request goes through. Written by
 # ProxyMiddleware (proxies/middleware.py); read by it and removed, with the

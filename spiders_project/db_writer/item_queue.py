@@ -38,9 +38,14 @@ is requested. Take, ack and adopt are tried once (``retry=False``): one whose
 reply was lost may have moved entries, and the writer then reads its
 processing list again from its head instead of repeating the call.
 
-Each buffer's keys (``RedisKeys.item_buffers``) name what a writer keeps
-beside it, in the buffer's slot, so each script touches one slot; the queue
-takes a batch from one buffer at a time and acknowledges it there.
+A spider has one buffer, ``<spider>:items``, and on a sharded frontier (a
+Redis Cluster) one more per shard, ``{<spider>/<n>}:items``, on that shard's
+master, where the workers buffer the items of its hosts' pages
+(``keys/db_writers.item_buffers``; the count is the one the spider's first
+process recorded). Each buffer's keys name what a writer keeps beside it, in
+the buffer's slot, so each script touches one slot; the queue takes a batch
+from one buffer at a time and acknowledges it there, and a writer joins,
+beats and looks for gone writers beside every buffer.
 """
 
 from __future__ import annotations
@@ -119,6 +124,11 @@ class ItemQueue:
         self._ack = load_lua(LUA_DIR, "ack")
 
     # --- names ----------------------------------------------------------------
+
+    @property
+    def buffer_names(self) -> str:
+        """The item buffers this writer drains, for its lines."""
+        return ", ".join(buffer.items for buffer in self.buffers)
 
     def processing(self, buffer: RedisKeys) -> str:
         """This writer's processing list beside ``buffer``."""

@@ -83,8 +83,10 @@ class ItemWriter:
         self._joined = False
         self._db_down = False
         self._next_buffer = 0  # the buffer the next batch is taken from first
-        # Entries taken into the processing list and not acknowledged yet.
+        # Entries taken into the processing list and not acknowledged yet, and
+        # the buffer beside which that list is (the last batch's), for the lines.
         self._in_hand = False
+        self._buffer = queue.buffers[0]
         # What this writer committed and acknowledged, said at its stop: the
         # share of each of several writers of a buffer.
         self.items_written = 0
@@ -122,7 +124,7 @@ class ItemWriter:
                 logger.warning(
                     "stopping without finishing the batch in hand;"
                     " it stays in %s for another writer",
-                    self.queue.processing(self.queue.buffers[0]),
+                    self.queue.processing(self._buffer),
                 )
         self._shut_down()
 
@@ -158,7 +160,7 @@ class ItemWriter:
             for buffer in self.queue.buffers:
                 entries = self.queue.read_processing(buffer, self.config.batch_size)
                 if entries:
-                    self._in_hand = True
+                    self._in_hand, self._buffer = True, buffer
                     self._handle(Batch(buffer, entries))
                     return True
             self._recovering = False
@@ -174,7 +176,7 @@ class ItemWriter:
             return True
         if self.exit_when_empty and not self.stopping:
             if self.queue.is_empty():
-                logger.info("nothing left in %s, stopping", self.queue.keys.items)
+                logger.info("nothing left in %s, stopping", self.queue.buffer_names)
                 return False
             # Another writer holds a batch: wait for its ack, or for its lease
             # to expire, when this writer takes the batch over.
@@ -191,7 +193,7 @@ class ItemWriter:
                 "%d entries in %s were taken and never acknowledged (an acknowledgement"
                 " Redis lost, as in a failover); writing them again",
                 left,
-                self.queue.processing(self.queue.buffers[0]),
+                self.queue.processing(self._buffer),
             )
             self._recovering = True
         return bool(left)
@@ -201,7 +203,7 @@ class ItemWriter:
         held = self.queue.join()
         self._joined = True
         self._recovering = True
-        logger.info("joined the db_writers of %s as %s", self.queue.keys.items, self.queue.writer)
+        logger.info("joined the db_writers of %s as %s", self.queue.buffer_names, self.queue.writer)
         if held:
             logger.info("recovering %d entries left in this writer's processing list", held)
 
@@ -212,7 +214,7 @@ class ItemWriter:
         logger.warning(
             "another db_writer took over this one's batch (its lease %s expired: this writer"
             " stalled, or Redis lost it); dropping the batch in hand and joining again",
-            self.queue.lease(self.queue.buffers[0]),
+            self.queue.lease(self._buffer),
         )
 
     def _fill_batch(self) -> Batch | None:
@@ -238,8 +240,8 @@ class ItemWriter:
                 buffer, got, others_filling = self._take_any(want)
             else:
                 got = self.queue.take(buffer, want).entries
-            if got:
-                self._in_hand = True
+            if got and buffer is not None:
+                self._in_hand, self._buffer = True, buffer
                 if not entries:
                     deadline = time.monotonic() + self.config.max_wait
                 entries.extend(got)
@@ -287,16 +289,16 @@ class ItemWriter:
 
     def _handle(self, batch: Batch) -> None:
         """Write one batch of entries, then acknowledge all of them."""
-        entries = batch.entries
+        entries, buffer = batch.entries, batch.buffer
         pages: list[PageEntry] | None = [] if self.pages is not None else None
         rows, rejected = parse_entries(entries, self.config.tables, pages)
         reject_raw = [entry.raw for entry in rejected]
         for entry in rejected:
             logger.warning(
                 "rejected an entry of %s: %s; kept in %s: %s",
-                self.queue.keys.items,
+                buffer.items,
                 entry.reason,
-                self.queue.keys.items_rejected,
+                buffer.items_rejected,
                 entry.preview(),
             )
         written = len(rows)
@@ -312,7 +314,7 @@ class ItemWriter:
                     row.item_key,
                     row.table,
                     reason,
-                    self.queue.keys.items_rejected,
+                    buffer.items_rejected,
                 )
         if pages and self.pages is not None:
             pages.sort(key=lambda page: page.at)  # halves of a split batch stay in time order
@@ -322,9 +324,9 @@ class ItemWriter:
                     "the database refused the page entry of %.200r: %s; kept in %s",
                     page.url,
                     reason,
-                    self.queue.keys.items_rejected,
+                    buffer.items_rejected,
                 )
-        self.queue.ack(batch.buffer, len(entries), written, reject_raw)
+        self.queue.ack(buffer, len(entries), written, reject_raw)
         self._in_hand = False
         self.items_written += written
         self.batches += 1
@@ -348,7 +350,7 @@ class ItemWriter:
                     logger.error(
                         "%s unavailable, retrying; the batch stays in %s: %s",
                         self.store_name,
-                        self.queue.processing(self.queue.buffers[0]),
+                        self.queue.processing(self._buffer),
                         exc,
                     )
                     self._db_down = True

@@ -143,7 +143,7 @@ def read_work(client: redis.Redis) -> Work:
     with client.pipeline(transaction=False) as pipe:
         for command in work_reads(K):
             pipe.execute_command(*command)
-        return work_of(pipe.execute())
+        return work_of(pipe.execute(), K)
 
 
 def check_programs(supervisor: Supervisor, warned: set[str]) -> None:

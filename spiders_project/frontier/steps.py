@@ -51,7 +51,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from spiders_project.config import SettingsReader
 from spiders_project.crawl.hosts import host_of
-from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.crawl.meta import LEASE_SHARD, LEASED_AT
 from spiders_project.keys import HTTP
 from spiders_project.plumbing.wiring import shared
 
@@ -159,9 +159,11 @@ class FrontierSteps:
     def stored(self, request: Request) -> Request:
         """Run every ``stored`` hook in order: ``request`` as it may be stored.
 
-        The frontier's own stamp of its last lease goes first: a lease's
-        time means nothing to another worker (crawl/meta.py)."""
-        request.meta.pop(LEASED_AT, None)
+        The frontier's own stamps of its last lease go first: a lease's
+        time and shard mean nothing to another worker (crawl/meta.py)."""
+        meta = request.meta
+        meta.pop(LEASED_AT, None)
+        meta.pop(LEASE_SHARD, None)
         for stored in self._stored:
             request = stored(request)
         return request

@@ -17,12 +17,12 @@ from typing import Any
 
 from scrapy import Request
 
-from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.crawl.meta import LEASE_SHARD, LEASED_AT
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
 from spiders_project.frontier.context import WorkerRedis
-from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.lease_id import NO_SHARD, Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_access import RedisCalls, RedisUnavailable
@@ -156,6 +156,9 @@ class LeaseTaker:
             if request is None:
                 continue
             request.meta[LEASED_AT] = answered
+            if lease.shard != NO_SHARD:
+                # Its page's items go to this shard, with its ack (page_shards.py).
+                request.meta[LEASE_SHARD] = lease.shard
             if lease_id in spare_ids:
                 taken.spares.append((request, lease))
             else:

@@ -13,6 +13,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.keys.db_writers import item_buffers
 from spiders_project.plumbing.pauses import EnginePauses
 from spiders_project.plumbing.tasks import spawn_loop, stop_tasks
 from spiders_project.redis_access import RedisUnavailable
@@ -43,14 +44,18 @@ class BackpressureConfig:
 
 
 class ItemBackpressure:
-    """Pauses the engine while ``<spider>:items`` holds more than ``ITEM_BUFFER_MAX``.
+    """Pauses the engine while the item buffers hold more than ``ITEM_BUFFER_MAX``.
 
     Without it a stopped db_writer lets Redis grow until it runs out of
-    memory. The buffer length rides along with every write transaction of the
-    worker (no extra round trip) and is checked as soon as each reply lands;
-    items that would pass the bound are flushed at once, not at the next
-    tick, so the bound is overshot by about the requests in flight; while
-    paused, it is read once a second. Fetching resumes below ``ITEM_BUFFER_RESUME`` times the bound.
+    memory. The bound is on the items of every buffer together
+    (``keys/db_writers.item_buffers``: the spider's own, and each frontier
+    shard's on a sharded frontier). A buffer's length rides along with the
+    write transactions of the worker that push to it (no extra round trip;
+    the spider's own at every one), and their sum is checked as soon as each
+    reply lands; items that would pass the bound are flushed at once, not at
+    the next tick, so the bound is overshot by about the requests in flight;
+    while paused, every buffer is read once a second. Fetching resumes below
+    ``ITEM_BUFFER_RESUME`` times the bound.
     """
 
     def __init__(self, crawler: Crawler, redis: WorkerRedis, config: BackpressureConfig) -> None:
@@ -62,6 +67,7 @@ class ItemBackpressure:
         self.paused = False
         # Fetching resumes only once no other holder (node health) pauses it.
         self.pauses = EnginePauses.of(crawler)
+        self.buffers = item_buffers(redis.keys)
         self._task: asyncio.Task[None] | None = None
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
@@ -89,7 +95,7 @@ class ItemBackpressure:
         logger.warning(
             "Backpressure: %d items waiting in %s (limit %d), pausing fetching",
             backlog,
-            self.redis.keys.items,
+            self.redis.keys.items if len(self.buffers) == 1 else "the item buffers",
             self.limit,
         )
 
@@ -104,14 +110,18 @@ class ItemBackpressure:
             await asyncio.sleep(
                 config.paused_check_interval if self.paused else config.check_interval
             )
-            backlog = batcher.items_backlog
             if self.paused:
                 try:
-                    backlog = batcher.items_backlog = await self.redis.calls.command(
-                        "LLEN", self.redis.keys.items, retry=False, writes=False
+                    lengths = await self.redis.pipelined(
+                        "LLEN items",
+                        [("LLEN", buffer.items) for buffer in self.buffers],
+                        retry=False,
                     )
                 except RedisUnavailable:
                     continue
+                for buffer, length in zip(self.buffers, lengths, strict=True):
+                    batcher.observe_backlog(buffer.frontier_prefix, int(length))
+            backlog = batcher.items_backlog
             if not self.paused and backlog > self.limit:
                 self._pause(backlog)
             elif self.paused and backlog <= self.resume_below:

@@ -1,4 +1,4 @@
-"""Items to the Redis list ``<spider>:items``, for the db_writer, after every item pipeline.
+"""Items to a Redis item buffer, for the db_writers, after every item pipeline.
 
 This replaces scrapy-redis' ``RedisPipeline``, which 0.9.1 runs as an item
 pipeline: an RPUSH per item from a thread, dropping the item when Redis is
@@ -9,6 +9,9 @@ extension hears ``item_scraped``, which Scrapy sends once every pipeline
 kept the item: a dropped item never reaches the buffer. The entry goes to the
 worker's write batcher, in the same transaction as the acknowledgement of
 the page it came from, and is kept in memory while Redis is unreachable.
+The buffer is ``<spider>:items``; on a sharded frontier (Redis Cluster) a
+page's items go to the buffer of its lease's shard, ``{<spider>/<n>}:items``,
+on the master of its host (``frontier/page_shards.py``).
 
 An entry is one JSON object::
 
@@ -36,6 +39,7 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.serialize import ScrapyJSONEncoder
 
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.page_shards import PageShards
 from spiders_project.item_buffer.identity import (
     ItemKeys,
     MissingKey,
@@ -86,12 +90,14 @@ class ItemBuffer:
         keys: ItemKeys,
         positions: PagePositions,
         stats: StatsCollector,
+        shards: PageShards,
     ) -> None:
         self.crawler = crawler
         self.redis = redis
         self.keys = keys
         self.positions = positions
         self.stats = stats
+        self.shards = shards
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemBuffer:
@@ -102,6 +108,7 @@ class ItemBuffer:
             ItemKeys.from_settings(crawler.settings),
             PagePositions.of(crawler),
             crawler.stats,
+            PageShards.of(crawler),
         )
         crawler.signals.connect(buffer.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(buffer.item_scraped, signal=signals.item_scraped)
@@ -133,7 +140,7 @@ class ItemBuffer:
         except TypeError as exc:
             self._unstorable(item, item_type, response, str(exc))
             return
-        self.redis.batcher.item(entry)
+        self.redis.batcher.item(entry, self.shards.of_request(getattr(response, "request", None)))
 
     def _unstorable(self, item: Any, item_type: str, response: Any, reason: str) -> None:
         """Keep an item JSON cannot hold in items:rejected, with its repr, and go on."""

@@ -2,9 +2,9 @@
 
 All keys of a spider share the prefix ``<spider>:`` so one Redis can serve several spiders, and an
 operator can find everything with one pattern. On a Redis Cluster (``REDIS_CLUSTER``) the prefix is
-the hash tag ``{<spider>}:``: every key of a spider then lives in one slot, so each of its scripts
-and transactions touches one slot, as the cluster requires, and different spiders spread over the
-masters.
+the hash tag ``{<spider>}:`` (one slot a spider, so each script touches one slot); a sharded
+frontier gives each shard a tag of its own (:func:`shard_tag`) for its hosts' queues, seen-set and
+pages' items, so a page's writes stay on its host's master and spiders spread over the masters.
 """
 
 from __future__ import annotations
@@ -88,9 +88,9 @@ class RedisKeys:
 
     @property
     def frontier_prefix(self) -> str:
-        """What the frontier's keys start with: the spider's prefix, unless the frontier is
-        sharded: then ``{<tag>}:`` of this shard (:func:`shard_tag`), so a host's queue, its
-        ready-set entry, its leases and its fingerprints share one slot, as each script needs."""
+        """What the frontier's and an item buffer's keys start with: the spider's prefix, unless
+        the frontier is sharded: then ``{<tag>}:`` of this shard (:func:`shard_tag`), so a host's
+        queue, leases, fingerprints and pages' items share one slot, as each script needs."""
         if not self.sharded or self.shard < 0:
             return self.prefix
         return f"{{{shard_tag(self.spider, self.shard, self.shards)}}}:"
@@ -301,18 +301,18 @@ class RedisKeys:
 
     @property
     def items(self) -> str:
-        """The item buffer: a list of JSON items for the db_writer."""
-        return self._key("items")
+        """An item buffer (JSON items): the spider's own, or a shard's for its hosts' pages."""
+        return self._frontier_key("items")
 
     @property
     def items_processing(self) -> str:
         """The previous release's one processing list (``keys/db_writers.py`` has today's)."""
-        return self._key("items:processing")
+        return self._frontier_key("items:processing")
 
     @property
     def items_rejected(self) -> str:
-        """Buffered entries that were not valid JSON items."""
-        return self._key("items:rejected")
+        """Buffered entries that were not valid JSON items, beside their buffer."""
+        return self._frontier_key("items:rejected")
 
     @property
     def dead(self) -> str:
@@ -327,12 +327,12 @@ class RedisKeys:
     @property
     def db_writer_lock(self) -> str:
         """The previous release's lock of its lone db_writer of the spider (a token with a TTL)."""
-        return self._key("db_writer:lock")
+        return self._frontier_key("db_writer:lock")
 
     @property
     def db_writer_stats(self) -> str:
-        """Hash of db_writer counters (items written, batches, rejects)."""
-        return self._key("db_writer:stats")
+        """Hash of db_writer counters (items written, batches, rejects) of one item buffer."""
+        return self._frontier_key("db_writer:stats")
 
     @property
     def workers(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.keys.cookies import cookie_counts, cookie_jars
-from spiders_project.keys.db_writers import processing_of
+from spiders_project.keys.db_writers import item_buffers, processing_of
 from spiders_project.read_model.contract import (
     CUT_OFF,
     PAGES,
@@ -32,6 +32,7 @@ from spiders_project.read_model.contract import (
     Command,
     Send,
     Work,
+    buffers_work,
     counters_of,
     more_queues,
     queues_work,
@@ -44,12 +45,11 @@ from spiders_project.read_model.replies import (
     fullest,
     hash_fields,
     info,
-    numbers,
     redis_time,
     scored,
     text,
 )
-from spiders_project.read_model.writers import holding, item_lag
+from spiders_project.read_model.writers import BuffersView, buffer_reads, item_lag, read_buffers
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,9 @@ class ClusterView:
 
 def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
     """The reads of one spider: fixed positions first (read_cluster's indexes),
-    then the work of the other queues (other shards, render queues), then the
-    rejected and seen counts of the shards but the first."""
+    then the work of the other queues (other shards, render queues) and item
+    buffers (the shards'), then the rejected and seen counts of the shards but
+    the first, then the ``buffer_reads`` of the other item buffers."""
     reads = work_reads(keys)[:5]
     reads += [("LLEN", keys.dead), ("LLEN", keys.requests_unserializable)]
     reads += [("LLEN", key) for key in _rejected_keys(keys)]
@@ -135,9 +136,10 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("HRANDFIELD", cookie_counts(keys), COOKIE_COUNTS_READ, "WITHVALUES"),
     ]
     assert len(reads) == _FIXED_READS, "read_cluster reads these by position"
-    reads += queues_work(keys)
+    reads += queues_work(keys) + buffers_work(keys)
     for shard in keys.all_shards[1:]:
         reads += [("LLEN", shard.requests_rejected), ("GET", shard.seen)]
+    reads += buffer_reads(item_buffers(keys)[1:])
     return reads
 
 
@@ -208,21 +210,27 @@ def read_cluster(
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
-    held: dict[str, list[str]] = {}  # the db_writers holding a batch
-    buffer_heads: dict[str, Any] = {}
+    buffers: dict[str, BuffersView] = {}
     for spider, spider_reads in zip(spiders, per_spider, strict=True):
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
-        shards = r[_FIXED_READS:]
-        more = more_queues(spider_keys[spider])
+        keys, shards = spider_keys[spider], r[_FIXED_READS:]
+        more, every_buffer = more_queues(keys), item_buffers(keys)
         n_other = 2 * len(more)
-        work = work_of(r[0:5] + shards[:n_other])
+        after = n_other + 2 * (len(every_buffer) - 1)
+        per_shard = shards[after : after + 2 * (len(keys.all_shards) - 1)]  # rejected, seen
+        # Each item buffer's writers and buffer_reads (the spider's own: fixed reads).
+        held = [r[4], *shards[n_other + 1 : after : 2]]
+        own = [r[9], r[13], r[14], *shards[after + len(per_shard) :]]
+        buffers[spider] = view = read_buffers(every_buffer, held, own)
+        work = work_of(r[0:5] + shards[:after], keys)
         render = sum(
             int(shards[2 * i] or 0) for i, queue in enumerate(more) if queue.lane == RENDER
         )
         rejected = dict(zip(REJECTED, (int(n) for n in r[7:11]), strict=True))
-        rejected["requests"] += sum(int(n or 0) for n in shards[n_other::2])
-        seen_others = sum(int(n or 0) for n in shards[n_other + 1 :: 2])
+        rejected["requests"] += sum(int(n or 0) for n in per_shard[::2])
+        rejected["items"] = view.rejected
+        seen_others = sum(int(n or 0) for n in per_shard[1::2])
         partial[spider] = {
             "work": work,
             "queues": {
@@ -240,20 +248,18 @@ def read_cluster(
             # The seen-set's count, and the previous release's set until migrated.
             "dupefilter": int(r[17] or 0) + seen_others + int(r[11]),
             "totals": counters_of(hash_fields(r[12])),
-            "db_writer": numbers(hash_fields(r[13])),
+            "db_writer": view.stats,
             "proxy_bans": {text(m): score / 1000 for m, score in scored(r[16])},
             "samples": parse_samples(r[18]) if samples else [],
             "steered": parse_steering(hash_fields(r[19]))[0],
             "cookie_jars": int(r[20]),
             "cookies": read_cookie_counts(int(r[21]), r[22]),
         }
-        buffer_heads[spider] = r[14]
-        held[spider] = holding(r[4])
         oldest = now - worker_retention
         listed[spider] = [(text(m), score) for m, score in scored(r[15]) if score >= oldest]
-    workers, processing_heads = _second_trip(send, listed, held, spider_keys)
+    workers, processing_heads = _second_trip(send, listed, buffers, spider_keys)
     for spider in spiders:
-        partial[spider]["lag"] = item_lag(now, processing_heads[spider], buffer_heads[spider])
+        partial[spider]["lag"] = item_lag(now, processing_heads[spider], buffers[spider].heads)
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -268,7 +274,7 @@ def read_cluster(
 def _second_trip(
     send: Send,
     listed: dict[str, list[tuple[str, float]]],
-    holding: dict[str, list[str]],
+    buffers: dict[str, BuffersView],
     spider_keys: dict[str, RedisKeys],
 ) -> tuple[dict[str, list[WorkerView]], dict[str, list[Any]]]:
     """Second round trip: the hash and heartbeat of every listed worker, and the
@@ -280,7 +286,7 @@ def _second_trip(
         k = spider_keys[spider]
         for worker, _ in workers:
             reads += [("HGETALL", k.worker_stats(worker)), ("EXISTS", k.worker_heartbeat(worker))]
-        reads += [("LINDEX", processing_of(k, w), 0) for w in holding[spider]]
+        reads += [("LINDEX", processing_of(b, w), 0) for b, w in buffers[spider].holding]
     if not reads:
         return found, heads
     replies = iter(send("read_cluster workers", reads))
@@ -291,7 +297,7 @@ def _second_trip(
             found[spider].append(
                 WorkerView(worker, last_seen, bool(alive), counters_of(stats), cut_off)
             )
-        heads[spider] = [next(replies) for _ in holding[spider]]
+        heads[spider] = [next(replies) for _ in buffers[spider].holding]
     return found, heads
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spiders_project.keys import HTTP, RENDER, RedisKeys
-from spiders_project.keys.db_writers import writers
+from spiders_project.keys.db_writers import item_buffers, writers
 from spiders_project.read_model.replies import text
 from spiders_project.read_model.writers import held_by_writers
 
@@ -111,8 +111,8 @@ class Work:
     seeds: int  # start_urls entries not yet claimed
     queued: int  # requests in the host queues (requests:size)
     leased: int  # requests a worker is fetching
-    items: int  # items buffered for the db_writers
-    processing: int  # items the db_writers hold in their batches
+    items: int  # items buffered for the db_writers (every item buffer)
+    processing: int  # items the db_writers hold in their batches (beside every buffer)
 
     @property
     def idle(self) -> bool:
@@ -131,15 +131,18 @@ class Work:
 
 
 def work_reads(keys: RedisKeys) -> list[Command]:
-    """The commands whose replies :func:`work_of` reads (one round trip)."""
+    """The commands whose replies :func:`work_of` reads (one round trip per slot):
+    five fixed reads, then :func:`queues_work`, then :func:`buffers_work`."""
     first = keys.in_lane(HTTP).all_shards[0]
+    home = item_buffers(keys)[0]
     return [
         ("LLEN", keys.start_urls),
         ("GET", first.requests_size),
         ("ZCARD", first.leases),
-        ("LLEN", keys.items),
-        ("HGETALL", writers(keys)),
+        ("LLEN", home.items),
+        ("HGETALL", writers(home)),
         *queues_work(keys),
+        *buffers_work(keys),
     ]
 
 
@@ -158,12 +161,30 @@ def queues_work(keys: RedisKeys) -> list[Command]:
     return reads
 
 
-def work_of(replies: Sequence[Any]) -> Work:
-    """The replies to :func:`work_reads`; a missing counter (None) is 0, and so is
-    a negative one: a count that drifted below zero on one shard (a write lost in
-    a failover, until ``frontier/reconcile.py`` corrects it) must not hide the
-    work counted on another."""
+def more_buffers(keys: RedisKeys) -> list[RedisKeys]:
+    """Every item buffer but the spider's own: each frontier shard's (a sharded
+    frontier, where the workers buffer each page's items on its host's shard)."""
+    return item_buffers(keys)[1:]
+
+
+def buffers_work(keys: RedisKeys) -> list[Command]:
+    """The buffered items and those the db_writers hold, of each of :func:`more_buffers`."""
+    reads: list[Command] = []
+    for buffer in more_buffers(keys):
+        reads += [("LLEN", buffer.items), ("HGETALL", writers(buffer))]
+    return reads
+
+
+def work_of(replies: Sequence[Any], keys: RedisKeys) -> Work:
+    """The replies to :func:`work_reads` of ``keys``; a missing counter (None) is 0,
+    and so is a negative one: a count that drifted below zero on one shard (a write
+    lost in a failover, until ``frontier/reconcile.py`` corrects it) must not hide
+    the work counted on another."""
     seeds, queued, leased, items = (max(0, int(reply or 0)) for reply in replies[:4])
     processing = held_by_writers(replies[4] or {})
-    others = [max(0, int(reply or 0)) for reply in replies[5:]]
+    end = len(replies) - 2 * len(more_buffers(keys))
+    others = [max(0, int(reply or 0)) for reply in replies[5:end]]
+    for length, held in zip(replies[end::2], replies[end + 1 :: 2], strict=True):
+        items += max(0, int(length or 0))
+        processing += held_by_writers(held or {})
     return Work(seeds, queued + sum(others[::2]), leased + sum(others[1::2]), items, processing)

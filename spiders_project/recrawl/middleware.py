@@ -15,8 +15,9 @@ back by the db_writer's revisit scheduler). This middleware:
   a spider middleware, never sees the 304. The frontier still counts the
   lease a page of its job (``outcomes.request_unchanged``) and acks it once,
   as every request the engine is done with;
-- writes one page-state entry per fetch outcome into ``<spider>:items``
-  through the write batcher, as items go (``recrawl.pages_row.page_entry``),
+- writes one page-state entry per fetch outcome into the item buffer
+  through the write batcher, as items go (``recrawl.pages_row.page_entry``:
+  the page's shard's buffer on a sharded frontier, ``frontier/page_shards.py``),
   which the db_writer routes to the ``pages`` table: every attempt's answer
   (``fetched``, ``not_modified``, ``blocked``, ``fetch_error``), a failure
   without an answer (``fetch_error``) and a dead letter (``dead_letter``);
@@ -42,6 +43,7 @@ from spiders_project.crawl.digests import content_digest
 from spiders_project.crawl.meta import OWN_FAILURES, PAGE_STATE, UNCHANGED, job_of
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.outcomes import request_dead_lettered, request_unchanged
+from spiders_project.frontier.page_shards import PageShards
 from spiders_project.politeness.bans import BanRules
 from spiders_project.recrawl.config import RecrawlConfig
 from spiders_project.recrawl.page_state import (
@@ -81,12 +83,18 @@ class PageStateMiddleware:
     """See the module docstring; on with PAGES_ENABLED or RECRAWL_AFTER."""
 
     def __init__(
-        self, crawler: Crawler, redis: WorkerRedis, bans: BanRules, stats: StatsCollector
+        self,
+        crawler: Crawler,
+        redis: WorkerRedis,
+        bans: BanRules,
+        stats: StatsCollector,
+        shards: PageShards,
     ) -> None:
         self.crawler = crawler
         self.redis = redis
         self.bans = bans
         self.stats = stats
+        self.shards = shards
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PageStateMiddleware:
@@ -98,6 +106,7 @@ class PageStateMiddleware:
             WorkerRedis.of(crawler),
             BanRules.from_settings(crawler.settings),
             crawler.stats,
+            PageShards.of(crawler),
         )
         crawler.signals.connect(middleware.dead_lettered, signal=request_dead_lettered)
         return middleware
@@ -165,16 +174,23 @@ class PageStateMiddleware:
     # --- entries -----------------------------------------------------------------------
 
     def _write(self, request: Request, outcome: str, **fields: Any) -> None:
-        write_entry(self.redis, self.stats, request, outcome, **fields)
+        write_entry(self.redis, self.shards, self.stats, request, outcome, **fields)
 
 
 def write_entry(
-    redis: WorkerRedis, stats: StatsCollector, request: Request, outcome: str, **fields: Any
+    redis: WorkerRedis,
+    shards: PageShards,
+    stats: StatsCollector,
+    request: Request,
+    outcome: str,
+    **fields: Any,
 ) -> None:
     """The page-state entry of ``request``'s URL into the write batcher, stamped with
-    Redis' clock (the one items' ``scraped_at`` and the revisits' due times use)."""
+    Redis' clock (the one items' ``scraped_at`` and the revisits' due times use), for
+    the item buffer of the page's shard (its lease's, with its ack)."""
     at = redis.time.now_datetime().isoformat(timespec="microseconds")
-    redis.batcher.item(page_entry(request.url, job_of(request.meta), at, outcome, **fields))
+    entry = page_entry(request.url, job_of(request.meta), at, outcome, **fields)
+    redis.batcher.item(entry, shards.of_request(request))
     stats.inc_value("pages/entries")
 
 
@@ -183,19 +199,22 @@ class RedirectStateMiddleware:
     it into a request for its target (at 605: it sees the answer first). Written
     here, not when the target answers: a target already seen is never fetched."""
 
-    def __init__(self, redis: WorkerRedis, stats: StatsCollector) -> None:
+    def __init__(self, redis: WorkerRedis, stats: StatsCollector, shards: PageShards) -> None:
         self.redis = redis
         self.stats = stats
+        self.shards = shards
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedirectStateMiddleware:
         if not RecrawlConfig.from_settings(crawler.settings).pages:
             raise NotConfigured("PAGES_ENABLED is off and RECRAWL_AFTER is 0")
         assert crawler.stats is not None
-        return cls(WorkerRedis.of(crawler), crawler.stats)
+        return cls(WorkerRedis.of(crawler), crawler.stats, PageShards.of(crawler))
 
     def process_response(self, request: Request, response: Response) -> Response:
         if 300 <= response.status < 400 and response.status != 304:
             if not request.meta.get(OWN_FAILURES):
-                write_entry(self.redis, self.stats, request, REDIRECT, status=response.status)
+                write_entry(
+                    self.redis, self.shards, self.stats, request, REDIRECT, status=response.status
+                )
         return response

@@ -57,8 +57,11 @@ class Role:
     access: str = "%RW"
     # Key suffixes under the spider's prefix it may use; () for every key of the spider.
     suffixes: tuple[str, ...] = ()
-    # ... and those it needs on a Redis Cluster only.
+    # ... and those it needs on a Redis Cluster only, under the spider's tag ...
     cluster_suffixes: tuple[str, ...] = ()
+    # ... and under each frontier shard's tag (``{<spider>/<n>}:``), when it has
+    # ``suffixes`` (a role without has every key of every shard).
+    shard_suffixes: tuple[str, ...] = ()
     # Whether it may use the spiders' cookie jars (cookie_patterns), with ``access``.
     cookie_jars: bool = False
     # Commands it may run on the spiders set (keys.SPIDERS), a key of no
@@ -96,8 +99,10 @@ DB_WRITER = Role(
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
     suffixes=("items", "items:*", "db_writer:*", "start_urls"),
     # On a Redis Cluster it reads the frontier's shard count at start, and
-    # records it (SET NX) when it starts before any worker (shards.py).
+    # records it (SET NX) when it starts before any worker (shards.py) ...
     cluster_suffixes=("frontier:shards",),
+    # ... and drains each shard's item buffer, beside which it keeps the same.
+    shard_suffixes=("items", "items:*", "db_writer:*"),
     spiders_set=("smembers",),
 )
 MONITOR = Role(
@@ -156,14 +161,21 @@ def _glob(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def spider_patterns(keys: RedisKeys, suffixes: Sequence[str] = ()) -> list[str]:
+def spider_patterns(
+    keys: RedisKeys, suffixes: Sequence[str] = (), shard_suffixes: Sequence[str] = ()
+) -> list[str]:
     """The key patterns of one spider: its prefix (the shards' too on a
-    cluster) and its seed list when ``redis_key`` puts it elsewhere."""
+    cluster) and its seed list when ``redis_key`` puts it elsewhere; with
+    ``suffixes``, those under its prefix only, and ``shard_suffixes`` under the
+    shards' tags on a cluster."""
+    # The frontier shards' tags, "{<spider>/<n>}" or "{<spider>/<n>.<k>}" (keys.shard_tag).
+    shards = "{" + _glob(keys.spider) + "/[0-9]*}:"
     prefixes = [_glob(keys.prefix)]
     if keys.cluster and not suffixes:
-        # The frontier shards' tags, "{<spider>/<n>}" or "{<spider>/<n>.<k>}" (keys.shard_tag).
-        prefixes.append("{" + _glob(keys.spider) + "/[0-9]*}:")
+        prefixes.append(shards)
     patterns = [p + s for p in prefixes for s in (suffixes or ("*",))]
+    if keys.cluster and suffixes:
+        patterns += [shards + s for s in shard_suffixes]
     if not suffixes and not keys.start_urls.startswith(keys.prefix):
         patterns.append(_glob(keys.start_urls))
         patterns.append(_glob(keys.start_urls_rejected))
@@ -194,7 +206,7 @@ def user_line(role: Role, password: str, spider_keys: Iterable[RedisKeys], clust
     if role.access:
         for keys in spider_keys:
             suffixes = role.suffixes + (role.cluster_suffixes if keys.cluster else ())
-            patterns = spider_patterns(keys, suffixes)
+            patterns = spider_patterns(keys, suffixes, role.shard_suffixes)
             if role.cookie_jars:
                 patterns += cookie_patterns(keys)
             parts += [f"{role.access}~{p}" for p in patterns]

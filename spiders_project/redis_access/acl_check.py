@@ -13,9 +13,9 @@ checks them against the user when the script runs.
 
 It asks the servers the process will use: with Sentinel, the master the
 sentinels name (the process' own client); on a Redis Cluster, where every
-node has its own users, the master of the spider's slot and, for the roles
-that use the frontier's shards (all but the db_writer), every other master,
-with a shard key that master serves.
+node has its own users, the master of the spider's slot and every other
+master, with a shard key that master serves: the frontier's for the roles
+that use the whole frontier, the item buffer's for the db_writer.
 """
 
 from __future__ import annotations
@@ -249,7 +249,13 @@ def permission_problem(
             groups.append((keys.prefix, probes(role, keys, config.cluster)))
             if config.cluster and not role.suffixes:
                 # Its frontier shards' keys are on the other masters too.
-                groups += [(key, _shard_probes(role, key)) for key in _shard_keys(client, keys)]
+                for prefix in _shard_prefixes(client, keys):
+                    key = prefix + keys.requests_size[len(keys.prefix) :]
+                    groups.append((key, _shard_probes(role, key)))
+            elif config.cluster and role.shard_suffixes:
+                # The shards' item buffers (the db_writer's) are on the other masters too.
+                for prefix in _shard_prefixes(client, keys):
+                    groups.append((prefix, _buffer_probes(role, keys, prefix)))
         spiders_probe = _spiders_probe(role)
         if spiders_probe is not None:
             groups.append((SPIDERS, [spiders_probe]))
@@ -284,20 +290,34 @@ def _shard_probes(role: Role, key: str) -> list[tuple[Any, ...]]:
     return found
 
 
-def _shard_keys(client: Any, keys: RedisKeys) -> list[str]:
-    """A frontier shard key (``{<spider>/<n>}:requests:size``) on each master of the
-    cluster but the one of ``keys.prefix``: the ACL file is each node's own, and a
-    worker, the monitor and the commands use every shard, so every master."""
+def _buffer_probes(role: Role, keys: RedisKeys, prefix: str) -> list[tuple[Any, ...]]:
+    """``role``'s commands beside a frontier shard's item buffer (``prefix``, a
+    shard's tag): on the buffer, and on what a db_writer keeps beside it."""
+
+    def moved(key: str) -> str:
+        return prefix + key[len(keys.prefix) :]
+
+    found = _shard_probes(role, moved(keys.items))
+    found += [("SET", moved(lease(keys, "0")), "0"), ("HSET", moved(writers(keys)), "f", "0")]
+    found += [("RPUSH", moved(processing_of(keys, "0")), "0"), ("GET", moved(keys.db_writer_lock))]
+    return found
+
+
+def _shard_prefixes(client: Any, keys: RedisKeys) -> list[str]:
+    """A frontier shard's prefix (``{<spider>/<n>}:``) on each master of the cluster
+    but the one of ``keys.prefix``: the ACL file is each node's own, and a worker,
+    the monitor and the commands use every shard, and the db_writer every shard's
+    item buffer, so every master."""
     home = client.get_node_from_key(keys.prefix).name
     wanted = {node.name for node in client.get_primaries()} - {home}
     found: list[str] = []
     n = 0
     while wanted and n < 100_000:
-        key = "{" + f"{keys.spider}/{n}" + "}:" + keys.requests_size[len(keys.prefix) :]
-        name = client.get_node_from_key(key).name
+        prefix = "{" + f"{keys.spider}/{n}" + "}:"
+        name = client.get_node_from_key(prefix).name
         if name in wanted:
             wanted.discard(name)
-            found.append(key)
+            found.append(prefix)
         n += 1
     return found
 

@@ -228,7 +228,7 @@ class RedisSpider(scrapy_redis_spiders.RedisSpider):  # type: ignore[misc]
             )
         except RedisUnavailable:
             return False
-        return work_of(replies).idle
+        return work_of(replies, self.redis.keys).idle
 
     def spider_idle(self) -> None:
         """Idle closing is decided in ``start()``; let Scrapy close when it ends."""

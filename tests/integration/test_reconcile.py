@@ -27,7 +27,7 @@ def work(r, keys=K):
     with r.pipeline(transaction=False) as pipe:
         for command in work_reads(keys):
             pipe.execute_command(*command)
-        return work_of(pipe.execute())
+        return work_of(pipe.execute(), keys)
 
 
 def reconcile(s) -> list[str]:

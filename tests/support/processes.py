@@ -20,6 +20,7 @@ import psutil
 import redis
 
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.db_writers import item_buffers
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -197,16 +198,21 @@ def db_writer(
 
 
 def items_drained(r: redis.Redis, keys: RedisKeys = K) -> bool:
-    """Whether the db_writers have taken and committed every buffered item."""
-    return r.llen(keys.items) == 0 and items_in_hand(r, keys) == 0
+    """Whether the db_writers have taken and committed every buffered item (of every
+    item buffer: the spider's own, and each frontier shard's when sharded)."""
+    buffered = sum(r.llen(buffer.items) for buffer in item_buffers(keys))
+    return buffered == 0 and items_in_hand(r, keys) == 0
 
 
 def items_in_hand(r: redis.Redis, keys: RedisKeys = K) -> int:
     """Entries db_writers took and have not acknowledged: every processing list (each
-    writer's, and the previous release's one), found by their names, not by the
-    writers' hash the db_writer keeps (a test may scan)."""
-    pattern = keys.prefix + "items:processing*"
-    return sum(r.llen(key) for key in r.scan_iter(match=pattern, count=1000))
+    writer's, and the previous release's one) beside every item buffer, found by
+    their names, not by the writers' hash the db_writer keeps (a test may scan)."""
+    held = 0
+    for buffer in item_buffers(keys):
+        pattern = buffer.frontier_prefix + "items:processing*"
+        held += sum(r.llen(key) for key in r.scan_iter(match=pattern, count=1000))
+    return held
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1, what: str = "condition") -> None:

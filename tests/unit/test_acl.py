@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 from spiders_project.config import ConfigError, load_settings
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.cookies import cookie_counts, cookie_jar
+from spiders_project.keys.db_writers import filling, item_buffers, lease, processing_of, writers
 from spiders_project.redis_access.acl import (
     DB_WRITER,
     MONITOR,
@@ -82,6 +83,30 @@ def test_patterns_are_one_spiders_keys_with_glob_characters_escaped():
         "s:db_writer:*",
         "s:start_urls",
     ]
+    # On a cluster, the item buffers of the frontier shards too, beside which it
+    # keeps the same: every key of a shard's buffer, no other key of a shard.
+    on_cluster = spider_patterns(
+        RedisKeys("s", cluster=True), DB_WRITER.suffixes, DB_WRITER.shard_suffixes
+    )
+    assert on_cluster == [
+        "{s}:items",
+        "{s}:items:*",
+        "{s}:db_writer:*",
+        "{s}:start_urls",
+        "{s/[0-9]*}:items",
+        "{s/[0-9]*}:items:*",
+        "{s/[0-9]*}:db_writer:*",
+    ]
+    sharded = RedisKeys("s", cluster=True, shards=3)
+    for buffer in item_buffers(sharded):
+        names = [buffer.items, buffer.items_rejected, buffer.db_writer_stats]
+        names += [processing_of(buffer, "w"), writers(buffer), lease(buffer, "w")]
+        names += [filling(buffer), buffer.items_processing, buffer.db_writer_lock]
+        for name in names:
+            assert any(_matches(p, name) for p in on_cluster), name
+    for shard in sharded.all_shards:
+        for name in (shard.hosts, shard.seen, shard.requests_size, shard.leases):
+            assert not any(_matches(p, name) for p in on_cluster), name
 
 
 def _matches(pattern: str, key: str) -> bool:

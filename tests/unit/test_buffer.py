@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from spiders_project.frontier.lease_id import NO_SHARD
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.spiders.distributed import DistributedSpider
 from tests.support.crawlers import project_crawler
@@ -50,10 +51,11 @@ def test_an_item_of_no_page_is_a_row_of_its_own() -> None:
     crawler = project_crawler(DistributedSpider)
     from spiders_project.item_buffer.buffer import ItemBuffer
 
-    sent: list[bytes] = []
+    sent: list[tuple[bytes, int]] = []
     buffer = ItemBuffer.from_crawler(crawler)
-    buffer.redis.batcher.item = sent.append  # type: ignore[method-assign]
+    buffer.redis.batcher.item = lambda entry, shard: sent.append((entry, shard))  # type: ignore[method-assign]
     buffer.item_scraped({"x": 1}, None)
     buffer.item_scraped({"x": 1}, None)
-    keys = [json.loads(entry)["key"] for entry in sent]
+    keys = [json.loads(entry)["key"] for entry, _ in sent]
     assert all(key.startswith("nopage:") for key in keys) and keys[0] != keys[1]
+    assert {shard for _, shard in sent} == {NO_SHARD}  # the spider's own buffer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from spiders_project.keys import RedisKeys
+from spiders_project.keys.db_writers import processing_of, writers
 from spiders_project.read_model.cluster_view import as_dict, read_cluster, read_cookie_counts
 from spiders_project.read_model.contract import Work
 
@@ -108,3 +110,46 @@ def test_the_cookies_of_more_jars_than_one_read_takes_are_estimated_from_a_sampl
     assert read_cookie_counts(40, [b"a", b"2", b"b", b"5", b"c", b"1", b"d", b"4"]) == 120
     assert read_cookie_counts(2, [[b"a", b"2"], [b"b", b"not a count"]]) == 2  # redis-py's pairs
     assert read_cookie_counts(4, [b"a", b"2", b"b", b"not a count"]) == 4
+
+
+def test_a_sharded_spider_is_read_from_every_item_buffer() -> None:
+    """On a sharded frontier each shard has its item buffer, its db_writers'
+    hash, rejected list and stats: the view sums them, and the lag is the
+    oldest of every buffer's head and every batch in hand."""
+    keys = RedisKeys("s", cluster=True, shards=2)
+    shard0, shard1 = keys.all_shards
+    held_at = b'{"at": "1970-01-01T00:16:30+00:00"}'  # 10.5 s old
+    store: dict[tuple[object, ...], object] = {
+        ("LLEN", keys.items): 1,
+        ("LLEN", shard1.items): 4,
+        ("HGETALL", writers(shard1)): {b"w9": b"3"},
+        ("LLEN", shard0.items_rejected): 2,
+        ("HGETALL", keys.db_writer_stats): {b"items_written": b"5", b"last_batch_at": b"900"},
+        ("HGETALL", shard0.db_writer_stats): [b"items_written", b"7", b"last_batch_at", b"950"],
+        ("HGETALL", shard1.db_writer_stats): {b"batches": b"2"},
+        ("LINDEX", shard0.items): b'{"at": "1970-01-01T00:16:00+00:00"}',  # 40.5 s old
+        ("LINDEX", processing_of(shard1, "w9")): held_at,
+    }
+    empty = {"GET": None, "HGETALL": {}, "ZRANGE": [], "LINDEX": None, "HRANDFIELD": []}
+    sent: list[list[tuple[object, ...]]] = []
+
+    def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
+        sent.append(commands)
+        replies: list[object] = []
+        for command in commands:
+            if command == ("TIME",):
+                replies.append([b"1000", b"500000"])
+            elif command[0] == "INFO":
+                replies.append(b"# Memory\r\nused_memory:1\r\n")
+            else:
+                replies.append(store.get(command[:2], empty.get(str(command[0]), 0)))
+        return replies
+
+    view = read_cluster(send, ["s"], worker_retention=900, keys_of=lambda _: keys)
+    [spider] = view.spiders
+    assert spider.work == Work(0, 0, 0, 5, 3) and spider.work.idle and not spider.work.drained
+    assert spider.queues["items"] == 5 and spider.queues["items_processing"] == 3
+    assert spider.rejected["items"] == 2
+    assert spider.db_writer == {"items_written": 12.0, "last_batch_at": 950.0, "batches": 2.0}
+    assert spider.lag == 40.5  # shard 0's head, older than shard 1's batch in hand
+    assert sent[1] == [("LINDEX", processing_of(shard1, "w9"), 0)]

@@ -107,14 +107,14 @@ def test_work_reads_every_structure_of_unfinished_work() -> None:
         ("GET", k.in_lane(RENDER).requests_size),
         ("ZCARD", k.in_lane(RENDER).leases),
     ]
-    assert work_of([0, None, 0, 0, {}, None, 0]) == Work(0, 0, 0, 0, 0)  # never set
+    assert work_of([0, None, 0, 0, {}, None, 0], k) == Work(0, 0, 0, 0, 0)  # never set
     # The writers' hash: each db_writer's entries in hand, summed (a dict from
     # redis-py, a flat list from a raw reply).
     held = {b"w1": b"3", b"w2": b"1", b"w3": b"0"}
-    assert work_of([1, b"7", 2, 3, held, b"2", 1]) == Work(1, 9, 3, 3, 4)
-    assert work_of([1, b"7", 2, 3, [b"w1", b"4"], b"2", 1]) == Work(1, 9, 3, 3, 4)
+    assert work_of([1, b"7", 2, 3, held, b"2", 1], k) == Work(1, 9, 3, 3, 4)
+    assert work_of([1, b"7", 2, 3, [b"w1", b"4"], b"2", 1], k) == Work(1, 9, 3, 3, 4)
     # A count that drifted below zero in one queue hides nothing queued in another.
-    assert work_of([0, b"1", 0, 0, {}, b"-1", 0]) == Work(0, 1, 0, 0, 0)
+    assert work_of([0, b"1", 0, 0, {}, b"-1", 0], k) == Work(0, 1, 0, 0, 0)
 
 
 def test_counters_keep_only_the_metric_fields() -> None:
@@ -138,11 +138,13 @@ def test_counters_keep_only_the_metric_fields() -> None:
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
 
-def test_work_sums_the_shards_and_lanes() -> None:
+def test_work_sums_the_shards_lanes_and_item_buffers() -> None:
     reads = work_reads(SHARDED)
-    # The first shard's HTTP queue, the two other shards', then three render queues.
-    assert len(reads) == 5 + 2 * 2 + 3 * 2
-    assert reads[9:] == [
+    # The first shard's HTTP queue, the two other shards', three render queues,
+    # then the item buffers of the three shards (the spider's own among the five).
+    assert len(reads) == 5 + 2 * 2 + 3 * 2 + 3 * 2
+    assert reads[3:5] == [("LLEN", SHARDED.items), ("HGETALL", writers(SHARDED))]
+    assert reads[9:15] == [
         cmd
         for shard in SHARDED.all_shards
         for cmd in (
@@ -150,6 +152,16 @@ def test_work_sums_the_shards_and_lanes() -> None:
             ("ZCARD", shard.in_lane(RENDER).leases),
         )
     ]
+    assert reads[15:] == [
+        cmd
+        for shard in SHARDED.all_shards
+        for cmd in (("LLEN", shard.items), ("HGETALL", writers(shard)))
+    ]
     held = {b"w": b"5"}
-    replies = [1, b"2", 3, 4, held, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
-    assert work_of(replies) == work_of([1, 17, 56, 4, held])
+    queues = [b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
+    buffers = [7, {b"v": b"2"}, None, None, b"-3", {}]
+    replies = [1, b"2", 3, 4, held, *queues, *buffers]
+    assert work_of(replies, SHARDED) == Work(1, 17, 56, 11, 7)
+    # Nothing buffered anywhere but on one shard: the crawl is not drained.
+    only_shard = [0, 0, 0, 0, {}, *[0] * 10, 0, {}, 1, {}, 0, {}]
+    assert work_of(only_shard, SHARDED).idle and not work_of(only_shard, SHARDED).drained

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot as redis_key_slot
 
-from spiders_project.keys import SLOTS, RedisKeys, key_slot, shard_tag
-from spiders_project.keys.db_writers import item_buffers, lease, processing_of, writers
+from spiders_project.keys import RENDER, SLOTS, RedisKeys, key_slot, shard_tag
+from spiders_project.keys.db_writers import filling, item_buffers, lease, processing_of, writers
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
@@ -78,7 +78,26 @@ def test_what_db_writers_keep_beside_a_buffer_shares_its_slot() -> None:
     assert writers(RedisKeys("s")) == "s:db_writer:writers"
     assert lease(RedisKeys("s"), "w1") == "s:db_writer:lease:w1"
     for keys in (RedisKeys("distributed", cluster=True), SHARDED):
-        [buffer] = item_buffers(keys)
-        names = [buffer.items, processing_of(buffer, "w1"), writers(buffer), lease(buffer, "w1")]
-        names += [buffer.items_rejected, buffer.db_writer_stats, buffer.items_processing]
-        assert {key_slot(name) for name in names} == {key_slot(keys.items)}
+        for buffer in item_buffers(keys):
+            names = [buffer.items, processing_of(buffer, "w1"), writers(buffer)]
+            names += [lease(buffer, "w1"), filling(buffer), buffer.items_rejected]
+            names += [buffer.db_writer_stats, buffer.items_processing, buffer.db_writer_lock]
+            assert {key_slot(name) for name in names} == {key_slot(buffer.items)}
+
+
+def test_a_sharded_frontier_has_an_item_buffer_per_shard_beside_the_spiders_own() -> None:
+    """On one Redis, or one shard, the spider's own buffer only, named as before;
+    sharded, each shard's buffer is in the slot of its hosts' queues."""
+    assert item_buffers(RedisKeys("s")) == [RedisKeys("s")]
+    assert item_buffers(RedisKeys("s").of_shard(2)) == [RedisKeys("s")]
+    assert RedisKeys("s").of_shard(2).items == "s:items"
+    cluster = RedisKeys("distributed", cluster=True)
+    assert [b.items for b in item_buffers(cluster)] == ["{distributed}:items"]
+    buffers = item_buffers(SHARDED.of_shard(1).in_lane(RENDER))
+    assert buffers == [SHARDED, *SHARDED.all_shards]
+    assert buffers[0].items == "{distributed}:items"
+    for shard in SHARDED.all_shards:
+        assert shard.items == shard.frontier_prefix + "items"
+        assert key_slot(shard.items) == key_slot(shard.hosts) == key_slot(shard.in_flight)
+        assert processing_of(shard, "w1") == shard.frontier_prefix + "items:processing:w1"
+    assert len({key_slot(b.items) for b in buffers}) == 4

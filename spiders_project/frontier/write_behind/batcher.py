@@ -38,11 +38,12 @@ Redis refused inside EXEC is read in ``refusals.py``, the WAIT is
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.lease_id import NO_SHARD, Lease
 from spiders_project.frontier.outcomes import Outcome
 from spiders_project.frontier.scripts import FrontierScripts
 from spiders_project.frontier.write_behind.ops import (
@@ -63,7 +64,7 @@ from spiders_project.frontier.write_behind.ops import (
 )
 from spiders_project.frontier.write_behind.refusals import Refusals
 from spiders_project.frontier.write_behind.replicas import ReplicaWait
-from spiders_project.frontier.write_behind.slots import send_by_slot
+from spiders_project.frontier.write_behind.slots import send_by_slot, steps
 from spiders_project.frontier.write_behind.transaction import (
     CONFIRMED,
     add_commands,
@@ -135,8 +136,9 @@ class RedisBatcher:
         self._appended = 0
         self._delivered = 0
         self._flushed = asyncio.Event()
-        # Length of the shared item buffer as of the last flush.
+        # Items in every item buffer: each one's length as last read, by slot, summed.
         self.items_backlog = 0
+        self._backlogs: dict[str, int] = {}
         # Told that length after each flush (backpressure reacts at once).
         self.backlog: Subscribers[[int]] = Subscribers()
         # ITEM_BUFFER_MAX (backpressure; 0: none): items that would pass it go at
@@ -176,8 +178,9 @@ class RedisBatcher:
         self._rejecting[seed] = reason
         self._add(RejectSeed(seed))
 
-    def item(self, payload: bytes) -> None:
-        self._add(Item(payload))
+    def item(self, payload: bytes, shard: int = NO_SHARD) -> None:
+        """An entry for the item buffer of ``shard``, its page's (``page_shards.py``)."""
+        self._add(Item(payload, shard))
         self.pending_items += 1
         if self.items_limit and self.items_backlog + self.pending_items > self.items_limit:
             self._wake.set()
@@ -276,29 +279,23 @@ class RedisBatcher:
         flushed.set()
 
     async def _flush_sharded(self, ops: list[Op]) -> float:
-        """One tick over a sharded frontier: one MULTI/EXEC per slot, in up to
-        three steps, each sent only once the one before is in whole (``slots.py``
-        says why that keeps the batcher's guarantees)."""
-        priors = [op for op in ops if op.kind == PRIOR]
+        """One tick over a sharded frontier: one MULTI/EXEC per slot, in up to three steps,
+        each sent only once the one before is in whole (``slots.py`` says why that is safe)."""
+        priors, first, second = steps(ops)
+        send = functools.partial(send_by_slot, self.keys, self._transaction, self.calls_for)
         before = 0.0
         if priors:
-            kept, before, _ = await send_by_slot(
-                self.keys, self._transaction, self.calls_for, priors
-            )
+            kept, before, _ = await send(priors)
             if kept:
-                self._delivered_all(ops, kept + [op for op in ops if op.kind != PRIOR])
+                self._delivered_all(ops, kept + first + second)
                 return before
-        first = [op for op in ops if op.kind not in (ACK, PRIOR)]
-        second = [op for op in ops if op.kind == ACK]
-        kept, delay, claims = await send_by_slot(
-            self.keys, self._transaction, self.calls_for, first
-        )
+        kept, delay, claims = await send(first)
         self._appended += len(claims)
         second += claims
         if kept:
             self._delivered_all(ops + claims, kept + second)
             return max(before, delay)
-        kept, delay2, _ = await send_by_slot(self.keys, self._transaction, self.calls_for, second)
+        kept, delay2, _ = await send(second)
         self._delivered_all(ops + claims, kept)
         return max(before, delay, delay2)
 
@@ -311,14 +308,15 @@ class RedisBatcher:
         it failed once more, at once (``again``)."""
         groups = group(ops)
         slot = keys.frontier_prefix
-        home = slot == self.keys.prefix
+        # Free ride, for backpressure: the length of the slot's item buffer (the
+        # spider's own at every tick, a shard's when it carries items there).
+        backlog = slot == self.keys.prefix or any(kind == ITEM for kind, _ in groups)
         pipe = calls.client.pipeline(transaction=True)
         spans, enqueued = add_commands(
             pipe, keys, groups, scripts=self.scripts, seen=self.seen, clock=self.clock
         )
-        if home:
-            # Free ride: the item backlog, for backpressure.
-            pipe.llen(self.keys.items)
+        if backlog:
+            pipe.llen(keys.items)
         read_replicas = self._replica_wait.read_due(slot)
         if read_replicas:
             pipe.info("replication")
@@ -351,8 +349,8 @@ class RedisBatcher:
             for kind, batch in groups:
                 if kind == PRIOR:
                     self.priors_delivered(batch)
-        if home and isinstance(results[-1], int):
-            self.items_backlog = results[-1]
+        if backlog and isinstance(results[-1], int):
+            self.observe_backlog(slot, results[-1])
             self.backlog(self.items_backlog)
         if ITEM not in failed_kinds:
             self.pending_items -= sum(1 for op in ops if op.kind == ITEM)
@@ -367,6 +365,11 @@ class RedisBatcher:
         if lost and kept and again and not reload_delay:
             return await self._transaction(keys, calls, kept, again=False)
         return kept, max(delay, reload_delay)
+
+    def observe_backlog(self, slot: str, length: int) -> None:
+        """The item buffer of ``slot`` (a frontier prefix) holds ``length`` items now."""
+        self._backlogs[slot] = length
+        self.items_backlog = sum(self._backlogs.values())
 
     @property
     def replicas(self) -> int | None:

@@ -2,8 +2,8 @@
 
 A tick sends one group of commands per kind (``transaction.group``): the
 prior writes first, then all new requests and seed rejections in one enqueue
-script per lane, all items in one RPUSH, all acks, releases and transfers in
-one ack script per lane, then the pushes and the other commands. What Redis
+script per lane, all items in one RPUSH (per slot), all acks, releases and
+transfers in one ack script per lane, then the pushes and the other commands. What Redis
 refuses inside EXEC fails a kind whole (``refusals.py``), so a kind is also
 what is kept and sent again.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from spiders_project.frontier.lease_id import Lease
+from spiders_project.frontier.lease_id import NO_SHARD, Lease
 from spiders_project.frontier.outcomes import Outcome
 from spiders_project.keys import HTTP
 
@@ -54,10 +54,13 @@ class RejectSeed:
 
 @dataclass(slots=True)
 class Item:
-    """An item for the db_writer (RPUSH onto the spider's items)."""
+    """An item (or a page-state entry) for the db_writers: RPUSH onto an item buffer,
+    the one of its page's frontier shard (``page_shards.py``; sent with the acks, in
+    the shard's slot), or the spider's own with ``NO_SHARD`` (one Redis, no page)."""
 
     kind: ClassVar[str] = ITEM
     payload: bytes
+    shard: int = NO_SHARD
 
 
 @dataclass(slots=True)

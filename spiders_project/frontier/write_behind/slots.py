@@ -9,13 +9,18 @@ steps after it, next tick):
 1. the prior writes (``ops.Prior``: a shared cookie jar's update, in the
    spider's own slot), so no worker can lease a link before what the link
    depends on is in;
-2. every write but the acks: each shard's new requests, the items, rejects,
-   dead letters;
-3. the acks, and the claims of the seeds whose requests went in.
+2. every write but the acks and the pages' items: each shard's new
+   requests, the items of no page, rejects, dead letters;
+3. the acks with the items and page-state entries of their pages, each
+   shard's in one MULTI/EXEC (a page's entries go to the item buffer of its
+   lease's shard: ``page_shards.py``), and the claims of the seeds whose
+   requests went in.
 
-A page's ack therefore still never lands before its items and links; a
-worker killed between the steps leaves its leases to expire and be fetched
-again, which the upserting db_writer and the seen-set absorb. A seed is
+A page's ack therefore still never lands before its links, and lands with
+its items, atomically, as on one Redis; a worker killed between the steps
+leaves its leases to expire and be fetched again, which the upserting
+db_writer and the seen-set absorb. No write of a page goes to the spider's
+own slot, so each master carries the pages of its own hosts. A seed is
 claimed (removed from start_urls) after its request is queued, not in the
 same script; the shard remembers the seed for ``calls.SEED_TAKEN_MS``
 (``keys.seeds_taken``), so a worker that reads it again in between (two
@@ -31,10 +36,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from spiders_project.frontier.calls import seed_digest
+from spiders_project.frontier.lease_id import NO_SHARD
 from spiders_project.frontier.write_behind.ops import (
+    ACK,
+    PRIOR,
     Ack,
     Command,
     Enqueue,
+    Item,
     Op,
     Prior,
     Push,
@@ -43,6 +52,23 @@ from spiders_project.frontier.write_behind.ops import (
 )
 from spiders_project.keys import RedisKeys
 from spiders_project.redis_access import RedisCalls
+
+
+def steps(ops: list[Op]) -> tuple[list[Op], list[Op], list[Op]]:
+    """``ops`` split into the three steps, each in its order: the prior writes; every
+    write but the acks and the pages' items; the acks with the pages' items (a page's
+    items and page-state entries ride in its shard's MULTI/EXEC with its ack)."""
+    priors: list[Op] = []
+    first: list[Op] = []
+    second: list[Op] = []
+    for op in ops:
+        if op.kind == PRIOR:
+            priors.append(op)
+        elif op.kind == ACK or (isinstance(op, Item) and op.shard != NO_SHARD):
+            second.append(op)
+        else:
+            first.append(op)
+    return priors, first, second
 
 
 async def send_by_slot(
@@ -108,13 +134,16 @@ def slot_keys(keys: RedisKeys, op: Op) -> RedisKeys:
         return keys.for_host(op.host) if op.host else keys
     if isinstance(op, (Ack, Release, Transfer)):
         return keys.of_shard(op.lease.shard)
+    if isinstance(op, Item):
+        # A page's: its shard's item buffer; of no page (NO_SHARD): the spider's own.
+        return keys.of_shard(op.shard)
     if isinstance(op, Push):
         return _by_prefix(keys, op.key)
     if isinstance(op, (Command, Prior)):
         # EVAL source numkeys key...; any other command names its key first.
         args = op.args
         return _by_prefix(keys, str(args[3] if args[0] == "EVAL" else args[1]))
-    # Items and seed rejections: the spider's own slot (items, start_urls).
+    # Seed rejections: the spider's own slot (start_urls).
     return keys
 
 
