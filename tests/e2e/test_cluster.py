@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -14,8 +16,10 @@ import pytest
 
 from spiders_project.crawl.hosts import host_of
 from spiders_project.frontier.calls import seed_digest
-from spiders_project.keys import RedisKeys
+from spiders_project.keys import RedisKeys, key_slot
+from spiders_project.keys.db_writers import item_buffers
 from spiders_project.keys.jobs import job_counts
+from spiders_project.recrawl.pages_row import PAGE_KIND
 from tests.support.monitoring import Exporter
 from tests.support.processes import (
     db_writer,
@@ -31,6 +35,7 @@ from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
 CK = RedisKeys("distributed", cluster=True, shards=3)
+BUFFERS = item_buffers(CK)  # the spider's own item buffer, then each shard's
 ENV = {"REDIS_CLUSTER": "true"}
 
 
@@ -101,8 +106,8 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
         for shard in CK.all_shards:
             assert client.zcard(shard.leases) == 0 and int(client.get(shard.requests_size)) == 0
         assert client.sismember("spiders", "distributed")
-        # Each shard's keys (its seen-set, at least) are on a master of their
-        # own; the spider's own keys (items, stats, seeds) on the master of its slot.
+        # Each shard's keys (its seen-set, its pages' items) are on a master of
+        # their own; the spider's own keys (stats, seeds) on the master of its slot.
         masters = {node.port for node in cluster.masters()}
         owners = {cluster.master_of(shard.frontier_prefix).port for shard in CK.all_shards}
         assert owners == masters
@@ -111,7 +116,9 @@ def test_two_workers_crawl_three_hosts_on_a_cluster(cluster, tmp_path, procs):
             assert node.client.get(shard.seen), shard.frontier_prefix
             assert node.client.keys(shard.frontier_prefix.replace("{", "\\{") + "seen:*")
         home = cluster.master_of(CK.prefix)
-        assert home.client.exists(CK.stats_totals, CK.db_writer_stats) == 2
+        assert home.client.exists(CK.stats_totals) == 1
+        for shard in CK.all_shards:  # every shard's items went through its own buffer
+            assert cluster.master_of(shard.frontier_prefix).client.exists(shard.db_writer_stats)
         # The exporter sums the shards: every page's fingerprint, none queued.
         # Memory: the master nearest its maxmemory (one INFO reads one node).
         fullest = cluster.masters()[-1]
@@ -195,7 +202,7 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
         wait_until(lambda: client.zcard(CK.workers) == 2, 120, what="both workers to start")
         wait_until(lambda: len(stored_urls(db_path)) >= 60, 90, what="the crawl to be under way")
         assert len(stored_urls(db_path)) < 450, "killed too late to prove anything"
-        # The master of the spider's own slot (items, seeds, acks of its shard).
+        # The master of the spider's own slot (seeds, stats; its shard's acks and items).
         victim = cluster.master_of(CK.prefix)
         victim.executor.process.send_signal(signal.SIGKILL)
         wait_until(
@@ -230,6 +237,63 @@ def test_a_master_killed_mid_crawl_loses_nothing_on_a_cluster(replicated_cluster
             for w in workers
         )
         assert corrected >= 3, [w.log()[-2000:] for w in workers]
+
+
+def test_each_pages_items_are_buffered_on_its_hosts_shard(cluster, tmp_path, procs):
+    """FRONTIER_SHARDS=3, hosts in every shard: every page's item and page-state
+    entry waits in the item buffer of its host's shard, on that shard's master,
+    and none in the spider's own (each rode with its page's ack); then two
+    db_writers store every item and every page's row once, from every buffer."""
+    db_path = tmp_path / "items.db"
+    client = cluster.client
+    settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_SHARDS=3", "PAGES_ENABLED=true")
+    with contextlib.ExitStack() as stack:
+        sites = sites_on_every_shard(stack, pages=80)
+        for site in sites:
+            client.lpush(CK.start_urls, site.url)
+        # The workers first, alone: what they buffered stays where they put it.
+        workers = [worker(f"w{i}", cluster.url, tmp_path, *settings, env=ENV) for i in (1, 2)]
+        procs += workers
+        for w in workers:
+            assert w.wait(180) == 0, w.log()[-3000:]
+        expected = set().union(*(site.page_urls() for site in sites))
+        assert client.llen(CK.items) == 0, "an item of a page in the spider's own buffer"
+        items: list[str] = []
+        pages: set[str] = set()
+        for shard in CK.all_shards:
+            # The buffer shares its slot with its hosts' queues, on their master,
+            # which holds it itself (its own client would be told MOVED otherwise).
+            assert key_slot(shard.items) == key_slot(shard.hosts) != key_slot(CK.items)
+            node = cluster.master_of(shard.frontier_prefix)
+            entries = [json.loads(e) for e in node.client.lrange(shard.items, 0, -1)]
+            assert entries, shard.items
+            for entry in entries:
+                assert CK.shard_of(host_of(entry["url"])) == shard.shard, (shard.items, entry)
+                if entry.get("kind") == PAGE_KIND:
+                    pages.add(entry["url"])
+                else:
+                    items.append(entry["url"])
+        assert sorted(items) == sorted(expected)  # once each: nothing was sent again
+        assert pages >= expected
+
+        writers = [
+            db_writer(f"dbw{i}", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
+            for i in (1, 2)
+        ]
+        procs += writers
+        wait_until(lambda: items_drained(client, CK), 90, what="every item buffer drained")
+        for writer in writers:
+            assert writer.stop(30) == 0, writer.log()[-3000:]
+    urls = stored_urls(db_path)
+    assert len(urls) == len(set(urls)), "a page stored twice"
+    assert set(urls) == expected, sorted(expected ^ set(urls))[:10]
+    with sqlite3.connect(db_path) as db:
+        rows = [url for (url,) in db.execute("SELECT url FROM pages")]
+    assert len(rows) == len(set(rows)) and set(rows) >= expected
+    written = sum(int(client.hget(b.db_writer_stats, "items_written") or 0) for b in BUFFERS)
+    assert written == len(expected)
+    for writer in writers:  # both drained every buffer
+        assert "joined the db_writers of " + ", ".join(b.items for b in BUFFERS) in writer.log()
 
 
 def test_a_worker_told_another_shard_count_refuses_to_start(cluster):

@@ -166,6 +166,16 @@ def test_each_role_does_its_job_as_its_user_on_a_cluster(acl_cluster, tmp_path, 
         # The start check asks every master: one that lacks a right refuses a worker.
         other = next(n for n in cluster.masters() if n.port != cluster.master_of(CK.prefix).port)
         refused_at_start("worker", url("worker"), other.client, tmp_path, procs, env)
+        # ... and a db_writer refuses when that master does not let it reach the
+        # item buffers of the shards there (a file made before they existed).
+        db_writer_user = role_named("db_writer").user
+        other.client.execute_command("ACL", "SETUSER", db_writer_user, "resetkeys", "%RW~{x}:*")
+        db = f"sqlite:///{tmp_path / 'refused.db'}"
+        refused = db_writer("dbw-refused", url("db_writer"), db, tmp_path, env=env)
+        procs.append(refused)
+        assert refused.wait(60) == 1, refused.log()[-3000:]
+        (line,) = [line for line in refused.log().splitlines() if "may not run" in line]
+        assert "on key {distributed/" in line and "Traceback" not in refused.log(), line
         # The cookie jars, cookies:{distributed}:* here: the worker's, never the monitor's.
         home = cluster.master_of(CK.prefix).port
         jar = cookie_jar(CK, "default")
