@@ -22,8 +22,9 @@ What goes where:
   what the single Redis held for the URLs seen so far; new URLs spread over
   the shards (docs/SCALING.md, "Migrating a running crawl");
 - the spider's own keys (seeds, rejected seeds, buffered items, dead
-  letters, per-seed page budgets, stats, proxy bans) keep their names, with
-  the cluster's hash tag.
+  letters, stats, proxy bans) keep their names, with the cluster's hash tag;
+  each per-seed page budget goes to the shard of its seed's id, where the
+  workers count it (``scope/seed_limits.py``).
 
 Not copied: leases and what belongs to them (cap slots, turns), which must be
 empty (stop the source's workers: SIGTERM hands their leases back), robots.txt
@@ -274,6 +275,10 @@ class CrawlMove:
             if suffix.startswith(prefix):
                 moved.skipped[prefix + "*"] += 1
                 return []
+        if suffix.startswith("seed:") and suffix.endswith(":pages"):
+            seed_id = suffix[len("seed:") : -len(":pages")]
+            moved.spider_keys += 1
+            return [(self.keys.for_host(seed_id).seed_pages(seed_id), None)]
         if suffix == "requests:rejected":
             # Inspection list of entries that were not requests: no host to go by.
             return [(self.keys.all_shards[0].frontier_prefix + suffix, None)]

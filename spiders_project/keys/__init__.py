@@ -245,9 +245,9 @@ class RedisKeys:
 
     @property
     def render_auto(self) -> str:
-        """Hash "<section> js" / "<section> http" -> pages of a site section that
-        needed JavaScript, or not (RENDER_MODE=auto: rendering/auto.py)."""
-        return self._key("render:auto")
+        """Hash "<section> js" / "<section> http" -> pages of a site section that needed
+        JavaScript, or not (RENDER_MODE=auto: rendering/auto.py); a shard's, its pages'."""
+        return self._frontier_key("render:auto")
 
     @property
     def proxies_banned(self) -> str:
@@ -270,8 +270,8 @@ class RedisKeys:
         return self._key("jobs:schedules")
 
     def seed_pages(self, seed_id: str) -> str:
-        """Pages fetched so far from one seed with ``max_pages`` (its budget); expires."""
-        return self._key(f"seed:{seed_id}:pages")
+        """A seed's pages fetched against its ``max_pages``; sharded: in ``for_host(id)``'s."""
+        return self._frontier_key(f"seed:{seed_id}:pages")
 
     @property
     def leases(self) -> str:

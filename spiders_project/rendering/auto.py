@@ -18,7 +18,9 @@ its HTTP response dropped; one that passes is parsed as it is.
 
 The outcome is learned per **section** (the host and the first path segment,
 digits folded: ``shop.example/p``), shared by every worker through one Redis
-hash (``<spider>:render:auto``: ``<section> js`` and ``<section> http`` counts).
+hash (``<spider>:render:auto``: ``<section> js`` and ``<section> http`` counts;
+on a sharded frontier each page counts in its own shard's hash, with its other
+writes, and a worker reads every shard's).
 Once ``RENDER_AUTO_LEARN`` pages of a section needed JavaScript, and they are
 at least ``LEARNED_SHARE`` of its pages checked, its new requests go straight
 to the render queue (no wasted HTTP fetch); a section whose pages pass stays
@@ -45,6 +47,7 @@ from scrapy.statscollectors import StatsCollector
 
 from spiders_project.crawl.meta import RENDER as RENDER_META
 from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.page_shards import PageShards
 from spiders_project.plumbing.wiring import shared
 from spiders_project.redis_access import RedisUnavailable
 from spiders_project.rendering.config import RenderConfig, UrlRule
@@ -167,13 +170,15 @@ class AutoRender:
         self.crawler.stats.inc_value("render/auto/learned")
         return True
 
-    def record(self, url: str, needed: bool) -> None:
-        """Count one checked page, here at once and in the cluster with the next write."""
-        section = section_of(url)
+    def record(self, request: Request, needed: bool) -> None:
+        """Count one checked page, here at once and in the cluster with the next write
+        (in its shard's hash: ``frontier/page_shards.py``)."""
+        section = section_of(request.url)
         self.learned.count(section, needed)
         redis = WorkerRedis.of(self.crawler)
+        keys = redis.keys.of_shard(PageShards.of(self.crawler).of_request(request))
         redis.batcher.command(
-            "HINCRBY", redis.keys.render_auto, f"{section} {'js' if needed else 'http'}", 1
+            "HINCRBY", keys.render_auto, f"{section} {'js' if needed else 'http'}", 1
         )
 
     def _refresh(self) -> None:
@@ -185,12 +190,16 @@ class AutoRender:
         self._reading = True
         redis = WorkerRedis.of(self.crawler)
 
+        # The spider's own hash (one Redis, or counts moved by crawlmove) and every shard's.
+        hashes = [redis.keys, *redis.keys.all_shards] if redis.keys.sharded else [redis.keys]
+
         async def read() -> None:
             try:
-                fields = await redis.calls.command(
-                    "HGETALL", redis.keys.render_auto, retry=False, writes=False
+                replies = await redis.pipelined(
+                    "HGETALL render:auto", [("HGETALL", k.render_auto) for k in hashes], retry=False
                 )
-                self.learned.load(fields)
+                for fields in replies:
+                    self.learned.load(fields)
             except (RedisUnavailable, redis_errors.RedisError):
                 pass  # logged by the call path (an error reply with its command); next time
             finally:
@@ -224,7 +233,7 @@ class AutoRenderMiddleware:
         ):
             return response
         why = needs_javascript(response, self.auto.selector_for(response.url))
-        self.auto.record(request.url, why is not None)
+        self.auto.record(request, why is not None)
         if why is None:
             self.stats.inc_value("render/auto/http_pages")
             return response

@@ -13,6 +13,12 @@
   across all workers. Once it is used up, the seed's requests still queued
   are dropped as workers lease them, and counted (``seeds/over_budget``);
   retries of a page already counted are not counted again.
+
+On a sharded frontier (Redis Cluster) a seed's counter is in the shard its
+id hashes to, not in the spider's own slot, which would otherwise take a
+call for every budgeted page of the cluster: budgeted seeds spread over the
+masters. A budget spans every host its seed reaches (and a ``scope_id``
+spans seeds), so it has no host of its own to follow.
 """
 
 from __future__ import annotations
@@ -144,9 +150,10 @@ class SeedBudget:
         stats = self.crawler.stats
         assert stats is not None
         if seed_id not in self.budgets.spent:
+            budget = self.redis.keys.for_host(seed_id)  # its shard: see the module docstring
             count = int(
-                await self.redis.calls.script(
-                    self.script, [self.redis.keys.seed_pages(seed_id)], [BUDGET_TTL]
+                await self.redis.calls_for(budget).script(
+                    self.script, [budget.seed_pages(seed_id)], [BUDGET_TTL]
                 )
             )
             if count <= int(scope["max_pages"]):

@@ -243,14 +243,18 @@ def test_each_pages_items_are_buffered_on_its_hosts_shard(cluster, tmp_path, pro
     """FRONTIER_SHARDS=3, hosts in every shard: every page's item and page-state
     entry waits in the item buffer of its host's shard, on that shard's master,
     and none in the spider's own (each rode with its page's ack); then two
-    db_writers store every item and every page's row once, from every buffer."""
+    db_writers store every item and every page's row once, from every buffer.
+    What else a page writes is off the spider's own slot too: its seed's
+    budget (in the shard of the seed's id) and auto mode's count of its
+    section (in its own shard)."""
     db_path = tmp_path / "items.db"
     client = cluster.client
     settings = ("MAX_IDLE_TIME_BEFORE_CLOSE=3", "FRONTIER_SHARDS=3", "PAGES_ENABLED=true")
+    settings += ("RENDER_MODE=auto",)
     with contextlib.ExitStack() as stack:
         sites = sites_on_every_shard(stack, pages=80)
         for site in sites:
-            client.lpush(CK.start_urls, site.url)
+            client.lpush(CK.start_urls, json.dumps({"url": site.url, "max_pages": 1000}))
         # The workers first, alone: what they buffered stays where they put it.
         workers = [worker(f"w{i}", cluster.url, tmp_path, *settings, env=ENV) for i in (1, 2)]
         procs += workers
@@ -275,6 +279,17 @@ def test_each_pages_items_are_buffered_on_its_hosts_shard(cluster, tmp_path, pro
                     items.append(entry["url"])
         assert sorted(items) == sorted(expected)  # once each: nothing was sent again
         assert pages >= expected
+        assert not client.exists(CK.render_auto)
+        checked = 0
+        for shard in CK.all_shards:
+            for field, n in client.hgetall(shard.render_auto).items():
+                assert CK.shard_of(field.decode().split("/")[0]) == shard.shard, field
+                checked += int(n)
+        assert checked >= len(expected)
+        budgets = {k.decode() for k in client.scan_iter(match="*:seed:*:pages")}
+        ids = {key.split(":")[2] for key in budgets}
+        assert len(ids) == 3 and budgets == {CK.for_host(i).seed_pages(i) for i in ids}
+        assert sum(int(client.get(key)) for key in budgets) >= len(expected)
 
         writers = [
             db_writer(f"dbw{i}", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
@@ -337,6 +352,8 @@ def test_a_stopped_crawl_moves_from_one_redis_onto_the_cluster(cluster, tmp_path
             # The previous release's hex fingerprints, still to migrate.
             old_set = [hashlib.sha1(b"old %d" % i).hexdigest() for i in range(5)]
             single.client.sadd(old.dupefilter, *old_set)
+            # A seed's page budget: counted, after the move, in the shard of its id.
+            single.client.set(old.seed_pages("s33d"), 7)
             # A seed nobody read yet moves with the rest.
             late = TestSite(pages=20, seed=99)
             late.start()
@@ -351,6 +368,7 @@ def test_a_stopped_crawl_moves_from_one_redis_onto_the_cluster(cluster, tmp_path
             seen = int(single.client.get(old.seen))
             assert [int(client.get(s.seen)) for s in CK.all_shards] == [seen] * 3
             assert client.lrange(CK.start_urls, 0, -1) == [late.url.encode()]
+            assert client.get(CK.for_host("s33d").seed_pages("s33d")) == b"7"
             assert int(single.client.get(old.requests_size)) == queued, "the source was changed"
             again = scrapy(cluster, "crawlmove", "--from", single.url)
             assert again.returncode == 1 and "--overwrite" in again.stderr, again.stderr
