@@ -180,7 +180,7 @@ class CrawlMove:
         in_use = [
             key
             for shard in self.keys.all_shards
-            for key in (shard.hosts, shard.seen, shard.requests_size, shard.leases)
+            for key in (shard.hosts, shard.seen, shard.requests_size, shard.leases, shard.items)
         ] + [self.keys.start_urls, self.keys.items, self.keys.dead]
         held = [key for key in in_use if self.target.exists(key)]
         if held:

@@ -21,7 +21,8 @@
 -- split the buffer's trickle into twice the takes and half-full batches. A
 -- take that fills its batch ends its writer's mark.
 --
--- KEYS[1]  item buffer: list of JSON items (<spider>:items)
+-- KEYS[1]  item buffer: list of JSON items (<spider>:items, or a frontier
+--          shard's {<spider>/<n>}:items; every key here shares its slot)
 -- KEYS[2]  this writer's processing list: entries taken and not yet committed
 -- KEYS[3]  the buffer's writers: hash writer id -> entries in its processing list
 -- KEYS[4]  the buffer's filling mark: the id of the writer filling a batch
