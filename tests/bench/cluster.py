@@ -4,10 +4,11 @@ The same worker and site as the ``worker`` phase, with ``REDIS_CLUSTER=true``
 and the frontier in three shards (``FRONTIER_SHARDS`` auto: one per master),
 until ``--window`` pages. Besides pages/s (against one Redis, in the same
 run), it measures what each master spends per page: the master of the
-spider's own slot (items, seeds, stats, and one shard) and the two others
-(a shard each). From those, the projection of docs/BENCHMARKS.md: the pages/s
-at which the busiest master of an N-master cluster would be saturated, if
-the frontier is split in N shards and hosts spread evenly over them.
+spider's own slot (seeds, stats, and one shard) and the two others (a
+shard each); a page's items are buffered in its host's shard. From those,
+the projection of docs/BENCHMARKS.md: the pages/s at which the busiest
+master of an N-master cluster would be saturated, if the frontier is split
+in N shards and hosts spread evenly over them.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class ClusterResult:
 
     @property
     def own_us(self) -> float:
-        """What the spider's own keys (items, seeds, stats) cost per page: the
-        first master's CPU beyond the least busy other master's, which holds
+        """What the spider's own keys (seeds, stats; no page's items) cost per page:
+        the first master's CPU beyond the least busy other master's, which holds
         a shard too."""
         return max(0.0, self.masters[0][1] - min(us for _, us in self.masters[1:]))
 
@@ -173,7 +174,8 @@ def section(result: ClusterResult) -> list[str]:
         "",
         "The site has one host, so one shard (one master) does all of the frontier's work per"
         " page; the others show what an idle shard costs (the worker's lease calls visit every"
-        " shard) and what the spider's own keys cost (items, seeds, stats: the first master"
+        " shard) and what the spider's own keys cost (seeds, stats; a page's items are in its"
+        " host's shard, with its ack: the first master"
         " beyond the least busy other one). **Projection**: the cluster spends"
         f" {result.total_us:.0f} µs of Redis CPU per page in all (one Redis, above: its"
         " *Redis CPU s/10k pages*); with N masters, N shards and hosts spread evenly, each"
