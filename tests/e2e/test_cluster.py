@@ -311,6 +311,46 @@ def test_each_pages_items_are_buffered_on_its_hosts_shard(cluster, tmp_path, pro
         assert "joined the db_writers of " + ", ".join(b.items for b in BUFFERS) in writer.log()
 
 
+def test_backpressure_bounds_every_item_buffer_together(cluster, tmp_path, procs):
+    """ITEM_BUFFER_MAX on a sharded frontier: the worker pauses once the items of
+    every shard's buffer together pass it (each buffer's length read in the
+    transactions that push to it), stays paused while nothing drains them, and
+    resumes once a db_writer has."""
+    db_path = tmp_path / "items.db"
+    client = cluster.client
+    limit = 40
+    with contextlib.ExitStack() as stack:
+        sites = sites_on_every_shard(stack, pages=100)
+        for site in sites:
+            client.lpush(CK.start_urls, site.url)
+        w = worker(
+            "w",
+            cluster.url,
+            tmp_path,
+            f"ITEM_BUFFER_MAX={limit}",
+            "CONCURRENT_REQUESTS=8",
+            "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+            env=ENV,
+        )
+        procs.append(w)
+        wait_until(lambda: "pausing fetching" in w.log(), 90, what="backpressure")
+        peak = 0
+        for _ in range(20):
+            peak = max(peak, sum(client.llen(b.items) for b in BUFFERS))
+            time.sleep(0.1)
+        assert limit < peak <= limit + 2 * 8 + 16, peak
+        assert sum(1 for s in CK.all_shards if client.llen(s.items)) >= 2  # spread, yet bounded
+        writer = db_writer("dbw", cluster.url, f"sqlite:///{db_path}", tmp_path, env=ENV)
+        procs.append(writer)
+        assert w.wait(180) == 0, w.log()[-3000:]
+        wait_until(lambda: items_drained(client, CK), 60, what="every item buffer drained")
+        assert writer.stop(30) == 0, writer.log()[-3000:]
+        expected = set().union(*(site.page_urls() for site in sites))
+    urls = stored_urls(db_path)
+    assert len(urls) == len(set(urls)) and set(urls) == expected
+    assert "resuming fetching" in w.log()
+
+
 def test_a_worker_told_another_shard_count_refuses_to_start(cluster):
     # The first process of the spider records the count (auto: one per master).
     assert scrapy(cluster, "deadletters", "list").returncode == 0
