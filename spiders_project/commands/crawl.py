@@ -146,6 +146,10 @@ class Command(ScrapyCrawlCommand):
             mismatch = mode_problem(settings, spider)
         except ConfigError as exc:
             mismatch = str(exc)
+        except (redis.RedisError, OSError) as exc:
+            # Redis went away between the ping and this read (a master killed
+            # while the worker starts): one line and status 1, as unreachable.
+            return self._refuse([unreachable_message(settings, exc)], 1)
         if mismatch is not None:
             return self._refuse([mismatch], CONFIG_EXIT_STATUS)
         return True
