@@ -290,7 +290,7 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_m
     jar = cookie_jar(K, "default")
     w = acl_redis.client("worker")
     keys = [jar, cookie_jars(K), cookie_counts(K)]
-    assert w.eval(update.source, 3, *keys, "", "default", 60_000, 1, "d\t/\ts", "{}") > 0
+    assert w.eval(update.source, 3, *keys, "", "default", 60_000, "", 1, "d\t/\ts", "{}") > 0
     assert w.hget(jar, "d\t/\ts") == b"{}" and w.hgetall(jar)
     operator = acl_redis.client("operator")
     assert operator.hkeys(jar) and operator.delete(jar) == 1
