@@ -127,9 +127,15 @@ class ProcessJars:
 
     def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:
         """What changed in ``local`` since ``before``, within the bounds (the rest undone);
-        ``via``: the pinned proxy the cookies came through, if any (pins.py)."""
+        ``via``: the pinned proxy the cookies came through, if any: none are kept
+        once the jar is pinned to another (its session retired, pins.py)."""
         after = codec.snapshot(local.cookies)
         change = codec.diff(before, after)
+        pinned = local.control.get(PROXY_FIELD)
+        if change and via and pinned and pinned != via:
+            codec.apply(local.cookies, codec.diff(after, before))
+            self._inc("cookies/refused_after_retire")
+            return Change()
         if change.sets:
             for dropped in bounded(local.cookies, change, before, after):
                 self._inc("cookies/dropped")
@@ -282,7 +288,7 @@ class SharedJars(ProcessJars):
     # --- writing ------------------------------------------------------------------------
     def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:
         """What changed in ``local`` since ``before``, sent to Redis as a prior write."""
-        change = super().changed(local, before)
+        change = super().changed(local, before, via)
         if change:
             self._send(local, change, via)
         return change
