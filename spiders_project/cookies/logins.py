@@ -152,6 +152,10 @@ class Logins:
         fetch again later; raises IgnoreRequest for a login that failed or a
         jar given up."""
         spider = self.spider
+        if response.request is None:
+            # The engine ties it to its request only after the middlewares; the
+            # spider's two methods read response.meta, as callbacks do.
+            response.request = request
         local = self.store.jar(jar_id(request.meta.get("cookiejar")))
         token = request.meta.get(meta.LOGIN)
         if token is not None:
@@ -208,7 +212,7 @@ class Logins:
             given = self.spider.login(response)
             requests = [given] if isinstance(given, Request) else list(given or ())
         except Exception as exc:  # noqa: BLE001 - the spider's error ends this login
-            logger.exception("login() of %s failed", self.spider.name)
+            logger.exception("Spider %s: login() failed", self.spider.name)
             await self._failed(None, local, token, f"login() raised {type(exc).__name__}")
             return
         if not requests or not all(isinstance(r, Request) for r in requests):

@@ -101,7 +101,8 @@ class LoginSite:
         self.ended: set[str] = set()
         self._served: dict[str, int] = {}
         self._served_via: dict[str, int] = {}
-        self.banned: str | None = None  # the proxy the site banned
+        self.banned: str | None = None  # the proxy the site banned, and when
+        self.banned_at = float("inf")
         self._held: dict[str, threading.Event] = {}
         site = self
 
@@ -268,7 +269,7 @@ class LoginSite:
                 return
             through = self._served_via[via] = self._served_via.get(via, 0) + 1
             if through >= self.ban_proxy_after:
-                self.banned = via
+                self.banned, self.banned_at = via, time.monotonic()
 
 
 def _strip_via(path: str) -> tuple[str, str | None]:
