@@ -38,6 +38,10 @@ runs them in Redis):
   on, become dead letters with the reason, and nothing is fetched again
   until ``scrapy cookies clear --jar J``.
 
+Only the requests of the crawl, leased from the frontier, take part: a
+request the engine downloads itself (robots.txt) is sent as it is, and its
+answer's cookies are taken as Scrapy takes them.
+
 Stats: ``cookies/relogins`` (logins started for an expired session),
 ``cookies/login_waits`` (requests sent back to wait), ``cookies/logins_failed``.
 """
@@ -125,6 +129,8 @@ class Logins:
         """``request`` about to go out with ``local``: ``(local, None)`` to send it,
         ``(local, later)`` to send ``later`` back to the frontier instead; raises
         IgnoreRequest for a jar given up (a dead letter) or a superseded login."""
+        if meta.LEASED_AT not in request.meta:
+            return local, None  # the engine's own download (robots.txt): not the crawl's
         session = self.sessions.session(local)
         if session.state == FAILED:
             self._give_up(request, local, session)

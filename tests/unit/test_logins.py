@@ -5,6 +5,7 @@ middleware's way through an expired session, a login and a jar given up
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -118,6 +119,7 @@ class World:
         self.chain = LoginChain(self.crawler)
 
     def send(self, request: Request) -> Request | None:
+        request.meta.setdefault(meta.LEASED_AT, time.monotonic())  # leased from the frontier
         return asyncio.run(self.mw.process_request(request))
 
     def answer(self, request: Request, status: int = 200, **kw: Any) -> Request | Response:
@@ -262,6 +264,18 @@ def test_a_spider_that_says_when_a_session_expired_must_say_how_to_log_in():
     assert logs_in_again(SiteSpider) and not logs_in_again(Own)
     with pytest.raises(ConfigError, match="defines session_expired"):
         logs_in_again(Half)
+
+
+def test_what_the_engine_downloads_itself_is_sent_as_it_is():
+    w = World()
+    page = Request(f"{SITE}/p/1")
+    w.send(page)
+    expired(w, page)
+    robots = Request(f"{SITE}/robots.txt")
+    assert asyncio.run(w.mw.process_request(robots)) is None
+    answer = HtmlResponse(robots.url, status=302, headers={"Location": "/login"})
+    assert asyncio.run(w.mw.process_response(robots, answer)) is answer
+    assert w.stat("cookies/relogins") == 1 and w.stat("cookies/login_waits") == 1
 
 
 def test_a_stored_request_forgets_the_version_it_went_out_with():
