@@ -68,6 +68,9 @@ def test_a_session_the_site_ends_mid_crawl_is_logged_in_again_once(redis_url, r,
         # The first login, then exactly one more, after the site ended the first session.
         assert len(posts) == 2 and len(site.ended) == 1 and len(site.made) == 2
         assert total(r, workers, "cookies/relogins") == 1
+        # What found the session ended, or would have gone out during the login,
+        # went back to the frontier to wait (no download slot held), and was sent again.
+        assert total(r, workers, "cookies/login_waits") >= len(without) > 0
         # Every page fetched with a valid session; what met the ended one was sent again.
         assert {h.page for h in members if h.user is not None} == site.member_pages()
         assert all(h.session in site.ended for h in without)
