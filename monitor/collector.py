@@ -218,8 +218,8 @@ def spider_metrics(spiders: Sequence[SpiderView], now: float) -> Iterator[Metric
     )
     lag = GaugeMetricFamily(
         "crawler_db_writer_lag_seconds",
-        "Age of the oldest item not yet in the database (fetched_at of the head of "
-        "items_processing, else of items); 0 when the buffer is empty.",
+        "Age of the oldest item not yet in the database (when the oldest head of the "
+        "db_writers' processing lists, else of items, left its worker); 0 when empty.",
         labels=s,
     )
     proxy_requests = CounterMetricFamily(

@@ -407,10 +407,14 @@ DB_WRITER_IDLE_WAIT = 1.0
 # (doubles each failure). Redis has its own, REDIS_RECONNECT_BACKOFF(_MAX).
 DB_WRITER_RETRY_BACKOFF = 0.5
 DB_WRITER_RETRY_BACKOFF_MAX = 30.0
-# Seconds the db_writer's lock outlives its last refresh. A writer refreshes it
-# at every batch and about every third of it when idle or retrying, so only a
-# writer that is dead (or stuck this long) loses it, and a standby takes over
-# at most this long after a crash (a clean stop releases the lock at once).
+# Seconds within which a dead db_writer's batch in hand is taken over by
+# another writer (or its successor). Any number of writers drain a spider's
+# buffer at once; each renews its lease at every batch and every sixth of
+# this when idle or retrying, and the lease lives half of this, so only a
+# writer that is dead (or stuck that long) loses it. Another writer, looking
+# every fifth of this between its own batches, then takes over its batch:
+# 0.7 times this after a crash, plus the batch it was writing (a clean stop
+# drops the lease at once).
 DB_WRITER_LOCK_TTL = 10.0
 # With --all-spiders, seconds between looks for spiders whose workers started
 # buffering items (the set "spiders"); each gets its own writer thread.

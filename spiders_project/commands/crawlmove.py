@@ -27,7 +27,9 @@ What goes where:
 
 Not copied: leases and what belongs to them (cap slots, turns), which must be
 empty (stop the source's workers: SIGTERM hands their leases back), robots.txt
-copies and locks (fetched again), and the workers' heartbeats.
+copies and locks (fetched again), and the workers' heartbeats and the
+db_writers' leases (a batch a db_writer left in its processing list is taken
+over by a writer on the target).
 
 The source is read only and left as it was. The command refuses a target
 that already holds a crawl of the spider unless ``--overwrite``, which
@@ -71,7 +73,7 @@ _LEASE_STATE = (
     "requests:cap_handover",
 )
 # Not moved: fetched or rebuilt by the processes of the target.
-_NOT_MOVED_PREFIXES = ("requests:turn:", "robots:", "worker:")
+_NOT_MOVED_PREFIXES = ("requests:turn:", "robots:", "worker:", "db_writer:lease:")
 _NOT_MOVED = {"workers", "db_writer:lock", "frontier:shards", "seeds:taken"}
 
 

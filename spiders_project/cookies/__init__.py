@@ -7,7 +7,9 @@ again when a request leased after the copy was made goes out
 (``lua/update.lua``) that travels ahead of that page's links and ack
 (``frontier/write_behind``'s prior writes). ``middleware.py`` is Scrapy's
 CookiesMiddleware on those jars, ``codec.py`` a cookie as a hash field,
-``steps.py`` keeps cookie values out of what the frontier stores.
+``steps.py`` keeps cookie values out of what the frontier stores,
+``browser.py`` is a jar's cookies in a browser context (which
+``rendering/context_cookies.py`` gives a rendered page and reads back).
 
 A spider that says how to log in again (``session_expired``, ``login``) has
 each jar logged in again once for the cluster when the site ends its session

@@ -61,11 +61,13 @@ _HTTP_ONLY = ("HttpOnly", "httponly", "Httponly", "HTTPOnly", "HTTPONLY", "httpO
 _SAME_SITE = ("SameSite", "samesite", "Samesite", "SAMESITE", "sameSite")
 
 
-def _http_only(cookie: Cookie) -> bool:
+def http_only(cookie: Cookie) -> bool:
+    """Whether ``cookie`` is HttpOnly, however its server spelt the attribute."""
     return any(cookie.has_nonstandard_attr(name) for name in _HTTP_ONLY)
 
 
-def _same_site(cookie: Cookie) -> str | None:
+def same_site(cookie: Cookie) -> str | None:
+    """``cookie``'s SameSite as its server spelt it, or None."""
     for name in _SAME_SITE:
         value = cookie.get_nonstandard_attr(name)
         if isinstance(value, str):
@@ -79,15 +81,15 @@ def encode(cookie: Cookie) -> str:
         "value": cookie.value,
         "expires": cookie.expires,
         "secure": bool(cookie.secure),
-        "http_only": _http_only(cookie),
+        "http_only": http_only(cookie),
         "domain_specified": bool(cookie.domain_specified),
         "domain_initial_dot": bool(cookie.domain_initial_dot),
         "path_specified": bool(cookie.path_specified),
         "version": cookie.version,
     }
-    same_site = _same_site(cookie)
-    if same_site is not None:
-        data["same_site"] = same_site
+    site = same_site(cookie)
+    if site is not None:
+        data["same_site"] = site
     return json.dumps(data, separators=(",", ":"))
 
 
@@ -103,12 +105,12 @@ def decode(name: str, value: str | bytes) -> Cookie:
     cookie_value = data.get("value")
     expires = data.get("expires")
     version = data.get("version", 0)
-    same_site = data.get("same_site")
+    site = data.get("same_site")
     if (
         not (cookie_value is None or isinstance(cookie_value, str))
         or not (expires is None or (type(expires) is int))
         or not (version is None or type(version) is int)
-        or not (same_site is None or isinstance(same_site, str))
+        or not (site is None or isinstance(site, str))
         or not all(isinstance(data.get(flag, False), bool) for flag in _FLAGS)
     ):
         raise BadCookie(f"field {name!r} has an attribute of the wrong type")
@@ -116,8 +118,8 @@ def decode(name: str, value: str | bytes) -> Cookie:
     rest: dict[str, Any] = {}
     if data.get("http_only"):
         rest["HttpOnly"] = None
-    if same_site is not None:
-        rest["SameSite"] = same_site
+    if site is not None:
+        rest["SameSite"] = site
     return Cookie(
         version=version,
         name=cookie_name,

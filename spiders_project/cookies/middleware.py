@@ -33,6 +33,7 @@ from scrapy.http import Response
 from scrapy.http.cookies import CookieJar
 
 from spiders_project.cookies import codec
+from spiders_project.cookies.browser import TAKEN_FROM_BROWSER
 from spiders_project.cookies.config import CookiesConfig, LoginConfig
 from spiders_project.cookies.logins import Logins, logs_in_again
 from spiders_project.cookies.pins import ProxyPins
@@ -125,8 +126,10 @@ class SharedCookiesMiddleware(CookiesMiddleware):
 
     def take(self, request: Request, response: Response) -> None:
         """The cookies ``response`` sets, into its jar (Scrapy's code) and sent on."""
-        if b"Set-Cookie" not in response.headers:
-            return  # nothing to take: no snapshot, no write
+        if b"Set-Cookie" not in response.headers or TAKEN_FROM_BROWSER in response.flags:
+            # Nothing to take (no snapshot, no write); or a rendered page's,
+            # which its browser applied and whose cookies were taken from it.
+            return
         local = self.store.jar(codec.jar_id(request.meta.get("cookiejar")))
         before = codec.snapshot(local.cookies)
         super().process_response(request, response)

@@ -3,10 +3,11 @@
 ``--spider NAME`` (repeatable) writes those spiders' buffers; ``--all-spiders``
 writes every spider whose workers buffered items (the set ``spiders``, looked
 at again every DB_WRITER_SPIDERS_POLL seconds). Each spider has its own
-writer thread, database connection and lock ``<spider>:db_writer:lock``, so
-one writer per spider runs in the whole cluster, as before; the threads
-share the process' one Redis call path. A writer thread that dies is fatal:
-the others are stopped and the process exits 1 for its supervisor.
+writer thread and database connection; the threads share the process' one
+Redis call path. Any number of these processes may run at once, on any
+nodes: each writer takes its own batches (``item_queue.py``), and takes over
+those of a writer that died. A writer thread that dies is fatal: the others
+are stopped and the process exits 1 for its supervisor.
 
 Exit status: 0 after a stop request (SIGTERM, SIGINT) or, with
 ``--exit-when-empty``, once nothing is left to write; 1 when Redis or the
@@ -14,7 +15,8 @@ database cannot be reached at start (one log line says which, password
 masked), or when its Redis user may not run what it runs (one line naming
 the command or key: ``acl_check.py``); 2 for a bad DB_URL or bad options. A second SIGTERM or SIGINT
 kills the process at once (status 143 or 130 from the shell); the entries it
-was writing stay in the processing list and are written at the next start.
+was writing stay in its processing list, and another writer (or the next
+start) takes them over once its lease has expired.
 """
 
 from __future__ import annotations

@@ -1,29 +1,46 @@
-"""The Redis side of the db_writer: take, acknowledge, recover, and the writer lock.
+"""The Redis side of the db_writer: join, take, acknowledge, heartbeat, take over.
 
-Entries move from ``<spider>:items`` to ``<spider>:items:processing`` when
-taken and leave the processing list only after their batch is committed, so
-an entry is in Redis until it is in the database (at least once). The
-processing list is safe to trim by position because one writer at a time
-appends to it: the one whose token is in the lock key. Taking and
-acknowledging are Lua scripts that check the token first, so a writer that
-lost the lock (paused past its TTL, then came back) changes nothing.
+Any number of db_writers drain one item buffer at once. Each has an id
+unique to its process run (uuid4; never a hostname and pid, which replicas
+in containers share) and, beside each buffer it drains:
 
-The lock holds a token unique to each process run (uuid4), never a hostname
-and pid: replicas in containers share both (every process is pid 1). A
-successor takes the lock when the holder releases it at a clean stop, or
-when its TTL runs out after a crash; nothing takes a held lock over.
+- its own processing list ``<spider>:items:processing:<id>``: entries move
+  there from ``<spider>:items`` when taken and leave it only after their batch
+  is committed, so an entry is in Redis until it is in the database (at
+  least once). Only its writer appends to it, so the batch in hand is always
+  its first entries and is acknowledged by position;
+- its entry in the writers' hash ``<spider>:db_writer:writers`` (id -> entries
+  in its processing list, which the scripts keep exact, so the monitor and
+  ``--exit-when-empty`` read every writer's count in one call);
+- its lease ``<spider>:db_writer:lease:<id>``, set again with a TTL of
+  DB_WRITER_LOCK_TTL at every batch and heartbeat.
+
+Every writer looks at the others' leases every quarter of that TTL. A writer
+whose lease is gone (killed, or stalled that long) has its processing list
+moved to the tail of the looker's and leaves the hash, atomically
+(``adopt.lua``); take, ack and heartbeat check first that their writer is
+still in the hash, so one that comes back after that changes nothing. A
+batch in hand is thus written again by at most one other writer, as an
+upsert: nothing is lost and nothing is stored twice.
+
+The previous release's one processing list ``<spider>:items:processing`` is
+taken over the same way once its lone writer's lock ``<spider>:db_writer:lock``
+is gone.
 
 Every call goes through the process' one call path
 (:class:`~spiders_project.redis_access.SyncRedisCalls`), which classifies
-errors, backs off and logs Redis' state changes. The lock, take and ack
-scripts carry ``allow-oom``: they keep memory level or free it, and the
-db_writer, the one process that frees Redis memory, must start and drain
-while Redis is full. Calls that can be repeated safely (reads, lock, refresh)
-retry until Redis answers, sleeping with the call path's sleep, which ends
-the wait when a stop is requested. Take and ack are tried once
-(``retry=False``): one whose reply was lost may have moved entries, and the
-writer then reads the processing list again from its head instead of
-repeating the call.
+errors, backs off and logs Redis' state changes. The scripts carry
+``allow-oom``: they keep memory level or free it, and the db_writer, the one
+process that frees Redis memory, must start and drain while Redis is full.
+Calls that can be repeated safely (reads, join, heartbeat) retry until Redis
+answers, sleeping with the call path's sleep, which ends the wait when a stop
+is requested. Take, ack and adopt are tried once (``retry=False``): one whose
+reply was lost may have moved entries, and the writer then reads its
+processing list again from its head instead of repeating the call.
+
+Each buffer's keys (``RedisKeys.item_buffers``) name what a writer keeps
+beside it, in the buffer's slot, so each script touches one slot; the queue
+takes a batch from one buffer at a time and acknowledges it there.
 """
 
 from __future__ import annotations
@@ -31,9 +48,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.db_writers import filling, item_buffers, lease, processing_of, writers
+from spiders_project.read_model.replies import hash_fields, text
+from spiders_project.read_model.writers import held_by_writers
 from spiders_project.redis_access import RedisUnavailable, SyncRedisCalls, load_lua
 
 logger = logging.getLogger(__name__)
@@ -43,88 +65,195 @@ LUA_DIR = Path(__file__).with_name("lua")
 # How often an idle writer looks at the buffer while Redis refuses writes
 # (see ItemQueue.wait): 5 LLEN per second, and an item waits at most 0.2 s.
 REFUSED_POLL = 0.2
+# A dead writer's batch must be taken over within DB_WRITER_LOCK_TTL of its
+# death. So its lease lives LEASE_SHARE of the TTL after each renewal, renewed
+# every BEATS_PER_TTL-th of the TTL (and at every batch): two heartbeats can be
+# lost before it expires. The others look for gone writers every
+# LOOKS_PER_TTL-th, between their own batches: a dead writer's batch is taken
+# over 1/2 + 1/5 of the TTL after its last renewal, plus the batch the taker
+# was writing (under a second), which leaves room within the TTL.
+LEASE_SHARE = 0.5
+BEATS_PER_TTL = 6
+LOOKS_PER_TTL = 5
 
 
-class LockLost(Exception):
-    """Another writer holds the lock now: the batch in hand must not be acknowledged."""
+class Taken(NamedTuple):
+    """What a take moved; ``others_filling``: it moved nothing because another
+    writer is filling a batch from the buffer (a take that starts a batch only)."""
+
+    entries: list[bytes]
+    others_filling: bool = False
+
+
+class LeaseLost(Exception):
+    """Another writer took this writer's batch over: the batch in hand must not be acknowledged."""
 
 
 class ItemQueue:
-    """One writer's view of a spider's item buffer, processing list and lock."""
+    """One writer's view of a spider's item buffers, its processing lists and its lease."""
 
-    def __init__(self, calls: SyncRedisCalls, keys: RedisKeys, lock_ttl: float) -> None:
+    def __init__(
+        self,
+        calls: SyncRedisCalls,
+        keys: RedisKeys,
+        lease_ttl: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.calls = calls
         self.client = calls.client
         self.keys = keys
-        self.lock = keys.db_writer_lock
-        self.lock_ttl_ms = int(lock_ttl * 1000)
-        self._refresh_every = lock_ttl / 3
-        self._refreshed_at = float("-inf")
-        self.token = uuid.uuid4().hex
-        self._lock = load_lua(LUA_DIR, "lock")
-        self._refresh_lock = load_lua(LUA_DIR, "refresh_lock")
-        self._release_lock = load_lua(LUA_DIR, "release_lock")
+        self.buffers = item_buffers(keys)
+        self.writer = uuid.uuid4().hex
+        self.lease_ttl_ms = int(lease_ttl * LEASE_SHARE * 1000)
+        self._beat_every = lease_ttl / BEATS_PER_TTL
+        self._look_every = lease_ttl / LOOKS_PER_TTL
+        self._monotonic = monotonic
+        self._beaten_at = float("-inf")
+        self._looked_at = float("-inf")
+        self._join = load_lua(LUA_DIR, "join")
+        self._beat = load_lua(LUA_DIR, "beat")
+        self._leave = load_lua(LUA_DIR, "leave")
+        self._adopt = load_lua(LUA_DIR, "adopt")
         self._take = load_lua(LUA_DIR, "take")
         self._ack = load_lua(LUA_DIR, "ack")
 
-    # --- the lock -------------------------------------------------------------
+    # --- names ----------------------------------------------------------------
 
-    def try_lock(self) -> bool:
-        """Take the lock if it is free (its holder released it, or its TTL ran out).
+    def processing(self, buffer: RedisKeys) -> str:
+        """This writer's processing list beside ``buffer``."""
+        return processing_of(buffer, self.writer)
 
-        True as well when this writer holds it already (it is extended then).
-        """
-        if self.calls.script(self._lock, [self.lock], [self.token, self.lock_ttl_ms]):
-            self._refreshed_at = time.monotonic()
-            return True
-        return False
+    def lease(self, buffer: RedisKeys) -> str:
+        """This writer's lease beside ``buffer``."""
+        return lease(buffer, self.writer)
 
-    def holder(self) -> str | None:
-        """The token in the lock key, if any."""
-        value = self.calls.command("GET", self.lock, writes=False)
-        return value.decode("utf-8", "replace") if value is not None else None
+    # --- being one of the writers -----------------------------------------------
 
-    def refresh_lock(self) -> None:
-        """Extend the lock when a third of its TTL has passed; raise LockLost if it is gone."""
-        now = time.monotonic()
-        if now - self._refreshed_at < self._refresh_every:
+    def join(self) -> int:
+        """Become one of the writers of every buffer; the entries already in this
+        writer's processing lists (none, unless Redis lost the writers' hash)."""
+        held = 0
+        for buffer in self.buffers:
+            held += self.calls.script(
+                self._join,
+                [writers(buffer), self.lease(buffer), self.processing(buffer)],
+                [self.writer, self.lease_ttl_ms],
+            )
+        self._beaten_at = self._monotonic()
+        self._looked_at = float("-inf")  # a new writer looks for gone ones at once
+        return held
+
+    def heartbeat(self) -> None:
+        """Renew the leases when a third of their TTL has passed; raise LeaseLost if
+        another writer took this one's batch over."""
+        now = self._monotonic()
+        if now - self._beaten_at < self._beat_every:
             return
-        if not self.calls.script(self._refresh_lock, [self.lock], [self.token, self.lock_ttl_ms]):
-            raise LockLost(self.lock)
-        self._refreshed_at = now
+        for buffer in self.buffers:
+            beat = [writers(buffer), self.lease(buffer)]
+            if not self.calls.script(self._beat, beat, [self.writer, self.lease_ttl_ms]):
+                raise LeaseLost(writers(buffer))
+        self._beaten_at = now
 
-    def forget_refresh(self) -> None:
-        """Make the next :meth:`refresh_lock` check the lock (after Redis was away)."""
-        self._refreshed_at = float("-inf")
+    def forget_heartbeat(self) -> None:
+        """Make the next :meth:`heartbeat` renew the leases (after Redis was away)."""
+        self._beaten_at = float("-inf")
 
-    def release_lock(self) -> None:
-        """Delete the lock if this writer holds it, so a successor starts at once.
+    def leave(self) -> int:
+        """A clean stop: out of the writers' hash if nothing is left in hand, the
+        lease dropped either way, so another writer takes over at its next look
+        what is left. Tried once: when Redis is away, the lease expires by itself.
+        Returns the entries left for another writer."""
+        left = 0
+        for buffer in self.buffers:
+            left += self.calls.script(
+                self._leave,
+                [writers(buffer), self.lease(buffer), self.processing(buffer)],
+                [self.writer],
+                retry=False,
+            )
+        return int(left)
 
-        Tried once: when Redis is away, the lock expires by itself.
-        """
-        self.calls.script(self._release_lock, [self.lock], [self.token], retry=False)
+    def take_over_gone(self, *, now: bool = False) -> int:
+        """Every quarter of the lease TTL (or ``now``): move the processing list of
+        each writer whose lease is gone, and the previous release's list once its
+        lock is gone, to the tail of this writer's. The number of entries moved."""
+        at = self._monotonic()
+        if not now and at - self._looked_at < self._look_every:
+            return 0
+        self._looked_at = at
+        return sum(self._take_over(buffer) for buffer in self.buffers)
+
+    def _take_over(self, buffer: RedisKeys) -> int:
+        found, legacy, legacy_lock = self.calls.pipelined(
+            "db_writers",
+            [
+                ("HGETALL", writers(buffer)),
+                ("LLEN", buffer.items_processing),
+                ("GET", buffer.db_writer_lock),
+            ],
+        )
+        others = [text(name) for name in hash_fields(found) if text(name) != self.writer]
+        gone: list[tuple[str, str, str]] = []
+        if others:
+            alive = self.calls.pipelined(
+                "db_writer leases", [("GET", lease(buffer, w)) for w in others]
+            )
+            for writer, lives in zip(others, alive, strict=True):
+                if lives is None:
+                    gone.append((writer, processing_of(buffer, writer), lease(buffer, writer)))
+        if legacy and not legacy_lock:
+            gone.append(("", buffer.items_processing, buffer.db_writer_lock))
+        moved = 0
+        for writer, processing, its_lease in gone:
+            taken = self.calls.script(
+                self._adopt,
+                [processing, its_lease, writers(buffer), self.processing(buffer)],
+                [writer, self.writer],
+                retry=False,
+            )
+            if taken is None:
+                raise LeaseLost(writers(buffer))
+            if taken > 0:
+                logger.info(
+                    "took over %d entries of %s, whose %s is gone; writing them",
+                    taken,
+                    f"db_writer {writer}" if writer else processing,
+                    "lease" if writer else "lock",
+                )
+                moved += taken
+        return moved
 
     # --- entries --------------------------------------------------------------
 
-    def take(self, count: int) -> list[bytes]:
-        """Move up to ``count`` entries, oldest first, into the processing list."""
-        moved: list[bytes] | None = self.calls.script(
+    def take(self, buffer: RedisKeys, count: int, *, fill_for: float = 0.0) -> Taken:
+        """Move up to ``count`` entries of ``buffer``, oldest first, into this
+        writer's processing list. ``fill_for``: this take starts a batch that
+        the writer may fill for so many seconds; if it finds fewer than
+        ``count`` entries, the other writers leave the buffer to it meanwhile,
+        and if another writer is filling one, it moves nothing (``take.lua``)."""
+        moved: list[bytes] | int | None = self.calls.script(
             self._take,
-            [self.keys.items, self.keys.items_processing, self.lock],
-            [self.token, count],
+            [buffer.items, self.processing(buffer), writers(buffer), filling(buffer)],
+            [self.writer, count, int(fill_for * 1000)],
             retry=False,
         )
         if moved is None:
-            raise LockLost(self.lock)
-        return moved
+            raise LeaseLost(writers(buffer))
+        if isinstance(moved, int):
+            return Taken([], others_filling=True)
+        return Taken(moved)
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until the buffer has an entry; leave it there.
+    def wait(self, buffer: RedisKeys, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until ``buffer`` has an entry; leave it there.
 
         While Redis takes writes: BLMOVE from the head of the list back to its
         head, a rotation of one element. Nothing moves, but the call blocks
-        like BLPOP and returns as soon as a producer pushes. Taking stays with
-        :meth:`take`, which checks the lock.
+        like BLPOP and returns as soon as a producer pushes (every writer
+        blocked on the buffer wakes; each then takes what it can). Taking
+        stays with :meth:`take`, which checks this writer is still one of the
+        buffer's writers.
 
         While Redis refuses writes (OOM, READONLY), BLMOVE is refused too:
         every blocking list command (BLPOP, BLMOVE, BLMPOP, ...) removes or
@@ -140,8 +269,8 @@ class ItemQueue:
             moved = self.calls.call(
                 "BLMOVE items",
                 lambda: self.client.blmove(
-                    self.keys.items,
-                    self.keys.items,
+                    buffer.items,
+                    buffer.items,
                     # Redis takes fractional seconds; redis-py's hint says int.
                     timeout,  # type: ignore[arg-type]
                     "LEFT",
@@ -156,44 +285,61 @@ class ItemQueue:
         # A plain sleep, not the call path's (which ends at a stop request): a
         # writer stopping warm still writes the partial batch it is filling.
         time.sleep(min(timeout, REFUSED_POLL))
-        return bool(self.calls.command("LLEN", self.keys.items, retry=False, writes=False))
+        return bool(self.calls.command("LLEN", buffer.items, retry=False, writes=False))
 
-    def read_processing(self, count: int) -> list[bytes]:
-        """The first ``count`` entries left in the processing list (recovery)."""
+    def read_processing(self, buffer: RedisKeys, count: int) -> list[bytes]:
+        """The first ``count`` entries of this writer's processing list (recovery)."""
         entries: list[bytes] = self.calls.command(
-            "LRANGE", self.keys.items_processing, 0, count - 1, writes=False
+            "LRANGE", self.processing(buffer), 0, count - 1, writes=False
         )
         return entries
 
     def processing_length(self) -> int:
-        """How many entries wait in the processing list."""
-        length: int = self.calls.command("LLEN", self.keys.items_processing, writes=False)
-        return length
+        """How many entries wait in this writer's processing lists."""
+        return sum(
+            int(self.calls.command("LLEN", self.processing(buffer), writes=False))
+            for buffer in self.buffers
+        )
 
     def is_empty(self) -> bool:
-        """True when neither the buffer nor the processing list holds an entry."""
+        """True when no buffer holds an entry and no writer's processing list does
+        (a gone writer's batch counts until it is taken over and written)."""
+        for buffer in self.buffers:
+            items, held, legacy = self.calls.pipelined(
+                "LLEN items",
+                [
+                    ("LLEN", buffer.items),
+                    ("HGETALL", writers(buffer)),
+                    ("LLEN", buffer.items_processing),
+                ],
+            )
+            if items or legacy or held_by_writers(held):
+                return False
+        return True
 
-        def lengths() -> list[int]:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.llen(self.keys.items)
-            pipe.llen(self.keys.items_processing)
-            return pipe.execute()
-
-        return not any(self.calls.call("LLEN items", lengths, writes=False))
-
-    def ack(self, count: int, written: int, rejected: list[bytes]) -> None:
-        """Remove the first ``count`` processing entries, keep ``rejected``, count the batch."""
+    def ack(self, buffer: RedisKeys, count: int, written: int, rejected: list[bytes]) -> None:
+        """Remove the first ``count`` entries of this writer's processing list beside
+        ``buffer``, keep ``rejected``, count the batch, renew the lease."""
         done = self.calls.script(
             self._ack,
             [
-                self.keys.items_processing,
-                self.keys.items_rejected,
-                self.keys.db_writer_stats,
-                self.lock,
+                self.processing(buffer),
+                buffer.items_rejected,
+                buffer.db_writer_stats,
+                writers(buffer),
+                self.lease(buffer),
             ],
-            [self.token, self.lock_ttl_ms, count, written, f"{time.time():.3f}", *rejected],
+            [
+                self.writer,
+                self.lease_ttl_ms,
+                count,
+                written,
+                f"{time.time():.3f}",
+                *rejected,
+            ],
             retry=False,
         )
         if not done:
-            raise LockLost(self.lock)
-        self._refreshed_at = time.monotonic()
+            raise LeaseLost(writers(buffer))
+        if len(self.buffers) == 1:
+            self._beaten_at = self._monotonic()

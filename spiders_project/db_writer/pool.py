@@ -2,7 +2,7 @@
 
 Each spider's :class:`~.writer.ItemWriter` runs in its own thread with its own
 database connection, so a slow or locked table of one spider never holds up
-another, and each takes its own spider's lock as a lone writer did. The main
+another, and each joins its own spider's writers as a lone writer does. The main
 thread only starts writers (for ``--all-spiders``, those of spiders that
 appear in the set ``spiders``), relays stop signals and watches: a writer
 thread that raises is logged and ends the process with status 1, after the

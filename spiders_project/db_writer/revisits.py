@@ -1,10 +1,11 @@
 """The revisit scheduler: due rows of ``pages`` back into the frontier, once per cluster.
 
 With RECRAWL_AFTER set, every URL whose ``next_due`` has come is fetched
-again, whether or not a page links to it again. The db_writer that holds the
-spider's lock (``item_queue.ItemQueue``) looks every RECRAWL_SCHEDULE_EVERY
-seconds: it reads up to RECRAWL_SCHEDULE_BATCH due rows (``FOR UPDATE SKIP
-LOCKED`` on PostgreSQL), pushes each as a JSON seed onto ``<spider>:start_urls``::
+again, whether or not a page links to it again. Every db_writer of the
+spider looks every RECRAWL_SCHEDULE_EVERY seconds: it reads up to
+RECRAWL_SCHEDULE_BATCH due rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so
+two writers never read the same row; SQLite's write transaction is the whole
+file's), pushes each as a JSON seed onto ``<spider>:start_urls``::
 
     {"url": "https://...", "job": "...", "revisit": {"etag": ..., "last_modified": ...,
      "digest": ..., "fetched_at": ..., "interval": ..., "changes": ..., "failures": ...}}

@@ -1,14 +1,16 @@
 """The db_writer loop: Redis item buffer in, database rows out, nothing lost.
 
-One writer per spider: :class:`ItemQueue` enforces it with a lock key, and a
-second instance waits for it. The writer takes a batch into the processing
-list, writes it in one transaction, then acknowledges it; whatever a crashed
-writer left in the processing list is written first at the next start.
+Any number of writers drain a spider's buffer at once (:class:`ItemQueue`):
+each takes a batch into its own processing list, writes it in one
+transaction, then acknowledges it. A writer that dies leaves its batch in its
+processing list; another writer takes it over once the dead one's lease has
+expired (DB_WRITER_LOCK_TTL) and writes it first, as an upsert.
 
 Stopping is warm on the first SIGTERM: the batch in hand is committed and
 acknowledged. A stop requested while the writer waits for Redis (away, or
 refusing writes) or for the database ends the wait at once and leaves the
-batch in the processing list for the next start; a second SIGTERM kills.
+batch in the processing list, where another writer (or the next start) takes
+it over; a second SIGTERM kills.
 """
 
 from __future__ import annotations
@@ -17,18 +19,16 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from scrapy.settings import BaseSettings
-
-from spiders_project.config import SettingsReader
+from spiders_project.db_writer.config import WriterConfig
 from spiders_project.db_writer.entries import dedupe, parse_entries
-from spiders_project.db_writer.item_queue import ItemQueue, LockLost
-from spiders_project.db_writer.page_store import PAGES_TABLE, PageTable
+from spiders_project.db_writer.item_queue import ItemQueue, LeaseLost
+from spiders_project.db_writer.page_store import PageTable
 from spiders_project.db_writer.revisits import RevisitScheduler
-from spiders_project.db_writer.sql_store import TABLE_NAME, RowsRefused, Store, StoreUnavailable
+from spiders_project.db_writer.sql_store import RowsRefused, Store, StoreUnavailable
 from spiders_project.db_writer.stopping import SLEEP_SLICE, Backoff, StopFlag, StopRequested
+from spiders_project.keys import RedisKeys
 from spiders_project.recrawl.pages_row import PageEntry
 from spiders_project.redis_access import RedisUnavailable
 
@@ -36,51 +36,22 @@ __all__ = ["Backoff", "ItemWriter", "StopFlag", "StopRequested", "WriterConfig"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+# While --exit-when-empty waits for another writer's batch (its ack, or its
+# lease to expire so it can be taken over), it looks this often.
+PEERS_POLL = 0.2
+# A writer filling a batch takes again this many times per DB_WRITER_MAX_WAIT,
+# sleeping between, rather than waking at each push to the buffer: each take
+# is one script call, and a crawl pushes its items a few at a time from every
+# worker. So a batch that fills early is written at most a quarter of
+# DB_WRITER_MAX_WAIT late.
+FILL_TAKES = 4
 
 
-@dataclass(frozen=True)
-class WriterConfig:
-    """The db_writer's settings, read once and checked."""
+class Batch(NamedTuple):
+    """Entries taken from one buffer, the first of this writer's processing list there."""
 
-    batch_size: int
-    max_wait: float
-    idle_wait: float
-    retry_backoff: float
-    retry_backoff_max: float
-    lock_ttl: float
-    tables: dict[str, str] = field(default_factory=dict)  # ITEM_TABLES: item type -> table
-    spiders_poll: float = 5.0  # --all-spiders looks for new spiders this often (s)
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> WriterConfig:
-        read = SettingsReader(settings)
-        backoff = read.getfloat("DB_WRITER_RETRY_BACKOFF", above=0)
-        return cls(
-            batch_size=read.getint("DB_WRITER_BATCH_SIZE", minimum=1),
-            max_wait=read.getfloat("DB_WRITER_MAX_WAIT", minimum=0),
-            idle_wait=read.getfloat("DB_WRITER_IDLE_WAIT", above=0),
-            retry_backoff=backoff,
-            retry_backoff_max=read.getfloat("DB_WRITER_RETRY_BACKOFF_MAX", minimum=backoff),
-            lock_ttl=read.getfloat("DB_WRITER_LOCK_TTL", above=0),
-            tables=_item_tables(read),
-            spiders_poll=read.getfloat("DB_WRITER_SPIDERS_POLL", above=0),
-        )
-
-
-def _item_tables(read: SettingsReader) -> dict[str, str]:
-    """ITEM_TABLES, checked: each table name is written into SQL."""
-    tables = read.getdict("ITEM_TABLES")
-    for item_type, table in tables.items():
-        if not isinstance(item_type, str) or not isinstance(table, str):
-            read.fail("ITEM_TABLES", "must map item type names to table names")
-        if table == PAGES_TABLE:
-            read.fail("ITEM_TABLES", f"{table!r} is the db_writer's own table of page states")
-        if not TABLE_NAME.match(table):
-            read.fail(
-                "ITEM_TABLES",
-                f"table {table!r} must be a lower-case SQL identifier (letters, digits, _)",
-            )
-    return dict(tables)
+    buffer: RedisKeys
+    entries: list[bytes]
 
 
 class ItemWriter:
@@ -109,10 +80,15 @@ class ItemWriter:
         self.store_name = store_name
         self.db_backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
         self._recovering = True
-        self._have_lock = False
+        self._joined = False
         self._db_down = False
+        self._next_buffer = 0  # the buffer the next batch is taken from first
         # Entries taken into the processing list and not acknowledged yet.
         self._in_hand = False
+        # What this writer committed and acknowledged, said at its stop: the
+        # share of each of several writers of a buffer.
+        self.items_written = 0
+        self.batches = 0
 
     @property
     def stopping(self) -> bool:
@@ -145,29 +121,29 @@ class ItemWriter:
             if self._in_hand:
                 logger.warning(
                     "stopping without finishing the batch in hand;"
-                    " it stays in %s for the next start",
-                    self.queue.keys.items_processing,
+                    " it stays in %s for another writer",
+                    self.queue.processing(self.queue.buffers[0]),
                 )
         self._shut_down()
 
     def _turn(self) -> bool:
-        """Take the lock if needed, then handle one batch. False when the writer should stop.
+        """Join the writers if needed, then handle one batch. False when the writer should stop.
 
         Raises :class:`StopRequested` when a stop is requested while it waits.
         """
         try:
-            if not self._have_lock:
-                self._acquire_lock()
+            if not self._joined:
+                self._join()
             return self._step()
-        except LockLost:
-            self._lock_lost()
+        except LeaseLost:
+            self._lease_lost()
         except RedisUnavailable as exc:
             # A take or ack whose reply was lost may have moved entries: whatever
             # is in the processing list is read again from its head. The call
-            # path logged the state change; the next calls (a lock refresh
+            # path logged the state change; the next calls (a heartbeat
             # first) retry with its backoff until Redis answers and takes writes.
             self._recovering = True
-            self.queue.forget_refresh()
+            self.queue.forget_heartbeat()
             self.stop.sleep(exc.delay)
         return True
 
@@ -175,108 +151,143 @@ class ItemWriter:
         """Handle one batch (or one idle wait). False when the writer should stop."""
         if self.stopping:
             return False
-        self.queue.refresh_lock()
+        self.queue.heartbeat()
+        if self.queue.take_over_gone():
+            self._recovering = True
         if self._recovering:
-            entries = self.queue.read_processing(self.config.batch_size)
-            if entries:
-                self._in_hand = True
-                self._handle(entries)
-                return True
+            for buffer in self.queue.buffers:
+                entries = self.queue.read_processing(buffer, self.config.batch_size)
+                if entries:
+                    self._in_hand = True
+                    self._handle(Batch(buffer, entries))
+                    return True
             self._recovering = False
         if self.revisits is not None:
-            self.revisits.look()  # only the lock's holder: once per cluster
-        entries = self._fill_batch()
-        if entries:
-            self._handle(entries)
+            # Every writer looks; the due rows are locked as they are read
+            # (page_store.take_due), so two writers never push the same one.
+            self.revisits.look()
+        batch = self._fill_batch()
+        if batch is not None:
+            self._handle(batch)
             return True
         if not self.stopping and self._left_behind():
             return True
-        if self.exit_when_empty and not self.stopping and self.queue.is_empty():
-            logger.info("nothing left in %s, stopping", self.queue.keys.items)
-            return False
+        if self.exit_when_empty and not self.stopping:
+            if self.queue.is_empty():
+                logger.info("nothing left in %s, stopping", self.queue.keys.items)
+                return False
+            # Another writer holds a batch: wait for its ack, or for its lease
+            # to expire, when this writer takes the batch over.
+            self.stop.sleep(PEERS_POLL)
         return True
 
     def _left_behind(self) -> bool:
-        """Whether the processing list holds entries while this writer holds none
+        """Whether this writer's processing list holds entries while it holds none
         (one LLEN per idle turn): a batch whose ack a replaced master took and
-        the promoted replica never got. Written again (upserted) from its head;
-        before, they stayed there until the next start."""
+        the promoted replica never got. Written again (upserted) from its head."""
         left = self.queue.processing_length()
         if left:
             logger.info(
                 "%d entries in %s were taken and never acknowledged (an acknowledgement"
                 " Redis lost, as in a failover); writing them again",
                 left,
-                self.queue.keys.items_processing,
+                self.queue.processing(self.queue.buffers[0]),
             )
             self._recovering = True
         return bool(left)
 
-    def _acquire_lock(self) -> None:
-        """Wait for the lock: its holder's release at a clean stop, or its TTL after a crash."""
-        waiting = False
-        while not self.queue.try_lock():
-            if not waiting:
-                logger.warning(
-                    "another db_writer holds %s (%s); waiting for it to stop",
-                    self.queue.lock,
-                    self.queue.holder(),
-                )
-                waiting = True
-            self.stop.sleep(self.config.idle_wait)
-        if waiting:
-            logger.info("took the lock %s", self.queue.lock)
-        self._have_lock = True
+    def _join(self) -> None:
+        """Become one of the buffer's writers; then take over the batches of gone ones."""
+        held = self.queue.join()
+        self._joined = True
         self._recovering = True
-        left = self.queue.processing_length()
-        if left:
-            logger.info(
-                "recovering %d entries left in %s by an earlier run",
-                left,
-                self.queue.keys.items_processing,
-            )
+        logger.info("joined the db_writers of %s as %s", self.queue.keys.items, self.queue.writer)
+        if held:
+            logger.info("recovering %d entries left in this writer's processing list", held)
 
-    def _lock_lost(self) -> None:
-        """Drop the batch in hand (it stays in processing) and wait to hold the lock again.
-
-        When another writer holds the lock, :meth:`_acquire_lock` says so.
-        """
-        self._have_lock = False
+    def _lease_lost(self) -> None:
+        """Drop the batch in hand (another writer took it over) and join again."""
+        self._joined = False
         self._in_hand = False
-        if self.queue.holder() is None:
-            logger.warning(
-                "the lock %s expired (Redis restarted, or this writer stalled); taking it again",
-                self.queue.lock,
-            )
+        logger.warning(
+            "another db_writer took over this one's batch (its lease %s expired: this writer"
+            " stalled, or Redis lost it); dropping the batch in hand and joining again",
+            self.queue.lease(self.queue.buffers[0]),
+        )
 
-    def _fill_batch(self) -> list[bytes]:
-        """Take entries until the batch is full or DB_WRITER_MAX_WAIT passed since the first."""
+    def _fill_batch(self) -> Batch | None:
+        """Take entries until the batch is full or DB_WRITER_MAX_WAIT passed since the first.
+
+        An idle writer blocks on the buffer until an entry comes; once it holds
+        some, it takes again FILL_TAKES times per DB_WRITER_MAX_WAIT, and the
+        other writers leave the buffer to it meanwhile (``take.lua``): a trickle
+        of items costs Redis as many takes, and the database as many
+        transactions, with any number of writers as with one. A batch comes
+        from one buffer (its ack is one script in that buffer's slot); buffers
+        are tried in turn, from the one after the last batch's.
+        """
         size = self.config.batch_size
-        batch: list[bytes] = []
+        buffers = self.queue.buffers
+        entries: list[bytes] = []
+        buffer: RedisKeys | None = None
         deadline = 0.0
-        while len(batch) < size and not self.stopping:
-            want = size - len(batch)
-            got = self.queue.take(want)
+        while len(entries) < size and not self.stopping:
+            want = size - len(entries)
+            others_filling = False
+            if buffer is None:
+                buffer, got, others_filling = self._take_any(want)
+            else:
+                got = self.queue.take(buffer, want).entries
             if got:
                 self._in_hand = True
-            if got and not batch:
-                deadline = time.monotonic() + self.config.max_wait
-            batch.extend(got)
+                if not entries:
+                    deadline = time.monotonic() + self.config.max_wait
+                entries.extend(got)
             if len(got) == want:
                 continue
-            if not batch:
-                if self.exit_when_empty or not self.queue.wait(self.config.idle_wait):
+            if buffer is None or not entries:
+                if others_filling and not self.exit_when_empty:
+                    # The other writer's mark lasts DB_WRITER_MAX_WAIT at most;
+                    # if the buffer outgrows its batch meanwhile, its takes come
+                    # back full, it marks nothing more, and this writer's next
+                    # take is full too.
+                    self._pause(self.config.max_wait)
+                    break
+                waiting_on = buffers[self._next_buffer % len(buffers)]
+                if self.exit_when_empty or not self.queue.wait(waiting_on, self.config.idle_wait):
                     break  # idle: let the caller check for stop and exit conditions
                 continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self.queue.refresh_lock()
-            self.queue.wait(min(remaining, self.config.idle_wait))
-        return batch
+            self.queue.heartbeat()
+            self._pause(min(remaining, self.config.max_wait / FILL_TAKES))
+        return Batch(buffer, entries) if buffer is not None and entries else None
 
-    def _handle(self, entries: list[bytes]) -> None:
+    def _pause(self, seconds: float) -> None:
+        """Sleep in slices until ``seconds`` passed or a stop is requested (the
+        batch being filled is then written: a warm stop)."""
+        end = time.monotonic() + seconds
+        while not self.stopping and (remaining := end - time.monotonic()) > 0:
+            time.sleep(min(remaining, SLEEP_SLICE))
+
+    def _take_any(self, want: int) -> tuple[RedisKeys | None, list[bytes], bool]:
+        """Up to ``want`` entries of the first buffer, in turn, that has some; and
+        whether every buffer is being filled by another writer."""
+        buffers = self.queue.buffers
+        others_filling = True
+        for step in range(len(buffers)):
+            index = (self._next_buffer + step) % len(buffers)
+            taken = self.queue.take(buffers[index], want, fill_for=self.config.max_wait)
+            if taken.entries:
+                self._next_buffer = index + 1
+                return buffers[index], taken.entries, False
+            others_filling = others_filling and taken.others_filling
+        return None, [], others_filling
+
+    def _handle(self, batch: Batch) -> None:
         """Write one batch of entries, then acknowledge all of them."""
+        entries = batch.entries
         pages: list[PageEntry] | None = [] if self.pages is not None else None
         rows, rejected = parse_entries(entries, self.config.tables, pages)
         reject_raw = [entry.raw for entry in rejected]
@@ -313,8 +324,10 @@ class ItemWriter:
                     reason,
                     self.queue.keys.items_rejected,
                 )
-        self.queue.ack(len(entries), written, reject_raw)
+        self.queue.ack(batch.buffer, len(entries), written, reject_raw)
         self._in_hand = False
+        self.items_written += written
+        self.batches += 1
 
     def _write(self, rows: list[T], write: Callable[[Sequence[T]], object]) -> list[tuple[T, str]]:
         """Write until the database takes the batch; return the rows it refused."""
@@ -335,7 +348,7 @@ class ItemWriter:
                     logger.error(
                         "%s unavailable, retrying; the batch stays in %s: %s",
                         self.store_name,
-                        self.queue.keys.items_processing,
+                        self.queue.processing(self.queue.buffers[0]),
                         exc,
                     )
                     self._db_down = True
@@ -365,16 +378,19 @@ class ItemWriter:
     # --- helpers ------------------------------------------------------------------
 
     def _sleep_refreshing(self, seconds: float) -> None:
-        """Sleep in slices, keeping the lock fresh; raise StopRequested at a stop request."""
+        """Sleep in slices, keeping the lease fresh; raise StopRequested at a stop request."""
         end = time.monotonic() + seconds
         while (remaining := end - time.monotonic()) > 0:
-            self.queue.refresh_lock()
+            self.queue.heartbeat()
             self.stop.sleep(min(remaining, SLEEP_SLICE))
 
     def _shut_down(self) -> None:
-        try:
-            self.queue.release_lock()
-        except RedisUnavailable:
-            pass  # the lock expires by itself
+        if self._joined:
+            try:
+                left = self.queue.leave()
+                if left:
+                    logger.info("%d entries left for another db_writer to take over", left)
+            except RedisUnavailable:
+                pass  # the lease expires by itself
         self.store.close()
-        logger.info("stopped")
+        logger.info("%d items written in %d batches; stopped", self.items_written, self.batches)

@@ -259,3 +259,19 @@ def seen_migrate_call(keys: RedisKeys, seen: str, pairs: Sequence[tuple[str, byt
     for token, member in pairs:
         args += (token, member)
     return [keys.seen, keys.dupefilter], args
+
+
+def reconcile_call(keys: RedisKeys, *, now: int | str = "") -> Call:
+    """``lua/reconcile.lua`` for the shard of ``keys``: both its lanes, and its job counts."""
+    lanes: list[str] = []
+    for lane in keys.all_lanes:
+        lanes += (
+            lane.hosts,
+            lane.leases,
+            lane.requests_size,
+            lane.in_flight,
+            lane.cap_waiters,
+            lane.released,
+            job_held(lane),
+        )
+    return [*lanes, job_counts(keys)], [now]

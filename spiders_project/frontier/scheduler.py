@@ -53,6 +53,7 @@ from spiders_project.frontier.handoff import SlotHandoff
 from spiders_project.frontier.leases import LeaseKeeper
 from spiders_project.frontier.outcomes import link_refused
 from spiders_project.frontier.queue import JsonPriorityQueue
+from spiders_project.frontier.reconcile import Reconciler
 from spiders_project.frontier.refused import RefusedLinks
 from spiders_project.frontier.seen_guard import SeenGuard
 from spiders_project.frontier.spares import Spares
@@ -98,6 +99,7 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
         self.leases = LeaseKeeper(redis, int(config.lease_timeout * 1000), self.stats)
         self.lease_ms = self.leases.lease_ms
         self.bad_entries = BadEntries(redis, self.stats)
+        self.counts = Reconciler(redis, self.stats)
         self.taker = LeaseTaker(redis, config, self.bad_entries, steps.delay_ms, self.lease_ms)
         self._want = asyncio.Event()
         # The leases' slots between downloads, and the spare leases to take them.
@@ -379,19 +381,20 @@ class FrontierScheduler(Scheduler):  # type: ignore[misc]  # scrapy-redis ships 
                 self._want.set()
 
     async def _lease_loop(self) -> None:
-        """Renew our leases, put back expired leases, notice a Redis that changed, and
-        measure this node's clock against Redis'."""
+        """Renew our leases, put back expired ones, correct an empty frontier's counts while
+        we hold nothing (reconcile.py), notice a Redis that changed, measure our clock."""
         while True:
             await asyncio.sleep(self.config.renew_interval)
             try:
                 await self.leases.renew(self.handoff.held())
                 moved = await self.leases.reclaim_expired()
+                corrected = await self.counts.reconcile() if self.is_idle() else 0
                 await self.seen_guard.check_run_id()
                 await self.redis.sync_time()
                 if self.seen_guard.legacy_seen:
                     await self.seen_guard.check_legacy()
             except RedisUnavailable:
                 continue  # the call path logged it; try again next period
-            if moved:
+            if moved or corrected:  # requests back, or hosts back in the ready-set
                 self.taker.wake()
                 self._want.set()

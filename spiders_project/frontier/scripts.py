@@ -30,6 +30,7 @@ class FrontierScripts:
         self.renew = load_lua(LUA_DIR, "renew")
         self.requeue = load_lua(LUA_DIR, "requeue")
         self.expired = load_lua(LUA_DIR, "expired")
+        self.reconcile = load_lua(LUA_DIR, "reconcile")
         self.reject_host = load_lua(LUA_DIR, "reject_host")
         self.ack = load_lua(LUA_DIR, "ack")
         self.seen_add = load_lua(LUA_DIR, "seen_add")

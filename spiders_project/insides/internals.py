@@ -241,6 +241,7 @@ SCRAPY_PLAYWRIGHT_METHODS = (
     "_close",
     "_create_page",
     "_download_request",
+    "_download_request_with_page",
     "_get_response_and_download",
     "_increment_request_stats",
     "_increment_response_stats",

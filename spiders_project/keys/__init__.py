@@ -306,7 +306,7 @@ class RedisKeys:
 
     @property
     def items_processing(self) -> str:
-        """Items taken by the db_writer and not yet committed."""
+        """The previous release's one processing list (``keys/db_writers.py`` has today's)."""
         return self._key("items:processing")
 
     @property
@@ -326,7 +326,7 @@ class RedisKeys:
 
     @property
     def db_writer_lock(self) -> str:
-        """Held by the one db_writer of this spider (token with a TTL)."""
+        """The previous release's lock of its lone db_writer of the spider (a token with a TTL)."""
         return self._key("db_writer:lock")
 
     @property

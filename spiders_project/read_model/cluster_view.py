@@ -16,14 +16,13 @@ imports it without Scrapy), and nothing here talks to Redis: the caller's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from spiders_project.keys import RENDER, RedisKeys
 from spiders_project.keys.cookies import cookie_counts, cookie_jars
+from spiders_project.keys.db_writers import processing_of
 from spiders_project.read_model.contract import (
     CUT_OFF,
     PAGES,
@@ -50,6 +49,7 @@ from spiders_project.read_model.replies import (
     scored,
     text,
 )
+from spiders_project.read_model.writers import holding, item_lag
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,6 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
         ("SCARD", keys.dupefilter),
         ("HGETALL", keys.stats_totals),
         ("HGETALL", keys.db_writer_stats),
-        ("LINDEX", keys.items_processing, 0),
         ("LINDEX", keys.items, 0),
         ("ZRANGE", keys.workers, 0, -1, "WITHSCORES"),
         ("ZRANGE", keys.proxies_banned, 0, -1, "WITHSCORES"),
@@ -143,7 +142,7 @@ def _spider_reads(keys: RedisKeys, samples: bool) -> list[Command]:
 
 
 # Where the reads of the shards after the first start in _spider_reads' list.
-_FIXED_READS = 24
+_FIXED_READS = 23
 # Jars whose counts one scrape reads (HRANDFIELD with a count: at most this
 # many fields, each distinct). A spider with more meta["cookiejar"] sessions
 # has its cookies estimated from that random sample, so a scrape's cost does
@@ -209,6 +208,8 @@ def read_cluster(
     at = 2
     partial: dict[str, dict[str, Any]] = {}
     listed: dict[str, list[tuple[str, float]]] = {}
+    held: dict[str, list[str]] = {}  # the db_writers holding a batch
+    buffer_heads: dict[str, Any] = {}
     for spider, spider_reads in zip(spiders, per_spider, strict=True):
         r = replies[at : at + len(spider_reads)]
         at += len(spider_reads)
@@ -237,19 +238,22 @@ def read_cluster(
             },
             "rejected": rejected,
             # The seen-set's count, and the previous release's set until migrated.
-            "dupefilter": int(r[18] or 0) + seen_others + int(r[11]),
+            "dupefilter": int(r[17] or 0) + seen_others + int(r[11]),
             "totals": counters_of(hash_fields(r[12])),
             "db_writer": numbers(hash_fields(r[13])),
-            "lag": _lag(now, r[14], r[15]),
-            "proxy_bans": {text(m): score / 1000 for m, score in scored(r[17])},
-            "samples": parse_samples(r[19]) if samples else [],
-            "steered": parse_steering(hash_fields(r[20]))[0],
-            "cookie_jars": int(r[21]),
-            "cookies": read_cookie_counts(int(r[22]), r[23]),
+            "proxy_bans": {text(m): score / 1000 for m, score in scored(r[16])},
+            "samples": parse_samples(r[18]) if samples else [],
+            "steered": parse_steering(hash_fields(r[19]))[0],
+            "cookie_jars": int(r[20]),
+            "cookies": read_cookie_counts(int(r[21]), r[22]),
         }
+        buffer_heads[spider] = r[14]
+        held[spider] = holding(r[4])
         oldest = now - worker_retention
-        listed[spider] = [(text(m), score) for m, score in scored(r[16]) if score >= oldest]
-    workers = _read_workers(send, listed, spider_keys)
+        listed[spider] = [(text(m), score) for m, score in scored(r[15]) if score >= oldest]
+    workers, processing_heads = _second_trip(send, listed, held, spider_keys)
+    for spider in spiders:
+        partial[spider]["lag"] = item_lag(now, processing_heads[spider], buffer_heads[spider])
     return ClusterView(
         time=now,
         used_memory=int(memory.get("used_memory", 0)),
@@ -261,18 +265,24 @@ def read_cluster(
     )
 
 
-def _read_workers(
-    send: Send, listed: dict[str, list[tuple[str, float]]], spider_keys: dict[str, RedisKeys]
-) -> dict[str, list[WorkerView]]:
-    """Second round trip: the hash and heartbeat of every listed worker."""
+def _second_trip(
+    send: Send,
+    listed: dict[str, list[tuple[str, float]]],
+    holding: dict[str, list[str]],
+    spider_keys: dict[str, RedisKeys],
+) -> tuple[dict[str, list[WorkerView]], dict[str, list[Any]]]:
+    """Second round trip: the hash and heartbeat of every listed worker, and the
+    head of each db_writer's batch (the first entry of its processing list)."""
     found: dict[str, list[WorkerView]] = {spider: [] for spider in listed}
+    heads: dict[str, list[Any]] = {spider: [] for spider in listed}
     reads: list[Command] = []
     for spider, workers in listed.items():
         k = spider_keys[spider]
         for worker, _ in workers:
             reads += [("HGETALL", k.worker_stats(worker)), ("EXISTS", k.worker_heartbeat(worker))]
+        reads += [("LINDEX", processing_of(k, w), 0) for w in holding[spider]]
     if not reads:
-        return found
+        return found, heads
     replies = iter(send("read_cluster workers", reads))
     for spider, workers in listed.items():
         for worker, last_seen in workers:
@@ -281,7 +291,8 @@ def _read_workers(
             found[spider].append(
                 WorkerView(worker, last_seen, bool(alive), counters_of(stats), cut_off)
             )
-    return found
+        heads[spider] = [next(replies) for _ in holding[spider]]
+    return found, heads
 
 
 def pages_per_second(view: SpiderView, now: float, window: float) -> tuple[float, float] | None:
@@ -368,21 +379,6 @@ def read_cookie_counts(jars: int, sample: Any) -> int:
     if not counts or len(counts) >= jars:
         return total
     return round(total * jars / len(counts))
-
-
-def _lag(now: float, processing_head: Any, buffer_head: Any) -> float | None:
-    """Age of the oldest item not yet in the database: the db_writer's batch in hand first."""
-    head = processing_head if processing_head is not None else buffer_head
-    if head is None:
-        return 0.0
-    try:
-        entry = json.loads(head)
-        # A worker's entry says when the item left its pipelines ("at"); an
-        # entry of the previous release is the item, with its fetch time.
-        at = entry["at"] if "at" in entry else entry["fetched_at"]
-        return max(0.0, now - datetime.fromisoformat(at).timestamp())
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def parse_samples(members: list[Any]) -> list[tuple[float, int]]:

@@ -13,7 +13,8 @@ the cluster idle?" has one answer (:attr:`Work.idle`):
 - :mod:`spiders_project.read_model.cluster_view`, the snapshot of a whole
   cluster that the monitor and ``scrapy crawlstatus`` read
   (:func:`~spiders_project.read_model.cluster_view.read_cluster`);
-- :mod:`spiders_project.read_model.replies`, the replies of either client in one shape.
+- :mod:`spiders_project.read_model.replies`, the replies of either client in one shape;
+- :mod:`spiders_project.read_model.writers`, what the db_writers hold.
 
 Standard library only, on purpose: the monitor imports these modules without
 importing Scrapy, Twisted or the worker. Nothing here talks to Redis either.
@@ -29,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spiders_project.keys import HTTP, RENDER, RedisKeys
+from spiders_project.keys.db_writers import writers
 from spiders_project.read_model.replies import text
+from spiders_project.read_model.writers import held_by_writers
 
 # --- Fields of a worker's stats hash and of the spider's totals ---------------
 # Metric counters: the exporter reads these (and only these) for the
@@ -108,8 +111,8 @@ class Work:
     seeds: int  # start_urls entries not yet claimed
     queued: int  # requests in the host queues (requests:size)
     leased: int  # requests a worker is fetching
-    items: int  # items buffered for the db_writer
-    processing: int  # items the db_writer holds in its batch
+    items: int  # items buffered for the db_writers
+    processing: int  # items the db_writers hold in their batches
 
     @property
     def idle(self) -> bool:
@@ -135,7 +138,7 @@ def work_reads(keys: RedisKeys) -> list[Command]:
         ("GET", first.requests_size),
         ("ZCARD", first.leases),
         ("LLEN", keys.items),
-        ("LLEN", keys.items_processing),
+        ("HGETALL", writers(keys)),
         *queues_work(keys),
     ]
 
@@ -156,7 +159,11 @@ def queues_work(keys: RedisKeys) -> list[Command]:
 
 
 def work_of(replies: Sequence[Any]) -> Work:
-    """The replies to :func:`work_reads`; a missing counter (None) is 0."""
-    seeds, queued, leased, items, processing = (int(reply or 0) for reply in replies[:5])
-    others = [int(reply or 0) for reply in replies[5:]]
+    """The replies to :func:`work_reads`; a missing counter (None) is 0, and so is
+    a negative one: a count that drifted below zero on one shard (a write lost in
+    a failover, until ``frontier/reconcile.py`` corrects it) must not hide the
+    work counted on another."""
+    seeds, queued, leased, items = (max(0, int(reply or 0)) for reply in replies[:4])
+    processing = held_by_writers(replies[4] or {})
+    others = [max(0, int(reply or 0)) for reply in replies[5:]]
     return Work(seeds, queued + sum(others[::2]), leased + sum(others[1::2]), items, processing)

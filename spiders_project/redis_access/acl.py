@@ -90,8 +90,8 @@ DB_WRITER = Role(
     "db_writer",
     "crawler-db-writer",
     "REDIS_ACL_DB_WRITER_PASSWORD",
-    "the db_writer (python -m spiders_project.db_writer): the item buffer and its lock,"
-    " and start_urls for revisits",
+    "the db_writer (python -m spiders_project.db_writer): the item buffer, the writers'"
+    " processing lists and leases, and start_urls for revisits",
     # MULTI and DISCARD only for the start check (acl_check.py): it sends no transaction.
     commands=(*DB_WRITER_COMMANDS, "multi", "discard"),
     suffixes=("items", "items:*", "db_writer:*", "start_urls"),

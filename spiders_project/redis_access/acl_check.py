@@ -29,6 +29,7 @@ from scrapy.settings import BaseSettings
 
 from spiders_project.keys import SPIDERS, RedisKeys
 from spiders_project.keys.cookies import cookie_jar
+from spiders_project.keys.db_writers import lease, processing_of, writers
 from spiders_project.redis_access.acl import DB_WRITER, MONITOR, OPERATOR, WORKER, Role, role_named
 from spiders_project.redis_access.connection import RedisConfig, sync_client
 from spiders_project.redis_access.errors import is_noperm
@@ -47,6 +48,7 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "decrby": (0,),
         "expire": (1,),
         "hdel": ("f",),
+        "hexists": ("f",),
         "hget": ("f",),
         "hincrby": ("f", 0),
         "hset": ("f", "0"),
@@ -128,7 +130,11 @@ def probes(role: Role, keys: RedisKeys, cluster: bool) -> list[tuple[Any, ...]]:
         found += [("LREM", keys.start_urls, 0, "0"), ("SET", keys.seen, "0")]
         found += [("HGETALL", jar), ("EVAL", _SCRIPT, 1, jar)]
     elif role is DB_WRITER:
-        found += [("SET", keys.db_writer_lock, "0"), ("RPUSH", keys.items_processing, "0")]
+        # Its lease, its processing list, the writers' hash, and the previous
+        # release's list it takes over.
+        found += [("SET", lease(keys, "0"), "0"), ("HSET", writers(keys), "f", "0")]
+        found += [("RPUSH", processing_of(keys, "0"), "0"), ("DEL", keys.items_processing)]
+        found.append(("GET", keys.db_writer_lock))
         found.append(("LPUSH", keys.start_urls, "0"))  # revisits (db_writer/revisits.py)
         if cluster:  # shards.spider_keys reads and may record the shard count
             found += [("GET", keys.frontier_shards), ("SET", keys.frontier_shards, "0", "NX")]

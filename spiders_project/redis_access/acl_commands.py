@@ -97,22 +97,26 @@ WORKER_COMMANDS = (
     # worker's ACL test counts every jobs/lua script as the worker's.
     "zrangebylex",
 )
-# The db_writer: db_writer/lua's scripts (lock, take, ack), BLMOVE on the
-# buffer (its wait for items), LLEN/LRANGE (recovery), SMEMBERS of the spiders
-# set; TIME and LPUSH on start_urls for the revisits it pushes back (revisits.py).
+# The db_writer: db_writer/lua's scripts (join, beat, take, ack, adopt, leave),
+# BLMOVE on the buffer (its wait for items), LLEN/LRANGE (recovery), HGETALL of
+# the writers' hash and GET of their leases (its look for gone writers),
+# SMEMBERS of the spiders set; TIME and LPUSH on start_urls for the revisits
+# it pushes back (revisits.py).
 DB_WRITER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
     "blmove",
     "del",
     "get",
+    "hdel",
+    "hexists",
+    "hgetall",
     "hincrby",
     "hset",
     "llen",
     "lpush",
     "lrange",
     "ltrim",
-    "pexpire",
     "rpush",
     "set",
     "smembers",

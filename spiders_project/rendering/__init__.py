@@ -8,7 +8,8 @@
   slots, deadline and crash retries in :mod:`.attempts`, page reuse in
   :mod:`.page_reuse` and :mod:`.page_pool`, browser restarts in :mod:`.restarts`,
   :mod:`.health` and :mod:`.recycle`, Playwright's driver in :mod:`.driver`,
-  closing in the background in :mod:`.background`;
+  closing in the background in :mod:`.background`, the cookie jars' contexts
+  in :mod:`.context_cookies`;
 - what a page loads: :mod:`.blocking` and :mod:`.page_interception`; the ``RENDER_*``
   settings: :mod:`.config`.
 

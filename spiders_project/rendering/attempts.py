@@ -73,8 +73,10 @@ class Attempts:
     """Renders requests, at most ``RENDER_CONCURRENCY`` at once (``slots``).
 
     ``download`` is scrapy-playwright's download of one request on its
-    ``playwright_context``; ``close_context`` closes a context that
-    :mod:`.restarts` retired (both the handler's: they touch its state).
+    ``playwright_context``; ``close_context`` closes the contexts of a
+    generation that :mod:`.restarts` retired (both the handler's: they touch
+    its state); ``context_for`` names the context of a request within the
+    generation (its cookie jar's: :mod:`.context_cookies`).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class Attempts:
         driver: Driver,
         download: Callable[[Request], Awaitable[Response]],
         close_context: Callable[[str], None],
+        context_for: Callable[[Request, str], str] = lambda request, generation: generation,
     ) -> None:
         self.config = render
         self.stats = stats
@@ -97,6 +100,7 @@ class Attempts:
         self.driver = driver
         self._download = download
         self._close_context = close_context
+        self._context_for = context_for
         self._rendering = 0
         self._tasks: set[asyncio.Task[Response]] = set()
         self._crashed: set[asyncio.Task[Response]] = set()
@@ -189,9 +193,10 @@ class Attempts:
                 task.cancel()
             raise
 
-    async def _attempt(self, request: Request, context: str, state: Attempt) -> Response:
+    async def _attempt(self, request: Request, generation: str, state: Attempt) -> Response:
         """One attempt, in its own task (so :func:`current_attempt` is ``state``)."""
         _current.set(state)
+        context = self._context_for(request, generation)
         request.meta["playwright_context"] = context
         request.meta["playwright_page_goto_kwargs"] = {
             "wait_until": self.config.wait_until,

@@ -32,6 +32,9 @@ runs for days needs changed:
   taken again right before ``page.goto``, once the page exists
   (:mod:`spiders_project.politeness.turns`); time spent waiting for it is not
   counted in the deadline.
+- **Shared cookies**: a page renders in a context of its cookie jar's, given
+  the jar's cookies before it navigates; what the page set goes back into the
+  jar (:mod:`.context_cookies`).
 - **Waits for content**: network idle (bounded by ``RENDER_IDLE_TIMEOUT``) or
   the request's ``render_wait_selector``, instead of ``playwright_page_methods``
   (PageMethod objects cannot travel through the JSON frontier).
@@ -65,6 +68,7 @@ from scrapy_playwright.handler import Download, ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.provider import BrowserProvider
 
 from spiders_project.archive.sources import RenderedSources
+from spiders_project.cookies.browser import TAKEN_FROM_BROWSER
 from spiders_project.crawl.meta import GUARDED, RENDER_WAIT_SELECTOR
 from spiders_project.plumbing.wiring import shared
 from spiders_project.politeness.turns import HostTurns
@@ -77,6 +81,7 @@ from spiders_project.rendering.blocking import (
     with_switches,
 )
 from spiders_project.rendering.config import RenderConfig, executable_problem
+from spiders_project.rendering.context_cookies import ContextCookies, in_generation
 from spiders_project.rendering.driver import Driver
 from spiders_project.rendering.page_interception import RouteSwitch
 from spiders_project.rendering.page_reuse import PageReuse
@@ -128,6 +133,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             self.render, self.stats, self._restart_browser, lambda: hasattr(self, "browser")
         )
         self.reuse = PageReuse(self.render, self.stats, self.background)
+        self.cookies = ContextCookies.of(crawler)
         self.driver = Driver(self.render.driver_node_options, self._start_driver, self._driver_gone)
         self.attempts = Attempts(
             self.render,
@@ -138,6 +144,7 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             driver=self.driver,
             download=self._download_request,
             close_context=self._close_context,
+            context_for=self.cookies.context_for,
         )
         self._closed = False
         self._turns: HostTurns | None = None
@@ -206,6 +213,19 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
             if state.reuse and self.route_switch:  # one request interception for all its URLs
                 RouteSwitch.install(page)
         return page
+
+    async def _download_request_with_page(
+        self, request: Request, page: Page, spider: Spider
+    ) -> Response:
+        """Render on the request's cookie jar: its cookies into the page's context
+        before the navigation, what the page changed back into the jar once it
+        has rendered (:mod:`.context_cookies`)."""
+        context = page.context
+        jar = await self.cookies.give(request, context)
+        response: Response = await super()._download_request_with_page(request, page, spider)
+        if jar is not None and await self.cookies.take_back(request, context, jar):
+            response.flags.append(TAKEN_FROM_BROWSER)
+        return response
 
     async def _get_response_and_download(
         self, request: Request, page: Page, spider: Spider
@@ -301,10 +321,12 @@ class RenderingDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore
         self.reuse.clear()
         self.restarts.new_browser()
 
-    def _close_context(self, name: str) -> None:
-        self.reuse.drop(name)  # closed with their context
-        wrapper = self.context_wrappers.get(name)
-        if wrapper is None:
-            return
-        self.stats.inc_value("render/contexts_recycled")
-        self.background.run(wrapper.context.close(), f"closing context {name}")
+    def _close_context(self, generation: str) -> None:
+        """Close the contexts of ``generation``, retired and unused: its own and
+        its jars' (:mod:`.context_cookies`)."""
+        self.reuse.drop(generation)
+        for name in [n for n in self.context_wrappers if in_generation(n, generation)]:
+            self.reuse.drop(name)  # closed with their context
+            wrapper = self.context_wrappers[name]
+            self.stats.inc_value("render/contexts_recycled")
+            self.background.run(wrapper.context.close(), f"closing context {name}")

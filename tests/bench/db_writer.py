@@ -36,6 +36,7 @@ import redis
 from spiders_project.db_writer.db_url import SQLITE, parse_db_url
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.db_writers import writers
 from spiders_project.recrawl.pages_row import page_entry
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer, pin
@@ -101,6 +102,12 @@ def fill_buffer(client: redis.Redis, key: str, make: Callable[[int], bytes], cou
     pipe.execute()
 
 
+def clear_buffer(client: redis.Redis, keys: RedisKeys) -> None:
+    """The scratch spider's buffer, its writers' processing lists and counters, deleted."""
+    lists = list(client.scan_iter(match=keys.prefix + "items:processing*", count=1000))
+    client.delete(keys.items, keys.items_rejected, keys.db_writer_stats, writers(keys), *lists)
+
+
 def clear_database(db_url: str) -> None:
     parsed = parse_db_url(db_url)
     if parsed.backend == SQLITE:
@@ -130,7 +137,7 @@ def run_writer_bench(
     keys = RedisKeys(SPIDER)
     client = redis.Redis.from_url(redis_url)
     try:
-        client.delete(keys.items, keys.items_processing, keys.items_rejected, keys.db_writer_stats)
+        clear_buffer(client, keys)
         clear_database(db_url)
         fill_buffer(client, keys.items, make_page if pages else make_item, items)
         if filled is not None:

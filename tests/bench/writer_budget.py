@@ -21,8 +21,8 @@ guarantees need the real one: JSONB ``data`` and the key that newer-wins upserts
 
 And what Redis spends per item on the writer's take and ack (``db_writer/lua``:
 every entry moved through Lua into the processing list) against reading a
-batch in place (a MULTI of the lock's GET and an LRANGE of the buffer's head)
-and trimming it at the ack, as a writer without a processing list could.
+batch in place (a MULTI of the writer's HEXISTS and an LRANGE of the buffer's
+head) and trimming it at the ack, as a lone writer without a processing list could.
 """
 
 from __future__ import annotations
@@ -158,28 +158,35 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     client = redis.Redis.from_url(redis_url)
     take = client.register_script(load_lua(LUA_DIR, "take").source)
     ack = client.register_script(load_lua(LUA_DIR, "ack").source)
-    keys = ["budget:items", "budget:processing", "budget:rejected", "budget:stats", "budget:lock"]
-    items_key, processing, rejected, stats, lock = keys
+    keys = ["budget:items", "budget:processing", "budget:rejected", "budget:stats"]
+    keys += ["budget:writers", "budget:lease", "budget:filling"]
+    items_key, processing, rejected, stats, writers, lease, filling = keys
 
     def fill() -> None:
         client.delete(*keys)
-        client.set(lock, "token")
+        client.hset(writers, "token", 0)  # the one writer (item_queue.ItemQueue.join)
         fill_buffer(client, items_key, make_item, items)
 
     def through_lua() -> int:
-        moved = take(keys=[items_key, processing, lock], args=["token", batch])
+        moved = take(keys=[items_key, processing, writers, filling], args=["token", batch, 0])
         if moved:
-            ack(keys=[processing, rejected, stats, lock], args=["token", 10_000, len(moved), 0, 0])
+            ack(
+                keys=[processing, rejected, stats, writers, lease],
+                args=["token", 10_000, len(moved), 0, 0],
+            )
         return len(moved)
 
     def in_place() -> int:
         pipe = client.pipeline(transaction=True)
-        pipe.get(lock)
+        pipe.hexists(writers, "token")
         pipe.lrange(items_key, 0, batch - 1)
-        token, entries = pipe.execute()
-        assert token == b"token"
+        member, entries = pipe.execute()
+        assert member
         if entries:
-            ack(keys=[items_key, rejected, stats, lock], args=["token", 10_000, len(entries), 0, 0])
+            ack(
+                keys=[items_key, rejected, stats, writers, lease],
+                args=["token", 10_000, len(entries), 0, 0],
+            )
         return len(entries)
 
     out = {}

@@ -30,6 +30,7 @@ from tests.support.processes import (
     Proc,
     db_writer,
     items_drained,
+    items_in_hand,
     stat,
     wait_until,
     worker,
@@ -92,7 +93,7 @@ def crawl_shop(
     at_kill = 0
 
     def items_so_far() -> int:
-        return r.llen(SHOP.items) + r.llen(SHOP.items_processing) + stored(db_path)
+        return r.llen(SHOP.items) + items_in_hand(r, SHOP) + stored(db_path)
 
     def holding_leases() -> list[Proc]:
         owners = {lease.decode().split(":")[1] for lease in r.zrange(SHOP.leases, 0, -1)}

@@ -22,12 +22,14 @@ import redis
 
 from spiders_project.demo.supervisor import render_config
 from spiders_project.keys import RENDER
+from spiders_project.keys.db_writers import writers
 from tests.support.monitoring import Exporter, Metrics, scrape_url
 from tests.support.processes import (
     PYTHON,
     ROOT,
     K,
     db_writer,
+    items_in_hand,
     stored_urls,
     wait_until,
     worker,
@@ -46,12 +48,12 @@ def redis_queues(r: redis.Redis) -> dict[str, int]:
     """Every queue the exporter reports, read straight from Redis."""
     pipe = r.pipeline(transaction=True)
     pipe.llen(K.start_urls).get(K.requests_size).zcard(K.leases).llen(K.items)
-    pipe.llen(K.items_processing).llen(K.dead)
+    pipe.hvals(writers(K)).llen(K.dead)
     pipe.llen(K.start_urls_rejected).llen(K.requests_rejected)
     pipe.llen(K.items_rejected).llen(K.dead_rejected).llen(K.requests_unserializable)
     render = K.in_lane(RENDER)
     pipe.get(render.requests_size).zcard(render.leases)
-    replies = [int(x or 0) for x in pipe.execute()]
+    replies = [sum(map(int, x)) if isinstance(x, list) else int(x or 0) for x in pipe.execute()]
     names = ("start_urls", "requests", "leases", "items", "items_processing", "dead")
     queues = {
         **dict(zip(names, replies[:6], strict=True)),
@@ -135,7 +137,7 @@ def test_exporter_during_a_two_worker_crawl(redis_url, r, tmp_path, procs):
         writer = db_writer("dbw", redis_url, f"sqlite:///{db_path}", tmp_path)
         procs.append(writer)
         wait_until(
-            lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0,
+            lambda: r.llen(K.items) == 0 and items_in_hand(r) == 0,
             60,
             what="the item buffer to drain",
         )

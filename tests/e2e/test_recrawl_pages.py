@@ -25,6 +25,7 @@ from tests.support.archive import records, warc_paths
 from tests.support.processes import (
     K,
     db_writer,
+    items_in_hand,
     published_stats,
     scrapy_command,
     wait_until,
@@ -82,7 +83,7 @@ def drained(r) -> bool:
         and r.zcard(K.leases) == 0
         and r.llen(K.start_urls) == 0
         and r.llen(K.items) == 0
-        and r.llen(K.items_processing) == 0
+        and items_in_hand(r) == 0
     )
 
 

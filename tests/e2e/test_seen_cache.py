@@ -14,7 +14,7 @@ import socket
 import pytest
 import redis
 
-from tests.support.processes import K, db_writer, stored_urls, wait_until, worker
+from tests.support.processes import K, db_writer, items_in_hand, stored_urls, wait_until, worker
 from tests.support.site import TestSite
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_a_redis_that_lost_writes_loses_no_links(snapshot_redis, tmp_path, procs
         assert r.info("server")["run_id"] != run_id
         for w in workers:
             assert w.wait(300) == 0, w.log()[-3000:]
-        wait_until(lambda: r.llen(K.items) == 0 and r.llen(K.items_processing) == 0, 60)
+        wait_until(lambda: r.llen(K.items) == 0 and items_in_hand(r) == 0, 60)
         assert writer.stop(30) == 0
         assert sorted(stored_urls(db_path)) == sorted(site.page_urls())
     for w in workers:

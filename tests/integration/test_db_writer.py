@@ -31,7 +31,8 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from spiders_project.keys import RedisKeys
-from tests.support.processes import Proc
+from spiders_project.keys.db_writers import writers as writers_of
+from tests.support.processes import Proc, items_in_hand
 from tests.support.services import PostgresServer, find_pg_ctl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,7 +276,8 @@ def test_writes_upserts_and_rejects(
 
     assert client.lrange(KEYS.items_rejected, 0, -1) == bad
     assert client.llen(KEYS.items) == 0
-    assert client.llen(KEYS.items_processing) == 0
+    assert items_in_hand(client) == 0
+    assert client.hlen(writers_of(KEYS)) == 0  # it left the writers at its stop
     assert (stat(client, "items_written"), stat(client, "rejected")) == (6, 6)
     assert stat(client, "batches") == 3
     assert float(client.hget(KEYS.db_writer_stats, "last_batch_at")) == pytest.approx(
@@ -288,10 +290,11 @@ def test_writes_upserts_and_rejects(
     assert "Traceback" not in done.stderr
 
 
-def test_recovers_processing_list_first(
+def test_takes_over_the_previous_releases_processing_list_first(
     client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
-    # A crashed writer left three entries in processing; newer ones wait in the buffer.
+    # A crashed writer of the previous release left three entries in its one
+    # processing list, and its lock expired; newer ones wait in the buffer.
     push_many(
         client,
         KEYS.items_processing,
@@ -311,12 +314,14 @@ def test_recovers_processing_list_first(
     done = run_writer(tmp_path, redis_url, database.url)
 
     assert done.returncode == 0, done.stderr
-    assert "recovering 3 entries left in distributed:items:processing" in done.stderr
+    assert "took over 3 entries of distributed:items:processing, whose lock is gone" in (
+        done.stderr
+    )
     rows = database.rows()
     assert sorted(rows) == ["http://r.test/a", "http://r.test/b", "http://r.test/c"]
     assert rows["http://r.test/a"][1]["v"] == 2  # order kept: recovery first
     assert client.lrange(KEYS.items_rejected, 0, -1) == [b"garbage"]
-    assert client.llen(KEYS.items_processing) == 0
+    assert items_in_hand(client) == 0
 
 
 def test_sigkill_mid_batch_loses_and_duplicates_nothing(
@@ -327,18 +332,20 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
     push_many(client, KEYS.items, entries)
     database = sqlite_database(tmp_path)
 
-    writer = Writer(tmp_path, redis_url, database.url, "-s", "DB_WRITER_MAX_WAIT=0.05")
+    ttl = ("-s", "DB_WRITER_LOCK_TTL=2")
+    writer = Writer(tmp_path, redis_url, database.url, "-s", "DB_WRITER_MAX_WAIT=0.05", *ttl)
     writers.append(writer)
     wait_for(lambda: stat(client, "items_written") >= 5_000, 20, "5,000 items written")
     writer.process.send_signal(signal.SIGKILL)
     writer.process.wait(10)
     assert stat(client, "items_written") < 50_000, "the writer finished before it was killed"
+    assert items_in_hand(client) > 0, "killed between two batches"
 
-    done = run_writer(tmp_path, redis_url, database.url)
+    done = run_writer(tmp_path, redis_url, database.url, *ttl)
 
     assert done.returncode == 0, done.stderr
-    # The lock names no host or pid: the successor waits out its TTL.
-    assert "took the lock distributed:db_writer:lock" in done.stderr
+    # The lease names no host or pid: the successor waits out its TTL, then takes over.
+    assert re.search(r"took over \d+ entries of db_writer \w+, whose lease is gone", done.stderr)
     with sqlite3.connect(tmp_path / "data" / "items.db") as conn:
         total, distinct = conn.execute("SELECT count(*), count(DISTINCT url) FROM items").fetchone()
         newer = conn.execute(
@@ -346,7 +353,7 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
         ).fetchone()[0]
     assert total == distinct == 45_000
     assert newer == 5_000
-    assert client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0
+    assert client.llen(KEYS.items) == items_in_hand(client) == 0
     assert stat(client, "items_written") >= 50_000  # at least once: replays are upserts
 
 
@@ -363,7 +370,7 @@ def test_sigterm_finishes_the_batch_in_hand(
 
     log = writer.log()
     assert "draining" in log and log.rstrip().endswith("stopped"), log
-    assert client.llen(KEYS.items_processing) == 0  # the batch in hand was committed and acked
+    assert items_in_hand(client) == 0  # the batch in hand was committed and acked
     assert len(database.rows()) == stat(client, "items_written")
 
     done = run_writer(tmp_path, redis_url, database.url)
@@ -395,12 +402,17 @@ def test_sigterm_while_the_database_is_locked_keeps_the_batch(
 
     log = writer.log()
     assert "stopping without finishing the batch in hand" in log, log
+    assert "50 entries left for another db_writer to take over" in log, log
     assert log.rstrip().endswith("stopped") and "Traceback" not in log, log
-    assert client.llen(KEYS.items_processing) == 50
+    assert items_in_hand(client) == 50
     assert database.rows() == {}
 
+    # Its lease went with its stop: the next writer takes the batch over at once.
+    started = time.monotonic()
     done = run_writer(tmp_path, redis_url, database.url)
     assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 8  # not DB_WRITER_LOCK_TTL (10 s) after the stop
+    assert "took over 50 entries of db_writer" in done.stderr
     assert len(database.rows()) == 50 and stat(client, "items_written") == 50
 
 
@@ -446,25 +458,27 @@ def test_redis_connection_lost_and_back(
     log = writer.log()
     assert log.count("Redis connection lost") == 1, log
     assert log.count("Redis reconnected") == 1, log
-    assert client.llen(KEYS.items_processing) == 0
+    assert items_in_hand(client) == 0
 
 
-def test_second_writer_waits_for_the_lock(
+def test_a_second_writer_writes_beside_the_first(
     client: redis.Redis, redis_url: str, tmp_path: Path, writers: list[Writer]
 ) -> None:
     database = sqlite_database(tmp_path)
     first = Writer(tmp_path, redis_url, database.url)
     writers.append(first)
-    first.wait_log("connected")
-    second = Writer(tmp_path, redis_url, database.url, "--exit-when-empty")
+    first.wait_log("joined the db_writers of distributed:items")
+    second = Writer(tmp_path, redis_url, database.url)
     writers.append(second)
-    second.wait_log("another db_writer holds distributed:db_writer:lock")
+    second.wait_log("joined the db_writers of distributed:items")
+    assert client.hlen(writers_of(KEYS)) == 2  # neither waits for the other
 
     push_many(client, KEYS.items, numbered_items(100, 100, version=lambda i: 0))
     wait_for(lambda: len(database.rows()) == 100, 15, "100 rows")
+    assert second.stop() == 0
+    assert first.process.poll() is None
     assert first.stop() == 0
-    assert second.process.wait(15) == 0
-    assert "took the lock distributed:db_writer:lock" in second.log()
+    assert client.hlen(writers_of(KEYS)) == 0 and items_in_hand(client) == 0
 
 
 def test_postgresql_down_then_back(
@@ -486,12 +500,12 @@ def test_postgresql_down_then_back(
         push_many(client, KEYS.items, numbered_items(3000, 2500, version=lambda i: 1))
         writer.wait_log("unavailable, retrying")
         time.sleep(1)  # a few retries against the stopped server
-        assert client.llen(KEYS.items_processing) > 0
+        assert items_in_hand(client) > 0
     finally:
         pg_server.start()
     writer.wait_log("available again", timeout=40)
     wait_for(
-        lambda: client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0,
+        lambda: client.llen(KEYS.items) == items_in_hand(client) == 0,
         15,
         "the buffer to drain",
     )

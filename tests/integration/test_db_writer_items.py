@@ -27,9 +27,12 @@ from spiders_project.db_writer.sql_store import SqlStore
 from spiders_project.db_writer.stores import open_store
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import SPIDERS, RedisKeys
+from spiders_project.keys.db_writers import lease
+from spiders_project.keys.db_writers import writers as writers_of
 from spiders_project.recrawl.config import RecrawlConfig
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import KEYS, Database, Writer, run_writer, wait_for
+from tests.support.processes import items_in_hand
 
 client = base.client
 database = base.database
@@ -131,7 +134,7 @@ def test_several_spiders_and_all_spiders(
         (name, "ProductItem", sku) for name in names for sku in ("S1", "S2")
     ]
     for name in names:
-        assert client.exists(RedisKeys(name).items, RedisKeys(name).items_processing) == 0
+        assert client.llen(RedisKeys(name).items) == items_in_hand(client, RedisKeys(name)) == 0
     client.delete(SPIDERS)
 
 
@@ -268,8 +271,9 @@ def test_a_writer_thread_that_dies_stops_the_process_loudly(
     assert done.returncode == 1, done.stderr
     [line] = [x for x in done.stderr.splitlines() if "CRITICAL" in x]
     assert "the db_writer of broken needs" in line and "WRONGTYPE" in line, done.stderr
-    # The other spider's writer was stopped warmly, its lock released.
-    assert client.exists(RedisKeys("good").db_writer_lock) == 0
+    # The other spider's writer was stopped warmly: it left the writers, its lease dropped.
+    assert client.hlen(writers_of(RedisKeys("good"))) == 0
+    assert not client.keys(lease(RedisKeys("good"), "*"))
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -124,11 +124,11 @@ def test_due_pages_are_pushed_back_once_with_their_validators_by_two_db_writers(
     )
     settings = ("-s", "RECRAWL_AFTER=60", "-s", "RECRAWL_SCHEDULE_BATCH=15")
     writers += [Writer(tmp_path, redis_url, database.url, *settings) for _ in range(2)]
-    # One writer holds the lock and schedules; the other waits.
+    # Both write and both schedule: the due rows each reads are locked as read.
     wait_for(
-        lambda: sum("waiting for it to stop" in w.log() for w in writers) == 1,
+        lambda: all("joined the db_writers" in w.log() for w in writers),
         30,
-        "one of the two writers to wait for the other's lock",
+        "both writers to join",
     )
     wait_for(lambda: client.llen(KEYS.start_urls) >= len(urls), 30, "the revisits")
     # Two more looks of the scheduler, each proved by a probe page due after the

@@ -1,4 +1,4 @@
-"""The db_writer against Redis refusing writes (OOM, READONLY), its lock, and newer-wins.
+"""The db_writer against Redis refusing writes (OOM, READONLY), its lease, and newer-wins.
 
 Real processes: a redis-server of each test's own (these tests change its
 maxmemory and its replication role, so never the session's shared server
@@ -21,7 +21,9 @@ import redis
 from mirakuru import TCPExecutor
 from port_for import get_port
 
-from spiders_project.db_writer.item_queue import ItemQueue, LockLost
+from spiders_project.db_writer.item_queue import ItemQueue, LeaseLost, Taken
+from spiders_project.keys.db_writers import filling, lease, processing_of
+from spiders_project.keys.db_writers import writers as writers_of
 from spiders_project.redis_access import RedisState, SyncRedisCalls
 from tests.integration import test_db_writer as base
 from tests.integration.test_db_writer import (
@@ -33,6 +35,7 @@ from tests.integration.test_db_writer import (
     stat,
     wait_for,
 )
+from tests.support.processes import items_in_hand
 
 # The fixtures of the db_writer tests, shared; ``client`` talks to this file's redis_url.
 client = base.client
@@ -111,10 +114,13 @@ def test_starts_and_drains_while_redis_is_out_of_memory(
     client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     empty = used_memory(client)
-    urls = push_items(client, 3000, "http://oom.test/")
+    urls = push_items(client, 6000, "http://oom.test/")
     full = used_memory(client)
     # Under the memory in use, by half of what the items take: Redis stays full
-    # until the writer has drained about half of them.
+    # until the writer has drained about half of them. Half of 6,000 items
+    # (about 800 KB) leaves room for what Redis keeps after the drain: about
+    # 25 KB per command at its first call (its latency histogram), and the
+    # writer's scripts call about a dozen.
     make_oom(client, (empty + full) // 2)
     db = sqlite_database(tmp_path)
 
@@ -122,9 +128,11 @@ def test_starts_and_drains_while_redis_is_out_of_memory(
 
     assert done.returncode == 0, done.stderr
     assert set(db.rows()) == urls
-    assert client.llen(KEYS.items) == 0 and client.llen(KEYS.items_processing) == 0
-    assert stat(client, "items_written") == 3000 and stat(client, "batches") == 30
-    assert client.get(KEYS.db_writer_lock) is None  # taken and released
+    assert client.llen(KEYS.items) == 0 and items_in_hand(client) == 0
+    assert stat(client, "items_written") == 6000 and stat(client, "batches") == 60
+    # It joined the writers under OOM, and left them at its stop.
+    assert "joined the db_writers" in done.stderr
+    assert client.hlen(writers_of(KEYS)) == 0 and not client.keys("*lease*")
     assert done.stderr.count("Redis refuses writes") <= 1, done.stderr
     assert "Traceback" not in done.stderr
     client.set("probe", "x")  # the writer freed what kept the producers out
@@ -174,7 +182,7 @@ def test_keeps_draining_through_oom_and_readonly(
     writer.wait_log("Redis refuses writes (READONLY")
     wait_refused_again(client, "READONLY")  # retrying with backoff against the replica
     assert writer.process.poll() is None
-    assert client.llen(KEYS.items) + client.llen(KEYS.items_processing) > 0
+    assert client.llen(KEYS.items) + items_in_hand(client) > 0
     client.execute_command("REPLICAOF", "NO", "ONE")
     wait_for(lambda: set(db.rows()) == urls, 20, "rows after REPLICAOF NO ONE")
     wait_for(
@@ -188,7 +196,7 @@ def test_keeps_draining_through_oom_and_readonly(
     assert log.count("Redis refuses writes (READONLY") == 1, log
     assert log.count("Redis accepts writes again") == 2, log
     assert "Traceback" not in log and "ERROR" not in log
-    assert client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0
+    assert client.llen(KEYS.items) == items_in_hand(client) == 0
 
 
 def test_waits_out_noreplicas(
@@ -219,7 +227,7 @@ def test_waits_out_noreplicas(
     log = writer.log()
     assert log.count("Redis refuses writes (") == 1, log
     assert "Traceback" not in log and "ERROR" not in log
-    assert client.llen(KEYS.items) == client.llen(KEYS.items_processing) == 0
+    assert client.llen(KEYS.items) == items_in_hand(client) == 0
 
 
 # --- stop requested while retrying ---------------------------------------------------
@@ -250,7 +258,8 @@ def test_sigterm_while_redis_refuses_the_ack_keeps_the_batch(
     db = sqlite_database(tmp_path)
     # One full batch of 50: taken in one call, so the writer goes straight to
     # the database without a blocking wait the role change would end (UNBLOCKED).
-    writer = Writer(tmp_path, redis_url, db.url, "-s", "DB_WRITER_BATCH_SIZE=50")
+    ttl = ("-s", "DB_WRITER_LOCK_TTL=2")
+    writer = Writer(tmp_path, redis_url, db.url, "-s", "DB_WRITER_BATCH_SIZE=50", *ttl)
     writers.append(writer)
     writer.wait_log("connected")
     # Hold SQLite's write lock so the batch is taken but not committed yet.
@@ -258,7 +267,7 @@ def test_sigterm_while_redis_refuses_the_ack_keeps_the_batch(
     blocker.execute("BEGIN IMMEDIATE")
     try:
         urls = push_items(client, 50, "http://h.test/")
-        wait_for(lambda: client.llen(KEYS.items_processing) == 50, 10, "the batch taken")
+        wait_for(lambda: items_in_hand(client) == 50, 10, "the batch taken")
         assert blocked_clients(client) == []
         make_replica(client)
     finally:
@@ -270,52 +279,135 @@ def test_sigterm_while_redis_refuses_the_ack_keeps_the_batch(
     log = writer.log()
     assert "stopping without finishing the batch in hand" in log, log
     assert "Traceback" not in log
-    assert client.llen(KEYS.items_processing) == 50  # committed, not acknowledged
+    assert items_in_hand(client) == 50  # committed, not acknowledged
     client.execute_command("REPLICAOF", "NO", "ONE")
 
-    done = run_writer(tmp_path, redis_url, db.url)
+    # Its lease could not be dropped (Redis refused writes): the next writer
+    # takes the batch over once it expires.
+    done = run_writer(tmp_path, redis_url, db.url, *ttl)
     assert done.returncode == 0, done.stderr
-    assert "recovering 50 entries" in done.stderr
+    assert "took over 50 entries of db_writer" in done.stderr
     assert set(db.rows()) == urls
-    assert client.llen(KEYS.items_processing) == 0
+    assert items_in_hand(client) == 0
     assert stat(client, "items_written") == 50  # the refused ack never counted
 
 
-# --- the lock ---------------------------------------------------------------------------
+# --- the writers and their leases ---------------------------------------------------------
 
 
-def test_lock_is_owned_by_a_token_not_by_host_and_pid(client: redis.Redis, redis_url: str) -> None:
+def test_writers_are_known_by_an_id_and_take_over_a_gone_ones_batch(
+    client: redis.Redis, redis_url: str
+) -> None:
     """Two queues in one process (one hostname, one pid, as replicas in containers)."""
     state = RedisState(redis_url, 0.05, 0.2, logging.getLogger("test"))
-    first = ItemQueue(SyncRedisCalls(client, state), KEYS, lock_ttl=0.5)
-    second = ItemQueue(SyncRedisCalls(client, state), KEYS, lock_ttl=0.5)
-    client.rpush(KEYS.items, encode({"url": "http://l.test/1"}))
+    first = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=0.5)
+    second = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=0.5)
+    items = [encode({"url": f"http://l.test/{i}"}) for i in range(3)]
+    client.rpush(KEYS.items, *items)
+    [buffer] = first.buffers
 
-    assert first.try_lock()
-    token = client.get(KEYS.db_writer_lock).decode()
-    assert token == first.token != second.token
-    assert socket.gethostname() not in token and str(os.getpid()) not in token
-    assert not second.try_lock()
-    assert first.try_lock()  # the holder again: extended, so a lost reply can be repeated
+    assert first.join() == second.join() == 0
+    assert first.writer != second.writer
+    for writer in (first.writer, second.writer):
+        assert socket.gethostname() not in writer and str(os.getpid()) not in writer
 
-    first.release_lock()  # a clean stop
-    assert second.try_lock()
-    assert not first.try_lock()
+    def held() -> dict[str, int]:
+        return {k.decode(): int(v) for k, v in client.hgetall(writers_of(KEYS)).items()}
 
-    # second stalls past its TTL: first takes the lock, and second can change nothing.
-    wait_for(lambda: client.get(KEYS.db_writer_lock) is None, 5, "the lock's TTL")
-    assert first.try_lock()
-    with pytest.raises(LockLost):
-        second.take(10)
-    with pytest.raises(LockLost):
-        second.ack(0, 0, [])
-    second.forget_refresh()
-    with pytest.raises(LockLost):
-        second.refresh_lock()
-    second.release_lock()
-    assert client.get(KEYS.db_writer_lock).decode() == first.token
-    assert client.llen(KEYS.items) == 1 and client.llen(KEYS.items_processing) == 0
-    assert first.take(10) == [encode({"url": "http://l.test/1"})]
+    assert held() == {first.writer: 0, second.writer: 0}
+    # Each takes its own entries, into its own list.
+    assert first.take(buffer, 1).entries == items[:1]
+    assert second.take(buffer, 1).entries == items[1:2]
+    assert held() == {first.writer: 1, second.writer: 1}
+    assert client.lrange(processing_of(KEYS, second.writer), 0, -1) == items[1:2]
+
+    # second's lease lives: nothing to take over.
+    assert first.take_over_gone(now=True) == 0
+    # second stalls past its lease, then comes back before anyone looked: it renews it.
+    wait_for(lambda: client.get(lease(KEYS, second.writer)) is None, 5, "second's lease TTL")
+    second.forget_heartbeat()
+    second.heartbeat()
+    assert client.get(lease(KEYS, second.writer)) == second.writer.encode()
+    assert first.take_over_gone(now=True) == 0
+
+    # It stalls again; this time first looks, and takes its batch over, after its own.
+    wait_for(lambda: client.get(lease(KEYS, second.writer)) is None, 5, "second's lease TTL")
+    assert first.take_over_gone(now=True) == 1
+    assert client.lrange(processing_of(KEYS, first.writer), 0, -1) == items[:2]
+    assert not client.exists(processing_of(KEYS, second.writer))
+    assert held() == {first.writer: 2}
+    # second, back, can change nothing.
+    with pytest.raises(LeaseLost):
+        second.take(buffer, 10)
+    with pytest.raises(LeaseLost):
+        second.ack(buffer, 1, 1, [])
+    second.forget_heartbeat()
+    with pytest.raises(LeaseLost):
+        second.heartbeat()
+    assert client.llen(KEYS.items) == 1 and held() == {first.writer: 2}
+
+    first.ack(buffer, 2, 2, [])
+    assert held() == {first.writer: 0}
+    # second joins again, as its writer does after LeaseLost, and takes what is left.
+    assert second.join() == 0
+    assert second.take(buffer, 10).entries == items[2:]
+
+    # A clean stop: out of the hash, lease dropped; with entries left (second),
+    # the hash keeps its count and the lease goes, so a look takes them over at once.
+    assert first.leave() == 0 and second.leave() == 1
+    assert held() == {second.writer: 1}
+    assert not client.exists(lease(KEYS, first.writer), lease(KEYS, second.writer))
+    assert first.join() == 0
+    assert first.take_over_gone(now=True) == 1
+    assert held() == {first.writer: 1}
+
+
+def test_a_writer_filling_a_batch_has_the_buffer_to_itself(
+    client: redis.Redis, redis_url: str
+) -> None:
+    """A trickle of items is taken by the writer that started a batch from it,
+    not split between writers into twice the takes and half-full batches."""
+    state = RedisState(redis_url, 0.05, 0.2, logging.getLogger("test"))
+    first = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=5)
+    second = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=5)
+    first.join()
+    second.join()
+    [buffer] = first.buffers
+    items = [encode({"url": f"http://f.test/{i}"}) for i in range(12)]
+
+    client.rpush(KEYS.items, *items[:2])
+    # Fewer than a batch: first marks the buffer as its own to fill, for 5 s.
+    assert first.take(buffer, 10, fill_for=5).entries == items[:2]
+    assert client.get(filling(KEYS)) == first.writer.encode()
+    client.rpush(KEYS.items, items[2])
+    assert second.take(buffer, 10, fill_for=5) == Taken([], others_filling=True)
+    assert client.llen(KEYS.items) == 1
+    client.rpush(KEYS.items, *items[3:])
+    assert first.take(buffer, 8).entries == items[2:10]  # its batch is full: the mark goes
+    assert not client.exists(filling(KEYS))
+    assert second.take(buffer, 10, fill_for=5).entries == items[10:]
+    assert client.get(filling(KEYS)) == second.writer.encode()
+    # A writer with no time to fill a batch (DB_WRITER_MAX_WAIT=0) never marks one.
+    client.delete(filling(KEYS))
+    client.rpush(KEYS.items, items[0])
+    assert first.take(buffer, 10).entries == items[:1] and not client.exists(filling(KEYS))
+
+
+def test_the_previous_releases_list_is_taken_over_once_its_lock_is_gone(
+    client: redis.Redis, redis_url: str
+) -> None:
+    state = RedisState(redis_url, 0.05, 0.2, logging.getLogger("test"))
+    queue = ItemQueue(SyncRedisCalls(client, state), KEYS, lease_ttl=5)
+    old = [encode({"url": "http://o.test/1"}), encode({"url": "http://o.test/2"})]
+    client.rpush(KEYS.items_processing, *old)
+    client.set(KEYS.db_writer_lock, "a-writer-of-the-previous-release", px=60_000)
+    queue.join()
+    assert queue.take_over_gone(now=True) == 0  # its writer may still append to it
+    client.delete(KEYS.db_writer_lock)
+    assert queue.take_over_gone(now=True) == 2
+    assert client.lrange(processing_of(KEYS, queue.writer), 0, -1) == old
+    assert not client.exists(KEYS.items_processing)
+    assert client.hget(writers_of(KEYS), queue.writer) == b"2"
 
 
 # --- newer wins -------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import redis
 from spiders_project.config import load_settings
 from spiders_project.keys import RENDER
 from spiders_project.keys.cookies import cookie_counts, cookie_jar, cookie_jars
+from spiders_project.keys.db_writers import processing_of, writers
 from spiders_project.keys.jobs import job_counts
 from spiders_project.keys.stats import stats_history
 from spiders_project.read_model.cluster_view import eta_seconds, pages_per_second, read_cluster
@@ -252,7 +253,9 @@ def fill_redis(r: redis.Redis) -> float:
     r.set(K.in_lane(RENDER).requests_size, 2)
     r.zadd(K.in_lane(RENDER).leases, {"lease-r": 1})
     r.rpush(K.items, item(now - 30), item(now))
-    r.rpush(K.items_processing, item(now - 60))
+    # A db_writer's batch in hand: its processing list, counted in the writers' hash.
+    r.rpush(processing_of(K, "w1"), item(now - 60))
+    r.hset(writers(K), mapping={"w1": 1, "w2": 0})
     r.lpush(K.dead, "d1", "d2")
     r.lpush(K.start_urls_rejected, "x")
     r.lpush(K.requests_rejected, "y", "z")

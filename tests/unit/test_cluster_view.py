@@ -17,15 +17,15 @@ def test_a_cluster_read_from_raw_replies() -> None:
             return [
                 [b"1000", b"500000"],
                 b"# Memory\r\nused_memory:2048\r\nmaxmemory:0\r\n",
-                *(1, b"5", 2, 0, 0),  # work
+                *(1, b"5", 2, 0),  # work
+                [b"w1", b"2", b"w2", b"0"],  # the writers' hash: w1 holds a batch of 2
                 3,  # dead
                 4,  # unserializable
                 *(1, 0, 0, 0),  # rejected lists
                 40,  # the previous release's dupefilter set
                 [b"pages", b"7"],  # totals, as a flat HGETALL
                 {b"items_written": b"6"},  # db_writer, as redis-py parses it
-                None,
-                None,
+                b'{"at": "1970-01-01T00:16:30+00:00"}',  # the buffer's head: 10.5 s old
                 [b"h:1", b"999.5", b"h:2", b"1.0"],  # h:2 is older than the retention
                 [b"http://p:1", b"1000600"],  # proxies:banned (ms): banned until 1000.6
                 b"2",  # the seen-set's count
@@ -41,20 +41,26 @@ def test_a_cluster_read_from_raw_replies() -> None:
                 [b"j|pages", b"4", b"j|items", b"9", b"j|queued", b"2", b"j|leased", b"1"]
                 + [b"j|slots", b"1"],
             ]
-        assert commands == [("HGETALL", "s:worker:h:1"), ("EXISTS", "s:worker:h:1:heartbeat")]
-        return [{b"pages": b"7", b"items": b"2"}, 1]
+        assert commands == [
+            ("HGETALL", "s:worker:h:1"),
+            ("EXISTS", "s:worker:h:1:heartbeat"),
+            ("LINDEX", "s:items:processing:w1", 0),  # the head of w1's batch
+        ]
+        return [{b"pages": b"7", b"items": b"2"}, 1, b'{"at": "1970-01-01T00:16:00+00:00"}']
 
     view = read_cluster(send, ["s"], worker_retention=900)
     assert sent == ["read_cluster", "read_cluster workers"]
     assert view.time == 1000.5 and view.used_memory == 2048 and view.maxmemory == 0
     [spider] = view.spiders
-    assert spider.work == Work(1, 8, 3, 0, 0) and not spider.work.idle
+    assert spider.work == Work(1, 8, 3, 0, 2) and not spider.work.idle
+    assert spider.queues["items_processing"] == 2
     assert spider.queues["requests"] == 8 and spider.queues["render"] == 3
     assert spider.queues["dead"] == 3 and spider.queues["rejected"] == 1
     assert spider.queues["unserializable"] == 4
     assert spider.rejected == {"start_urls": 1, "requests": 0, "items": 0, "dead": 0}
     assert spider.dupefilter == 42 and spider.totals == {"pages": 7}
-    assert spider.db_writer == {"items_written": 6.0} and spider.lag == 0.0
+    # The lag: the oldest batch in hand (40.5 s), not the buffer's head.
+    assert spider.db_writer == {"items_written": 6.0} and spider.lag == 40.5
     [worker] = spider.workers
     assert (worker.worker, worker.alive, worker.counters) == ("h:1", True, {"pages": 7, "items": 2})
     assert as_dict(view)["spiders"][0]["idle"] is False
@@ -84,7 +90,7 @@ def test_a_cluster_read_from_raw_replies() -> None:
 
 def test_a_spider_named_twice_is_read_once() -> None:
     def send(name: str, commands: list[tuple[object, ...]]) -> list[object]:
-        per_spider = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, None, [], [], None, 0, {}]
+        per_spider = [0, 0, 0, 0, {}, 0, 0, 0, 0, 0, 0, 0, {}, {}, None, [], [], None, 0, {}]
         per_spider += [0, 0, []]  # the cookie jars, their counts
         per_spider += [None, 0]  # the render queue
         per_spider += [{}, {}]  # the jobs: records, counts

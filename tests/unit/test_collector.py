@@ -22,7 +22,7 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             0,
             0,
             0,
-            0,
+            {},  # the writers' hash
             0,
             0,
             0,
@@ -32,8 +32,7 @@ def test_the_exporter_shows_each_proxy_and_whether_all_are_banned():
             0,
             totals,
             {},
-            None,
-            None,
+            None,  # the buffer's head
             [],
             banned,
             None,  # the seen-set's count

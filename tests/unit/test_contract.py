@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spiders_project.keys import RENDER, RedisKeys
+from spiders_project.keys.db_writers import writers
 from spiders_project.read_model.contract import (
     RUNNING,
     STATE_FIELD,
@@ -46,8 +47,10 @@ CONTRACT = (
     "spiders_project.read_model.replies",
     "spiders_project.read_model.host_steering",
     "spiders_project.read_model.job_progress",
+    "spiders_project.read_model.writers",
     "spiders_project.keys.jobs",
     "spiders_project.keys.cookies",
+    "spiders_project.keys.db_writers",
 )
 
 
@@ -100,12 +103,18 @@ def test_work_reads_every_structure_of_unfinished_work() -> None:
         ("GET", k.requests_size),
         ("ZCARD", k.leases),
         ("LLEN", k.items),
-        ("LLEN", k.items_processing),
+        ("HGETALL", writers(k)),
         ("GET", k.in_lane(RENDER).requests_size),
         ("ZCARD", k.in_lane(RENDER).leases),
     ]
-    assert work_of([0, None, 0, 0, 0, None, 0]) == Work(0, 0, 0, 0, 0)  # never set
-    assert work_of([1, b"7", 2, 3, 4, b"2", 1]) == Work(1, 9, 3, 3, 4)
+    assert work_of([0, None, 0, 0, {}, None, 0]) == Work(0, 0, 0, 0, 0)  # never set
+    # The writers' hash: each db_writer's entries in hand, summed (a dict from
+    # redis-py, a flat list from a raw reply).
+    held = {b"w1": b"3", b"w2": b"1", b"w3": b"0"}
+    assert work_of([1, b"7", 2, 3, held, b"2", 1]) == Work(1, 9, 3, 3, 4)
+    assert work_of([1, b"7", 2, 3, [b"w1", b"4"], b"2", 1]) == Work(1, 9, 3, 3, 4)
+    # A count that drifted below zero in one queue hides nothing queued in another.
+    assert work_of([0, b"1", 0, 0, {}, b"-1", 0]) == Work(0, 1, 0, 0, 0)
 
 
 def test_counters_keep_only_the_metric_fields() -> None:
@@ -141,5 +150,6 @@ def test_work_sums_the_shards_and_lanes() -> None:
             ("ZCARD", shard.in_lane(RENDER).leases),
         )
     ]
-    replies = [1, b"2", 3, 4, 5, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
-    assert work_of(replies) == work_of([1, 17, 56, 4, 5])
+    held = {b"w": b"5"}
+    replies = [1, b"2", 3, 4, held, b"10", 20, None, 30, b"1", 1, None, 0, b"4", 2]
+    assert work_of(replies) == work_of([1, 17, 56, 4, held])

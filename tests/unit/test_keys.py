@@ -6,6 +6,7 @@ import pytest
 from redis.crc import key_slot as redis_key_slot
 
 from spiders_project.keys import SLOTS, RedisKeys, key_slot, shard_tag
+from spiders_project.keys.db_writers import item_buffers, lease, processing_of, writers
 
 SHARDED = RedisKeys("distributed", cluster=True, shards=3)
 
@@ -69,3 +70,15 @@ def test_a_hosts_keys_share_one_slot_and_hosts_spread() -> None:
     # The spider's own keys stay in its slot, apart from every shard's.
     assert key_slot(SHARDED.items) == key_slot(SHARDED.start_urls) == key_slot(SHARDED.dead)
     assert len({key_slot(k.hosts) for k in SHARDED.all_shards} | {key_slot(SHARDED.items)}) == 4
+
+
+def test_what_db_writers_keep_beside_a_buffer_shares_its_slot() -> None:
+    """Each script of the db_writer touches one buffer's keys and its writers': one slot."""
+    assert processing_of(RedisKeys("s"), "w1") == "s:items:processing:w1"
+    assert writers(RedisKeys("s")) == "s:db_writer:writers"
+    assert lease(RedisKeys("s"), "w1") == "s:db_writer:lease:w1"
+    for keys in (RedisKeys("distributed", cluster=True), SHARDED):
+        [buffer] = item_buffers(keys)
+        names = [buffer.items, processing_of(buffer, "w1"), writers(buffer), lease(buffer, "w1")]
+        names += [buffer.items_rejected, buffer.db_writer_stats, buffer.items_processing]
+        assert {key_slot(name) for name in names} == {key_slot(keys.items)}

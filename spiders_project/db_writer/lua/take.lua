@@ -1,31 +1,62 @@
 #!lua flags=allow-oom
 -- Allowed under OOM: it moves entries between two lists, so memory stays level
--- (the db_writer must drain a Redis that is full).
+-- (the db_writer must drain a Redis that is full), changes one number of the
+-- writers' hash, and sets or deletes one small key.
 --
--- Move up to N entries from the head of the item buffer to the tail of the
--- processing list, for the db_writer that holds the lock.
+-- Move up to N entries from the head of an item buffer to the tail of this
+-- writer's processing list, while this writer is still one of the buffer's
+-- writers.
 --
 -- Producers RPUSH to the tail of the buffer, so taking from the head keeps
 -- items first in, first out; appending to the processing list keeps it in the
--- same order, so the batch in hand is always its first entries.
+-- same order, so the batch in hand is always its first entries. Any number of
+-- writers take from one buffer: each take runs whole, so an entry lands in one
+-- writer's list only, and each list has one writer appending to it.
+--
+-- A take that starts a batch (ARGV[3] > 0) and finds fewer than N entries
+-- marks the buffer as being filled by this writer (KEYS[4], for ARGV[3] ms:
+-- the writer's DB_WRITER_MAX_WAIT), and the writer takes again later. While
+-- another writer's mark lives, a take that would start a batch moves nothing
+-- and answers 1: the other writer takes what comes, so two writers do not
+-- split the buffer's trickle into twice the takes and half-full batches. A
+-- take that fills its batch ends its writer's mark.
 --
 -- KEYS[1]  item buffer: list of JSON items (<spider>:items)
--- KEYS[2]  processing list: entries taken and not yet committed
--- KEYS[3]  db_writer lock: holds the token of the one writer allowed to take
--- ARGV[1]  this writer's lock token
+-- KEYS[2]  this writer's processing list: entries taken and not yet committed
+-- KEYS[3]  the buffer's writers: hash writer id -> entries in its processing list
+-- KEYS[4]  the buffer's filling mark: the id of the writer filling a batch
+-- ARGV[1]  this writer's id
 -- ARGV[2]  N, the most entries to move
--- Returns  the moved entries, oldest first (possibly none), or false, moving
---          nothing, when ARGV[1] no longer holds the lock
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+-- ARGV[3]  0, or when this take starts a batch, the ms its writer may fill it for
+-- Returns  the moved entries, oldest first (possibly none); 1, moving nothing,
+--          when another writer is filling a batch from the buffer (ARGV[3] > 0
+--          only); or false, moving nothing, when ARGV[1] is no longer in
+--          KEYS[3]: another writer took its batch over (it stalled past its lease)
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0 then
   return false
 end
-local moved = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local fill_ms = tonumber(ARGV[3])
+local filler = redis.call('GET', KEYS[4])
+if fill_ms > 0 and filler and filler ~= ARGV[1] then
+  return 1
+end
+local want = tonumber(ARGV[2])
+local moved = redis.call('LRANGE', KEYS[1], 0, want - 1)
 local n = #moved
 if n > 0 then
   redis.call('LTRIM', KEYS[1], n, -1)
+  local length
   -- unpack() is limited by the Lua stack: push in slices.
   for i = 1, n, 1000 do
-    redis.call('RPUSH', KEYS[2], unpack(moved, i, math.min(i + 999, n)))
+    length = redis.call('RPUSH', KEYS[2], unpack(moved, i, math.min(i + 999, n)))
   end
+  redis.call('HSET', KEYS[3], ARGV[1], length)
+end
+if n == want then
+  if filler == ARGV[1] then
+    redis.call('DEL', KEYS[4])
+  end
+elseif n > 0 and fill_ms > 0 then
+  redis.call('SET', KEYS[4], ARGV[1], 'PX', fill_ms)
 end
 return moved

@@ -13,6 +13,14 @@
   ``/f/<n>``: requests that must no longer send it.
 - ``/open/<n>`` need no login and set a ``visit`` cookie on every answer.
 
+With ``js=True`` the member pages but ``/home`` need JavaScript, as a
+single-page app's do: each is a shell whose script asks ``/api/<page>`` for its
+user and links (with the session, which the browser sends from its own cookie
+store) and adds ``#done`` when it has shown them. The script of ``/p/1`` also
+sets a ``member`` cookie (``document.cookie``) that the pages below it require:
+their ``/api`` answers 403 without it. ``/home``, the login's redirect, stays a
+plain page.
+
 Sessions that end, as real sites end them:
 
 - ``login_redirect``: a page behind the login asked without a session the
@@ -33,6 +41,7 @@ test kills a worker while one of its requests is at the site.
 from __future__ import annotations
 
 import html
+import json
 import secrets
 import threading
 import time
@@ -54,6 +63,7 @@ class Hit:
     path: str  # with its query
     cookies: dict[str, str]
     user: str | None  # whose session it carried (None: none, or not a valid one)
+    agent: str = ""  # its User-Agent (tests give each worker its own)
     via: str | None = None  # the proxy it came through
 
     @property
@@ -79,6 +89,7 @@ class LoginSite:
         self,
         pages: int = 40,
         latency: float = 0.0,
+        js: bool = False,
         *,
         login_redirect: bool = False,
         expire_after: int | None = None,
@@ -87,6 +98,7 @@ class LoginSite:
     ) -> None:
         self.pages = pages
         self.latency = latency
+        self.js = js
         self.login_redirect = login_redirect
         self.expire_after = expire_after
         self.max_logins = max_logins
@@ -95,6 +107,7 @@ class LoginSite:
         self._hits: list[Hit] = []
         self._pre: dict[str, str] = {}  # pre-session -> its CSRF token
         self.sessions: dict[str, str] = {}  # session token -> user
+        self.members: dict[str, str] = {}  # session token -> its member cookie (js)
         # Every session the site ever made (token -> the proxy it was made through),
         # those it ended, and the pages each was served.
         self.made: dict[str, str | None] = {}
@@ -146,6 +159,14 @@ class LoginSite:
             | {f"/f/{n}" for n in range(1, 5)}
         )
 
+    def rendered_pages(self) -> set[str]:
+        """The member pages that need JavaScript (``js=True``)."""
+        return self.member_pages() - {"/home"}
+
+    def member_only(self) -> set[str]:
+        """The pages whose content needs the ``member`` cookie /p/1's script sets."""
+        return {f"/p/{n}" for n in range(3, self.pages) if _below_first(n)}
+
     def hold(self, path: str) -> None:
         with self._lock:
             self._held[path] = threading.Event()
@@ -166,7 +187,8 @@ class LoginSite:
         path, via = _strip_via(handler.path)
         with self._lock:
             user = self.sessions.get(cookies.get("session", ""))
-            self._hits.append(Hit(arrived, method, path, cookies, user, via))
+            agent = handler.headers.get("User-Agent") or ""
+            self._hits.append(Hit(arrived, method, path, cookies, user, agent, via))
             held = self._held.get(path.split("?", 1)[0])
         if held is not None:
             held.wait(120)
@@ -236,6 +258,8 @@ class LoginSite:
             n = _number(page, "/open/")
             links = [f"/open/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
             return 200, [("Set-Cookie", f"visit={n}; Path=/")], _html(f"Open {n}", _links(links))
+        if self.js and page.startswith("/api/"):
+            return self._api(page.removeprefix("/api"), cookies, user)
         if page not in self.member_pages():
             return 404, [], _html("Not found", "")
         if user is None:
@@ -243,18 +267,43 @@ class LoginSite:
                 return 302, [("Location", "/login")], ""
             return 200, [], _html("Please log in", '<p id="user"></p>')
         self._serve(cookies["session"], via)
+        headers = []
+        if page == "/forget":
+            expired = "consent=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
+            headers.append(("Set-Cookie", expired))
+        if self.js and page in self.rendered_pages():
+            return 200, headers, _shell(page, query)
+        return 200, headers, _member(page, user, self._member_links(page, user))
+
+    def _member_links(self, page: str, user: str) -> list[str]:
+        """A member page's links, each for its user."""
         if page == "/home":
             links = ["/p/1", "/p/2", "/forget"]
         elif page == "/forget":
-            links = [f"/f/{n}?u={user}" for n in range(1, 5)]
-            expired = "consent=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
-            return 200, [("Set-Cookie", expired)], _member(page, user, links)
+            links = [f"/f/{n}" for n in range(1, 5)]
         elif page.startswith("/p/"):
             n = _number(page, "/p/")
             links = [f"/p/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
         else:
             links = []
-        return 200, [], _member(page, user, [f"{link}?u={user}" for link in links])
+        return [f"{link}?u={user}" for link in links]
+
+    def _api(
+        self, page: str, cookies: dict[str, str], user: str | None
+    ) -> tuple[int, list[tuple[str, str]], str]:
+        """What a JavaScript page's script asks for: its user and links (JSON)."""
+        if page not in self.rendered_pages():
+            return 404, [], json.dumps({"error": "not found"})
+        if user is None:
+            return 401, [], json.dumps({"error": "log in"})
+        session = cookies["session"]
+        data: dict[str, Any] = {"user": user, "links": self._member_links(page, user)}
+        with self._lock:
+            if page == "/p/1":
+                data["member"] = self.members.setdefault(session, secrets.token_hex(8))
+            elif page in self.member_only() and cookies.get("member") != self.members.get(session):
+                return 403, [], json.dumps({"error": "no member cookie"})
+        return 200, [], json.dumps(data)
 
     def _serve(self, session: str, via: str | None) -> None:
         """Count a page behind the login served to ``session`` through ``via``;
@@ -286,6 +335,29 @@ def _strip_via(path: str) -> tuple[str, str | None]:
 def _number(page: str, prefix: str) -> int:
     rest = page[len(prefix) :]
     return int(rest) if rest.isdigit() else 0
+
+
+def _below_first(n: int) -> bool:
+    """Whether /p/<n> is below /p/1 in the pages' tree (children 2n+1 and 2n+2)."""
+    while n > 2:
+        n = (n - 1) // 2
+    return n == 1
+
+
+def _shell(page: str, query: str) -> str:
+    """A page that only shows its content once its script ran."""
+    api = json.dumps(f"/api{page}" + (f"?{query}" if query else ""))
+    script = (
+        f"fetch({api}).then(r => r.json()).then(d => {{"
+        "if (d.member) document.cookie = 'member=' + d.member + '; path=/';"
+        "document.getElementById('user').textContent = d.user || '';"
+        "for (const h of d.links || []) {"
+        "const a = document.createElement('a'); a.href = h; a.textContent = h;"
+        "document.body.appendChild(a);}"
+        "const done = document.createElement('p'); done.id = 'done';"
+        "document.body.appendChild(done);});"
+    )
+    return _html(page, f'<p id="user"></p><script>{script}</script>')
 
 
 def _links(hrefs: list[str]) -> str:

@@ -65,3 +65,31 @@ class LoginSpider(RedisSpider):
     def _session(self, response: Response) -> dict[str, Any]:
         """The jar (and user) to keep using: Scrapy's ``cookiejar`` is not passed on by itself."""
         return {key: response.meta[key] for key in ("cookiejar", "user") if key in response.meta}
+
+
+# What a member page needs to show its content: Chromium, and its script done.
+RENDER = {"playwright": True, "render_wait_selector": "#done"}
+
+
+class RenderedLoginSpider(LoginSpider):
+    """The same login (``FormRequest.from_response``, over plain HTTP), and the
+    member pages it reaches rendered by Chromium: the site's ``js=True`` pages
+    only show their content once their script ran. Scrapy-playwright's own
+    ``"playwright": true``; nothing about cookies."""
+
+    name = "login_rendered"
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        """The login form, posted over HTTP; in the browser when the seed's meta
+        says ``"render_login": true`` (the form's cookie given to the browser, the
+        session it gets taken back)."""
+        for request in super().parse(response):
+            if response.meta.get("render_login"):
+                request.meta["playwright"] = True  # its answer, /home, is a plain page
+            yield request
+
+    def parse_page(self, response: Response) -> Iterator[Any]:
+        yield {"url": response.url, "user": response.css("#user::text").get()}
+        for href in response.css("a::attr(href)").getall():
+            meta = {**self._session(response), **RENDER}
+            yield response.follow(href, self.parse_page, meta=meta)
