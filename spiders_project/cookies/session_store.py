@@ -131,10 +131,9 @@ class LocalSessions(_Parsed):
             local.control[LOGIN_FIELD] = session.dumps()
 
     async def pin(self, local: LocalJar, proxy: str) -> Outcome:
-        if local.control.get(PROXY_FIELD):
-            return self._write(local, sessions.PINNED, None)
-        local.control[PROXY_FIELD] = proxy
-        local.version += 1
+        if not local.control.get(PROXY_FIELD):
+            local.control[PROXY_FIELD] = proxy
+            local.version += 1
         return self._write(local, sessions.PINNED, None)
 
     async def retire(self, local: LocalJar, old: str, new: str) -> Outcome:
