@@ -163,7 +163,9 @@ def _send(mw: SharedCookiesMiddleware, request: Request) -> None:
 def test_the_middleware_keeps_scrapys_semantics_on_its_jars():
     mw = _middleware()
     login = Request("http://shop.example/login", meta={"cookiejar": 1})
-    mw.process_response(login, Response(login.url, headers={"Set-Cookie": "s=1; Path=/"}))
+    asyncio.run(
+        mw.process_response(login, Response(login.url, headers={"Set-Cookie": "s=1; Path=/"}))
+    )
     same = Request("http://shop.example/p", meta={"cookiejar": "1", LEASED_AT: 0.0})
     _send(mw, same)
     assert same.headers.get("Cookie") == b"s=1"
@@ -186,7 +188,7 @@ def test_a_response_without_set_cookie_changes_nothing():
     store = ProcessJars()
     mw = SharedCookiesMiddleware(store)
     request = Request("http://shop.example/")
-    assert mw.process_response(request, Response(request.url)) is not None
+    assert asyncio.run(mw.process_response(request, Response(request.url))) is not None
     assert len(store.jar("default").cookies) == 0
 
 
@@ -195,7 +197,7 @@ def test_cookies_debug_logs_names_never_values(caplog):
     request = Request("http://shop.example/login")
     response = Response(request.url, headers={"Set-Cookie": "session=t0ps3cret; Path=/"})
     with caplog.at_level(logging.DEBUG, logger="spiders_project.cookies"):
-        mw.process_response(request, response)
+        asyncio.run(mw.process_response(request, response))
         _send(mw, Request("http://shop.example/p"))
     assert "session" in caplog.text
     assert "t0ps3cret" not in caplog.text
