@@ -61,7 +61,6 @@ from scrapy.statscollectors import StatsCollector
 from spiders_project.config import ConfigError
 from spiders_project.cookies.codec import jar_id
 from spiders_project.cookies.config import LOGIN_POLL_MS, LoginConfig
-from spiders_project.cookies.pins import ProxyPins
 from spiders_project.cookies.session_store import SessionStore
 from spiders_project.cookies.sessions import FAILED, LOGIN, RUNNING, STALE, Session
 from spiders_project.cookies.store import LocalJar, ProcessJars
@@ -104,7 +103,6 @@ class Logins:
         letters: DeadLetters,
         *,
         retried: frozenset[int] = frozenset(),
-        pins: ProxyPins | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -113,7 +111,6 @@ class Logins:
         self.letters = letters
         # RETRY_HTTP_CODES: a login answer with one of these is retried, not judged.
         self.retried = retried
-        self.pins = pins
         # Set once the spider is open: its two methods, and the engine's way in.
         self.spider: Any = None
         self.crawl: Callable[[Request], None] | None = None
@@ -134,9 +131,6 @@ class Logins:
         session = self.sessions.session(local)
         if session.state == FAILED:
             self._give_up(request, local, session)
-        if self.pins is not None:
-            local = await self.pins.pin(request, local)
-            session = self.sessions.session(local)
         token = request.meta.get(meta.LOGIN)
         if token is not None:
             if session.state != RUNNING or session.token != token:

@@ -8,10 +8,11 @@ causal (``SharedJars.fresh``), and sends what a response changed
 (``SharedJars.changed``). ``COOKIES_ENABLED=False`` switches it off as it does
 Scrapy's; ``COOKIES_SHARED=False`` keeps the jars in the process, as Scrapy does.
 
-For a spider that logs in again (``session_expired`` and ``login``), each
-request and answer also passes the jar's session (``logins.py``): a request
-waits while its jar logs in, an expired answer starts one login for the
-cluster, and with ``PROXIES`` the jar keeps its proxy (``pins.py``).
+With ``PROXIES``, a jar that holds a session keeps its proxy, and a banned
+proxy retires the session (``pins.py``). For a spider that logs in again
+(``session_expired`` and ``login``), each request and answer also passes the
+jar's session (``logins.py``): a request waits while its jar logs in, and an
+expired answer starts one login for the cluster.
 
 Cookie values are never logged: Scrapy's ``COOKIES_DEBUG`` lines print whole
 Cookie and Set-Cookie headers, so this middleware never lets Scrapy's code
@@ -39,7 +40,7 @@ from spiders_project.cookies.logins import Logins, logs_in_again
 from spiders_project.cookies.pins import ProxyPins
 from spiders_project.cookies.session_store import LocalSessions, RedisSessions, SessionStore
 from spiders_project.cookies.store import LocalJar, ProcessJars, SharedJars, cookie_jars
-from spiders_project.crawl.meta import LEASED_AT, PROXY_PIN
+from spiders_project.crawl.meta import LEASED_AT, PROXY_NAME
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.politeness.delays import HostPoliteness
@@ -69,7 +70,11 @@ class SharedCookiesMiddleware(CookiesMiddleware):
     """Downloader middleware at Scrapy's CookiesMiddleware's place (700)."""
 
     def __init__(
-        self, store: ProcessJars, debug: bool = False, logins: Logins | None = None
+        self,
+        store: ProcessJars,
+        debug: bool = False,
+        logins: Logins | None = None,
+        pins: ProxyPins | None = None,
     ) -> None:
         # Scrapy's debug lines hold cookie values: never on (see the module docstring).
         super().__init__(debug=False)
@@ -78,6 +83,8 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         self.jars = JarsById(store)
         # The jars' sessions, for a spider that logs in again; None: plain cookies.
         self.logins = logins
+        # Each jar's proxy, with PROXIES; None: no proxy of the pool to keep.
+        self.pins = pins
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SharedCookiesMiddleware:
@@ -85,8 +92,18 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         if not config.enabled:
             raise NotConfigured  # as Scrapy's: a message would be a warning in every log
         store = cookie_jars(crawler)
-        logins = build_logins(crawler, store) if logs_in_again(crawler.spidercls) else None
-        middleware = cls(store, config.debug, logins)
+        proxied = bool(ProxyConfig.from_settings(crawler.settings).proxies)
+        relogs = logs_in_again(crawler.spidercls)
+        logins = pins = None
+        if proxied or relogs:
+            sessions = session_store(crawler, store)
+            if relogs:
+                logins = build_logins(crawler, store, sessions)
+            if proxied:
+                assert crawler.stats is not None
+                pool, groups = ProxyPool.of(crawler), HostPoliteness.of(crawler)
+                pins = ProxyPins(pool, groups, sessions, store, crawler.stats)
+        middleware = cls(store, config.debug, logins, pins)
         middleware.crawler = crawler
         return middleware
 
@@ -100,6 +117,8 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         if request.meta.get("dont_merge_cookies", False):
             return None
         local = await self.jar_for(request)
+        if self.pins is not None:
+            local = await self.pins.pin(request, local)
         if self.logins is not None:
             local, later = await self.logins.before_request(request, local)
             if later is not None:
@@ -133,7 +152,7 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         local = self.store.jar(codec.jar_id(request.meta.get("cookiejar")))
         before = codec.snapshot(local.cookies)
         super().process_response(request, response)
-        change = self.store.changed(local, before, request.meta.get(PROXY_PIN))
+        change = self.store.changed(local, before, request.meta.get(PROXY_NAME))
         if self.names_debug:
             names = sorted(codec.split_field(f)[2] for f in (*change.sets, *change.deletes))
             logger.debug(
@@ -148,28 +167,25 @@ class SharedCookiesMiddleware(CookiesMiddleware):
         logger.debug(message, request, ", ".join(names))
 
 
-def build_logins(crawler: Crawler, store: ProcessJars) -> Logins:
-    """The crawler's logins: its jars' sessions in Redis or in this worker, and,
-    with ``PROXIES``, each jar pinned to a proxy."""
-    assert crawler.stats is not None
+def session_store(crawler: Crawler, store: ProcessJars) -> SessionStore:
+    """Where the jars' sessions (logins, pinned proxies) change: in Redis for
+    the jars the cluster shares, or in this worker."""
     config = LoginConfig.from_settings(crawler.settings)
-    sessions: SessionStore
     if isinstance(store, SharedJars):
-        sessions = RedisSessions(store, config)
-    else:
-        sessions = LocalSessions(config)
-    pins = None
-    if ProxyConfig.from_settings(crawler.settings).proxies:
-        pool, groups = ProxyPool.of(crawler), HostPoliteness.of(crawler)
-        pins = ProxyPins(pool, groups, sessions, store, crawler.stats)
+        return RedisSessions(store, config)
+    return LocalSessions(config)
+
+
+def build_logins(crawler: Crawler, store: ProcessJars, sessions: SessionStore) -> Logins:
+    """The crawler's logins, on its jars' ``sessions``."""
+    assert crawler.stats is not None
     logins = Logins(
         store,
         sessions,
-        config,
+        LoginConfig.from_settings(crawler.settings),
         crawler.stats,
         DeadLetters.of(crawler),
         retried=DeadLettersConfig.from_settings(crawler.settings).retry_http_codes,
-        pins=pins,
     )
 
     def opened(spider: Spider) -> None:

@@ -30,9 +30,10 @@ request) and :meth:`ProcessJars.update` applies a set of cookies as a change
 page's links like a Set-Cookie); ``LocalJar.control`` holds the jar's ``~``
 fields as last read, which ``lua/update.lua`` sets and deletes like cookies
 and ``lua/session.lua`` changes for a jar's login and proxy (``sessions.py``).
-A change whose cookies came through a pinned proxy (``via``) is refused once
-the jar moved to another proxy: the cookies of a retired session never come
-back (``pins.py``).
+A change whose cookies came through a proxy of the pool (``via``) pins a jar
+that holds no session yet to that proxy, and is refused once the jar is
+pinned to another: a session stays with the proxy it was made through, and
+the cookies of a retired session never come back (``pins.py``).
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ class Pending:
     """A change this worker sent, until a copy read after Redis took it holds it."""
 
     change: Change
-    # The proxy its cookies came through (a pinned jar's), or None: a copy read
-    # after the jar moved to another proxy does not take it back (pins.py).
+    # The proxy its cookies came through, or None: a copy read after the jar
+    # was pinned to another proxy does not take it back (pins.py).
     via: str | None = None
     delivered_at: float | None = None  # time.monotonic() once Redis took it
 
@@ -127,14 +128,16 @@ class ProcessJars:
 
     def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:
         """What changed in ``local`` since ``before``, within the bounds (the rest undone);
-        ``via``: the pinned proxy the cookies came through, if any: none are kept
-        once the jar is pinned to another (its session retired, pins.py)."""
+        ``via``: the pool's proxy the cookies came through, if any: none are kept
+        once the jar is pinned to another (its session made through that one, or
+        retired), and a jar not pinned yet is pinned to it by its first cookie
+        (pins.py; ``lua/update.lua`` does the same in Redis)."""
         after = codec.snapshot(local.cookies)
         change = codec.diff(before, after)
         pinned = local.control.get(PROXY_FIELD)
         if change and via and pinned and pinned != via:
             codec.apply(local.cookies, codec.diff(after, before))
-            self._inc("cookies/refused_after_retire")
+            self._inc("cookies/refused_other_proxy")
             return Change()
         if change.sets:
             for dropped in bounded(local.cookies, change, before, after):
@@ -148,6 +151,8 @@ class ProcessJars:
                     local.id,
                     dropped.reason,
                 )
+            if via and not pinned and change.sets:
+                local.control[PROXY_FIELD] = via
         return change
 
     async def cookies_for(self, jar: str, url: str, since: float | None = None) -> list[Cookie]:
@@ -284,6 +289,9 @@ class SharedJars(ProcessJars):
         ]
         for pending in local.pending:
             codec.apply(local.cookies, pending.change)
+            # The pin its first cookie makes in Redis, which the read missed.
+            if proxy is None and pending.via and pending.change.sets:
+                proxy = local.control[PROXY_FIELD] = pending.via
 
     # --- writing ------------------------------------------------------------------------
     def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:

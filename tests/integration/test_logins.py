@@ -1,8 +1,9 @@
 """Logging in again against a real redis-server: ``lua/session.lua`` passes the
 same cases as the rules on a worker's own jars (tests/unit/test_logins.py),
-two workers' expired answers start one login, cookies that come back through
-a retired session's proxy are refused, and a banned proxy retires a session
-once for the cluster."""
+two workers' expired answers start one login, a jar is pinned to a proxy by
+its first cookie (or the first request that sends one), cookies that come
+back through a retired session's proxy are refused, and a banned proxy
+retires a session once for the cluster."""
 
 from __future__ import annotations
 
@@ -160,15 +161,67 @@ def proxy_pins(w: Worker) -> ProxyPins:
     return ProxyPins(pool, groups, w.sessions, w.jars, w.crawler.stats)
 
 
+def test_a_jar_is_pinned_by_its_first_cookie_to_the_proxy_it_came_through(redis_url, r):
+    async def main() -> None:
+        a, b = Worker(redis_url), Worker(redis_url)
+        pa, pb = proxy_pins(a), proxy_pins(b)
+        # No session yet: nothing to keep on one address, PROXY_MODE chooses.
+        first = Request(f"{SITE}/", meta={LEASED_AT: time.monotonic()})
+        local = await pa.pin(first, await a.read())
+        assert PROXY_PIN not in first.meta and PROXY_FIELD not in local.control
+        # Both workers' first pages set a session, through different proxies:
+        # the jar keeps the one that came in first, with its proxy.
+        jb = await b.read()
+        a.answer(local, "session=s1; Path=/", P1)
+        assert local.control[PROXY_FIELD] == P1  # this worker's copy at once
+        await a.redis.batcher.flush()
+        b.answer(jb, "session=s2; Path=/", P2)
+        await b.redis.batcher.flush()
+        assert r.hget(cookie_jar(K, "default"), "~proxy") == P1.encode()
+        for w, p in ((a, pa), (b, pb)):
+            request = Request(f"{SITE}/p/1")
+            seen = await p.pin(request, await w.read())
+            assert request.meta[PROXY_PIN] == P1
+            assert [c.value for c in seen.cookies] == ["s1"]
+        assert a.crawler.stats.get_value("cookies/sessions_retired") is None
+        await a.close()
+        await b.close()
+
+    asyncio.run(main())
+
+
+def test_cookies_set_without_a_proxy_pin_the_jar_with_the_first_request_that_sends_them(
+    redis_url, r
+):
+    async def main() -> None:
+        a = Worker(redis_url)
+        pa = proxy_pins(a)
+        a.answer(await a.read(), "consent=yes; Path=/")  # a browser's, or the spider's own
+        request = Request(f"{SITE}/p/1", meta={LEASED_AT: time.monotonic()})
+        local = await pa.pin(request, await a.read())
+        assert request.meta[PROXY_PIN] in (P1, P2)
+        assert r.hget(cookie_jar(K, "default"), "~proxy") == request.meta[PROXY_PIN].encode()
+        assert local.control[PROXY_FIELD] == request.meta[PROXY_PIN]
+        # A request that brings its own cookies to an empty jar takes them out: pinned too.
+        own = Request(f"{SITE}/", cookies={"lang": "en"}, meta={"cookiejar": "own"})
+        await pa.pin(own, await a.read("own"))
+        assert own.meta[PROXY_PIN] in (P1, P2)
+        await a.close()
+
+    asyncio.run(main())
+
+
 def test_a_banned_proxy_retires_the_session_once_for_the_cluster(redis_url, r):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
         pa, pb = proxy_pins(a), proxy_pins(b)
-        first = Request(f"{SITE}/login", meta={LEASED_AT: time.monotonic()})
+        first = Request(f"{SITE}/", meta={LEASED_AT: time.monotonic()})
         local = await pa.pin(first, await a.read())
-        pinned = first.meta[PROXY_PIN]
-        assert local.control[PROXY_FIELD] == pinned
+        assert PROXY_PIN not in first.meta
+        # Its answer came through P2 and set the session.
+        pinned = P2
         a.answer(local, "session=s1; Path=/", pinned)
+        await a.redis.batcher.flush()
         # b's requests of the jar go through the same proxy.
         other = Request(f"{SITE}/p/1")
         await pb.pin(other, await b.read())

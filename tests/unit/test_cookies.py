@@ -24,7 +24,8 @@ from spiders_project.cookies.config import (
 from spiders_project.cookies.middleware import SharedCookiesMiddleware
 from spiders_project.cookies.steps import ForgetCookiesStep
 from spiders_project.cookies.store import ProcessJars, SharedJars, cookie_jars
-from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.cookies.sessions import PROXY_FIELD
+from spiders_project.crawl.meta import LEASED_AT, PROXY_NAME
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.frontier.steps import Enqueue, FrontierSteps
 from spiders_project.spiders.distributed import DistributedSpider
@@ -182,6 +183,30 @@ def test_the_middleware_keeps_scrapys_semantics_on_its_jars():
     given = Request("http://shop.example/r", cookies={"lang": "de"}, meta={"cookiejar": 1})
     _send(mw, given)
     assert given.headers.get("Cookie") in (b"s=1; lang=de", b"lang=de; s=1")
+
+
+def test_a_jars_first_cookie_pins_it_to_the_proxy_it_came_through():
+    store = ProcessJars(MemoryStatsCollector(get_crawler()))
+    mw = SharedCookiesMiddleware(store)
+
+    def answer(via: str | None, set_cookie: str) -> None:
+        request = Request("http://shop.example/", meta={PROXY_NAME: via} if via else {})
+        response = Response(request.url, headers={"Set-Cookie": set_cookie})
+        asyncio.run(mw.process_response(request, response))
+
+    answer("http://p1:1", "gone=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT")
+    assert PROXY_FIELD not in store.jar("default").control  # no cookie, no session
+    answer("http://p1:1", "session=s1; Path=/")
+    assert store.jar("default").control[PROXY_FIELD] == "http://p1:1"
+    # Another session, through another proxy: refused; without a proxy (the spider's own): kept.
+    answer("http://p2:2", "session=s2; Path=/")
+    answer(None, "lang=de; Path=/")
+    assert {c.name: c.value for c in store.jar("default").cookies} == {
+        "session": "s1",
+        "lang": "de",
+    }
+    assert store.stats is not None
+    assert store.stats.get_value("cookies/refused_other_proxy") == 1
 
 
 def test_a_response_without_set_cookie_changes_nothing():

@@ -14,7 +14,9 @@
 -- ARGV[2]  the jar's id
 -- ARGV[3]  the jar's time to live (ms) after this update or use (COOKIES_JAR_TTL)
 -- ARGV[4]  the proxy the cookies came through, or "": a jar pinned to another
---          proxy since (its session retired: session.lua) takes none of them
+--          proxy (its session made through that one, or retired: session.lua)
+--          takes none of them; a jar not pinned yet is pinned to it by a
+--          change that sets a cookie (its session's first)
 -- ARGV[5]  n: cookie fields to set
 -- ARGV[6..5+2n]        field, value: the cookies to set
 -- ARGV[6+2n..]         fields to delete
@@ -22,7 +24,7 @@
 --          login state) is set and deleted the same way, and not counted.
 -- Returns  the jar's version after the change; 0 for a renewal of a jar that
 --          no longer exists (nothing is made then); -1 for a change refused
---          because the jar moved to another proxy.
+--          because the jar is pinned to another proxy.
 --!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 local jar, jars, counts = KEYS[1], KEYS[2], KEYS[3]
@@ -30,8 +32,9 @@ local id, ttl, via, n = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local first_delete = 6 + 2 * n
 local changed = n > 0 or #ARGV >= first_delete
 local version = 0
+local pinned = false
 if via ~= '' then
-  local pinned = redis.call('HGET', jar, '~proxy')
+  pinned = redis.call('HGET', jar, '~proxy')
   if pinned and pinned ~= via then
     return -1
   end
@@ -57,6 +60,9 @@ if changed then
     end
   end
   redis.call('HSET', counts, id, cookies)
+  if via ~= '' and not pinned and n > 0 then
+    redis.call('HSET', jar, '~proxy', via)
+  end
 else
   version = tonumber(redis.call('HGET', jar, '~v')) or 0
 end

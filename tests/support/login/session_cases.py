@@ -127,6 +127,21 @@ async def a_login_past_its_deadline_is_taken_over(h: Harness) -> None:
     assert h.store.session(h.local).token == "b"
 
 
+async def a_jar_is_pinned_by_its_first_cookie_through_a_proxy(h: Harness) -> None:
+    h.set_now(T0)
+    await h.set_cookie("consent", None)  # not through a proxy of the pool: no pin
+    await h.reread()
+    assert sessions.PROXY_FIELD not in h.local.control
+    await h.set_cookie("session", "http://p1:1")
+    await h.reread()
+    assert h.local.control[sessions.PROXY_FIELD] == "http://p1:1"
+    # Another session, through another proxy: not this jar's.
+    await h.set_cookie("other", "http://p2:2")
+    await h.reread()
+    assert await h.cookie_names() == {"consent", "session"}
+    assert (await h.store.pin(h.local, "http://p2:2")).proxy == "http://p1:1"
+
+
 async def a_banned_proxy_retires_the_session(h: Harness) -> None:
     h.set_now(T0)
     assert (await h.store.pin(h.local, "http://p1:1")).proxy == "http://p1:1"
@@ -160,5 +175,6 @@ CASES = [
     logins_that_fail_give_the_jar_up,
     logins_that_leave_the_session_expired_give_the_jar_up,
     a_login_past_its_deadline_is_taken_over,
+    a_jar_is_pinned_by_its_first_cookie_through_a_proxy,
     a_banned_proxy_retires_the_session,
 ]
