@@ -22,9 +22,9 @@ from spiders_project.cookies.config import (
     CookiesConfig,
 )
 from spiders_project.cookies.middleware import SharedCookiesMiddleware
+from spiders_project.cookies.sessions import PROXY_FIELD
 from spiders_project.cookies.steps import ForgetCookiesStep
 from spiders_project.cookies.store import ProcessJars, SharedJars, cookie_jars
-from spiders_project.cookies.sessions import PROXY_FIELD
 from spiders_project.crawl.meta import LEASED_AT, PROXY_NAME
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.frontier.steps import Enqueue, FrontierSteps

@@ -11,7 +11,12 @@
   went out with another user's session is seen (``Hit.mixed``).
 - ``/forget`` removes the ``consent`` cookie (an expired Set-Cookie) and links to
   ``/f/<n>``: requests that must no longer send it.
-- ``/open/<n>`` need no login and set a ``visit`` cookie on every answer.
+- ``/open/<n>`` (a binary tree of ``pages`` pages) need no login; what they
+  set is ``open_cookie``: ``"visit"``, a ``visit`` cookie on every answer;
+  ``"session"``, a session cookie (``session``, HttpOnly) on the answer to a
+  visitor without a session the site made, as a site that keeps a session for
+  every visitor does (``made`` records each, with the proxy it was made
+  through, and ``ban_proxy_after`` counts these pages); None, no cookie.
 
 With ``js=True`` the member pages but ``/home`` need JavaScript, as a
 single-page app's do: each is a shell whose script asks ``/api/<page>`` for its
@@ -95,8 +100,10 @@ class LoginSite:
         expire_after: int | None = None,
         max_logins: int | None = None,
         ban_proxy_after: int | None = None,
+        open_cookie: str | None = "visit",
     ) -> None:
         self.pages = pages
+        self.open_cookie = open_cookie
         self.latency = latency
         self.js = js
         self.login_redirect = login_redirect
@@ -255,9 +262,7 @@ class LoginSite:
             ]
             return 302, headers, ""
         if page.startswith("/open/"):
-            n = _number(page, "/open/")
-            links = [f"/open/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
-            return 200, [("Set-Cookie", f"visit={n}; Path=/")], _html(f"Open {n}", _links(links))
+            return self._open(page, cookies, via)
         if self.js and page.startswith("/api/"):
             return self._api(page.removeprefix("/api"), cookies, user)
         if page not in self.member_pages():
@@ -274,6 +279,30 @@ class LoginSite:
         if self.js and page in self.rendered_pages():
             return 200, headers, _shell(page, query)
         return 200, headers, _member(page, user, self._member_links(page, user))
+
+    def open_pages(self) -> set[str]:
+        """Every ``/open/`` page (paths)."""
+        return {f"/open/{n}" for n in range(self.pages)}
+
+    def _open(
+        self, page: str, cookies: dict[str, str], via: str | None
+    ) -> tuple[int, list[tuple[str, str]], str]:
+        n = _number(page, "/open/")
+        links = [f"/open/{c}" for c in (2 * n + 1, 2 * n + 2) if c < self.pages]
+        headers = []
+        if self.open_cookie == "visit":
+            headers.append(("Set-Cookie", f"visit={n}; Path=/"))
+        elif self.open_cookie == "session":
+            session = cookies.get("session", "")
+            with self._lock:
+                new = session not in self.made
+                if new:
+                    session = secrets.token_hex(16)
+                    self.made[session] = via
+            if new:
+                headers.append(("Set-Cookie", f"session={session}; Path=/; HttpOnly"))
+            self._serve(session, via)
+        return 200, headers, _html(f"Open {n}", _links(links))
 
     def _member_links(self, page: str, user: str) -> list[str]:
         """A member page's links, each for its user."""
