@@ -309,6 +309,17 @@ COOKIES_SHARED = _env("COOKIES_SHARED", True)
 # Seconds after its last update or use that a shared jar (a session) is
 # deleted from Redis.
 COOKIES_JAR_TTL = _env("COOKIES_JAR_TTL", 86400.0)
+# A spider that defines session_expired(response) and login(response) is
+# logged in again when the site expires its session (docs/SPIDERS.md, "Logins
+# and sessions"): one worker of the cluster logs the jar in while the jar's
+# other requests wait in the frontier, holding no download slot. A login not
+# over after this many seconds (its requests lost, a worker killed) counts as
+# failed, and the next expired answer starts another.
+COOKIES_LOGIN_TIMEOUT = _env("COOKIES_LOGIN_TIMEOUT", 60.0)
+# Logins of a jar that may fail, or leave its session expired, before a page
+# confirms it: past this, the login and every request of the jar become dead
+# letters with the reason, until `scrapy cookies clear --jar J`.
+COOKIES_LOGIN_ATTEMPTS = _env("COOKIES_LOGIN_ATTEMPTS", 3)
 
 # --- No crossing from public to private networks ---------------------------------
 # A request reached from a public address (a link or redirect on a page that

@@ -110,6 +110,8 @@ SPIDER_MIDDLEWARES = {
     "spiders_project.item_buffer.identity.PagePositions": 10,
     # A seed's limits and the network guard's mark on a page's links; out after Depth (900).
     "spiders_project.scope.seed_limits.SeedScope": 850,
+    # A login's steps give their requests the login's mark (a spider that logs in again only).
+    "spiders_project.cookies.chain.LoginChain": 870,
 }
 # None of ours: a project's own ITEM_PIPELINES run as in plain Scrapy. Every
 # item they keep goes to <spider>:items once all of them are done with it

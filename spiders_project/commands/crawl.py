@@ -28,6 +28,8 @@ from spiders_project.addon import Refused
 from spiders_project.addon.checks import addon_enabled, needs_addon, start_problems
 from spiders_project.archive.config import ArchiveConfig
 from spiders_project.config import CONFIG_EXIT_STATUS, ConfigError, SettingsReader
+from spiders_project.cookies.config import LoginConfig
+from spiders_project.cookies.logins import logs_in_again
 from spiders_project.crawl.suffixes import public_suffixes, suffix_list_file
 from spiders_project.dead_letters.config import DeadLettersConfig
 from spiders_project.frontier.config import FrontierConfig
@@ -78,6 +80,7 @@ def check_worker_settings(settings: BaseSettings) -> None:
     DeadLettersConfig.from_settings(settings)
     ArchiveConfig.from_settings(settings)
     public_suffixes(suffix_list_file(settings))  # COOKIES_PUBLIC_SUFFIX_LIST's file
+    LoginConfig.from_settings(settings)
     if StatsPublishConfig.enabled_in(settings):
         StatsPublishConfig.from_settings(settings)
 
@@ -134,6 +137,7 @@ class Command(ScrapyCrawlCommand):
         if addon_enabled(settings):
             try:
                 check_worker_settings(settings)
+                logs_in_again(spidercls)  # session_expired without login
             except ConfigError as exc:
                 problems.append(str(exc))
         if problems:
@@ -146,6 +150,10 @@ class Command(ScrapyCrawlCommand):
             mismatch = mode_problem(settings, spider)
         except ConfigError as exc:
             mismatch = str(exc)
+        except (redis.RedisError, OSError) as exc:
+            # Redis went away between the ping and this read (a master killed
+            # while the worker starts): one line and status 1, as unreachable.
+            return self._refuse([unreachable_message(settings, exc)], 1)
         if mismatch is not None:
             return self._refuse([mismatch], CONFIG_EXIT_STATUS)
         return True

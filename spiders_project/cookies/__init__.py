@@ -10,4 +10,11 @@ CookiesMiddleware on those jars, ``codec.py`` a cookie as a hash field,
 ``steps.py`` keeps cookie values out of what the frontier stores,
 ``browser.py`` is a jar's cookies in a browser context (which
 ``rendering/context_cookies.py`` gives a rendered page and reads back).
+
+With ``PROXIES``, each jar that holds a session is kept on one proxy until it
+is banned, for every spider (``pins.py``). A spider that says how to log in
+again (``session_expired``, ``login``) has each jar logged in again once for
+the cluster when the site ends its session (``logins.py``; the rules in
+``sessions.py``, run in Redis by ``lua/session.lua`` through
+``session_store.py``; ``chain.py`` marks a login's steps).
 """

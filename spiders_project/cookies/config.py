@@ -44,3 +44,29 @@ class CookiesConfig:
     @property
     def jar_ttl_ms(self) -> int:
         return max(1, round(self.jar_ttl * 1000))
+
+
+# A request of a jar that is logging in again goes back to the frontier for
+# at most this long (ms) before it looks again: a login takes a few round
+# trips to the site, and each look costs a lease and an ack, not a download.
+LOGIN_POLL_MS = 1000
+
+
+@dataclass(frozen=True)
+class LoginConfig:
+    """How a jar logs in again (``COOKIES_LOGIN_TIMEOUT``, ``COOKIES_LOGIN_ATTEMPTS``)."""
+
+    timeout: float  # seconds a login may take before it counts as failed
+    attempts: int  # logins in a row that may fail before the jar is given up
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> LoginConfig:
+        read = SettingsReader(settings)
+        return cls(
+            timeout=read.getfloat("COOKIES_LOGIN_TIMEOUT", above=0),
+            attempts=read.getint("COOKIES_LOGIN_ATTEMPTS", minimum=1),
+        )
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, round(self.timeout * 1000))

@@ -7,6 +7,7 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 
 from spiders_project.cookies.config import CookiesConfig
+from spiders_project.crawl.meta import JAR_VERSION
 
 
 class ForgetCookiesStep:
@@ -30,6 +31,8 @@ class ForgetCookiesStep:
         return cls(CookiesConfig.from_settings(crawler.settings).enabled)
 
     def stored(self, request: Request) -> Request:
+        # The version of the jar's copy it last went out with: this worker's only.
+        request.meta.pop(JAR_VERSION, None)
         if self.enabled and not request.meta.get("dont_merge_cookies", False):
             request.headers.pop(b"Cookie", None)
         return request

@@ -28,7 +28,12 @@ the request's ``LEASED_AT``, so a browser page is as causal as a plain
 request) and :meth:`ProcessJars.update` applies a set of cookies as a change
 (called before the page's response is returned, it travels ahead of the
 page's links like a Set-Cookie); ``LocalJar.control`` holds the jar's ``~``
-fields as last read, which ``lua/update.lua`` sets and deletes like cookies.
+fields as last read, which ``lua/update.lua`` sets and deletes like cookies
+and ``lua/session.lua`` changes for a jar's login and proxy (``sessions.py``).
+A change whose cookies came through a proxy of the pool (``via``) pins a jar
+that holds no session yet to that proxy, and is refused once the jar is
+pinned to another: a session stays with the proxy it was made through, and
+the cookies of a retired session never come back (``pins.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from spiders_project.cookies import codec
 from spiders_project.cookies.codec import VERSION, Change, Snapshot
 from spiders_project.cookies.config import TOUCH_INTERVAL, CookiesConfig
 from spiders_project.cookies.limits import bounded
+from spiders_project.cookies.sessions import PROXY_FIELD
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.write_behind.ops import Prior
 from spiders_project.keys import cookies as cookie_keys
@@ -67,6 +73,9 @@ class Pending:
     """A change this worker sent, until a copy read after Redis took it holds it."""
 
     change: Change
+    # The proxy its cookies came through, or None: a copy read after the jar
+    # was pinned to another proxy does not take it back (pins.py).
+    via: str | None = None
     delivered_at: float | None = None  # time.monotonic() once Redis took it
 
 
@@ -117,10 +126,19 @@ class ProcessJars:
         """The copy of ``jar`` to send a request with (here: as it is)."""
         return self.jar(jar)
 
-    def changed(self, local: LocalJar, before: Snapshot) -> Change:
-        """What changed in ``local`` since ``before``, within the bounds (the rest undone)."""
+    def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:
+        """What changed in ``local`` since ``before``, within the bounds (the rest undone);
+        ``via``: the pool's proxy the cookies came through, if any: none are kept
+        once the jar is pinned to another (its session made through that one, or
+        retired), and a jar not pinned yet is pinned to it by its first cookie
+        (pins.py; ``lua/update.lua`` does the same in Redis)."""
         after = codec.snapshot(local.cookies)
         change = codec.diff(before, after)
+        pinned = local.control.get(PROXY_FIELD)
+        if change and via and pinned and pinned != via:
+            codec.apply(local.cookies, codec.diff(after, before))
+            self._inc("cookies/refused_other_proxy")
+            return Change()
         if change.sets:
             for dropped in bounded(local.cookies, change, before, after):
                 self._inc("cookies/dropped")
@@ -133,6 +151,8 @@ class ProcessJars:
                     local.id,
                     dropped.reason,
                 )
+            if via and not pinned and change.sets:
+                local.control[PROXY_FIELD] = via
         return change
 
     async def cookies_for(self, jar: str, url: str, since: float | None = None) -> list[Cookie]:
@@ -259,29 +279,38 @@ class SharedJars(ProcessJars):
         local.version = loaded.version
         local.control = loaded.control
         # Taken before the read started: in what it read (or overwritten since).
+        # Through a proxy the jar is no longer pinned to: refused (update.lua).
+        proxy = local.control.get(PROXY_FIELD)
         local.pending = [
-            p for p in local.pending if p.delivered_at is None or p.delivered_at >= started
+            p
+            for p in local.pending
+            if (p.delivered_at is None or p.delivered_at >= started)
+            and (p.via is None or proxy is None or p.via == proxy)
         ]
         for pending in local.pending:
             codec.apply(local.cookies, pending.change)
+            # The pin its first cookie makes in Redis, which the read missed.
+            if proxy is None and pending.via and pending.change.sets:
+                proxy = local.control[PROXY_FIELD] = pending.via
 
     # --- writing ------------------------------------------------------------------------
-    def changed(self, local: LocalJar, before: Snapshot) -> Change:
+    def changed(self, local: LocalJar, before: Snapshot, via: str | None = None) -> Change:
         """What changed in ``local`` since ``before``, sent to Redis as a prior write."""
-        change = super().changed(local, before)
+        change = super().changed(local, before, via)
         if change:
-            self._send(local, change)
+            self._send(local, change, via)
         return change
 
-    def _send(self, local: LocalJar, change: Change) -> None:
-        args: list[Any] = [self.redis.clock.arg(), local.id, self.ttl_ms, len(change.sets)]
+    def _send(self, local: LocalJar, change: Change, via: str | None = None) -> None:
+        args: list[Any] = [self.redis.clock.arg(), local.id, self.ttl_ms, via or ""]
+        args.append(len(change.sets))
         for name, value in change.sets.items():
             args += [name, value]
         args += change.deletes
-        pending = Pending(change)
+        pending = Pending(change, via)
         local.pending.append(pending)
         local.touched = time.monotonic()
-        self.batcher.prior(self.script, self._script_keys(local.id), args, tag=pending)
+        self.batcher.prior(self.script, self.script_keys(local.id), args, tag=pending)
         self._inc("cookies/updates")
 
     def _touch(self, local: LocalJar) -> None:
@@ -293,10 +322,11 @@ class SharedJars(ProcessJars):
         if now - local.touched < self.touch_interval:
             return
         local.touched = now
-        args = [self.redis.clock.arg(), local.id, self.ttl_ms, 0]
-        self.batcher.script(self.script, self._script_keys(local.id), args)
+        args = [self.redis.clock.arg(), local.id, self.ttl_ms, "", 0]
+        self.batcher.script(self.script, self.script_keys(local.id), args)
 
-    def _script_keys(self, jar: str) -> list[str]:
+    def script_keys(self, jar: str) -> list[str]:
+        """The keys of every script on ``jar``: the jar, the spider's jars and their counts."""
         return [
             cookie_keys.cookie_jar(self.keys, jar),
             cookie_keys.cookie_jars(self.keys),

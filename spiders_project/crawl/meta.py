@@ -61,8 +61,10 @@ GUARDED = "_public_origin"
 
 # --- Retries, bans and dead letters ----------------------------------------------
 # Milliseconds the frontier keeps a retry before any worker may fetch it.
-# Written by BackoffRetryMiddleware (politeness/retries.py); read (popped) by
-# RetryWaitStep (politeness/steps.py) into the enqueue call. Never stored.
+# Written by BackoffRetryMiddleware (politeness/retries.py), and by the cookie
+# middleware on a request sent back to wait while its jar logs in again
+# (cookies/logins.py); read (popped) by RetryWaitStep (politeness/steps.py)
+# into the enqueue call. Never stored.
 RETRY_WAIT = "_retry_wait_ms"
 
 # Why the last attempt was a block. Written by BackoffRetryMiddleware; read by
@@ -94,7 +96,30 @@ LEASED_AT = "_leased_at"
 # (frontier/steps.py), as LEASED_AT. Never stored.
 LEASE_SHARD = "_lease_shard"
 
+# --- Sessions ------------------------------------------------------------------------
+# The login a request belongs to: the token of the jar's login under way
+# (cookies/sessions.py). Written by the cookie middleware on the requests a
+# spider's login() gives (cookies/logins.py) and by LoginChain
+# (cookies/chain.py) on the requests a step of that login yields; read by the
+# cookie middleware, which lets only the login under way through while the
+# jar waits for it, and removes it once the login's answer is judged. Stored
+# (a login's requests go through the frontier like any other).
+LOGIN = "_login"
+
+# The version of the jar's copy a request went out with (its "~v"), so that
+# an expired answer to a request sent before the last login ended is not taken
+# for that login failing. Written by the cookie middleware as the request goes
+# out, read by it on the answer. Never stored (ForgetCookiesStep, cookies/steps.py).
+JAR_VERSION = "_jar_version"
+
 # --- Proxies ------------------------------------------------------------------------
+# The proxy a request's jar is pinned to (its name): a session goes out
+# through the proxy it was made through while that one is not banned. Written
+# by the cookie middleware (cookies/pins.py) before ProxyMiddleware
+# (proxies/middleware.py) reads it instead of choosing. Never stored: removed
+# by forget_proxy with the rest of the pool's proxy.
+PROXY_PIN = "_proxy_pin"
+
 # The name of the pool proxy a request goes through. Written by
 # ProxyMiddleware (proxies/middleware.py); read by it and removed, with the
 # proxy's credentials, by forget_proxy before the frontier or a dead letter

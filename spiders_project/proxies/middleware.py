@@ -4,7 +4,10 @@
 ``#`` comments) turn it on. Each request goes through a proxy the pool
 (``pool.ProxyPool``) says is not banned: the next one in turn
 (``PROXY_MODE=rotate``, the default) or the one its politeness group keeps
-(``host``: sticky per host, moving only while that proxy is banned).
+(``host``: sticky per host, moving only while that proxy is banned). A
+request of a cookie jar pinned to a proxy (``meta.PROXY_PIN``, set by the
+cookie middleware: a session stays on the proxy it was made through) goes
+through that one.
 
 Scrapy's HttpProxyMiddleware (750) does the rest from ``meta["proxy"]``
 (the Proxy-Authorization header from the URL's credentials). A request
@@ -39,7 +42,7 @@ from scrapy.http import Response
 from twisted.internet.error import ConnectError, TimeoutError
 from twisted.web._newclient import ResponseNeverReceived
 
-from spiders_project.crawl.meta import PROXY_NAME
+from spiders_project.crawl.meta import PROXY_NAME, PROXY_PIN
 from spiders_project.politeness.bans import BanRules
 from spiders_project.politeness.delays import HostPoliteness
 from spiders_project.proxies.config import ProxyConfig
@@ -59,6 +62,7 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 def forget_proxy(request: Request) -> Request:
     """``request`` without the pool's proxy (its credentials): for anything stored."""
+    request.meta.pop(PROXY_PIN, None)  # its jar's, set again as it goes out
     if request.meta.get(PROXY_NAME):
         for key in (PROXY_NAME, "proxy", "_auth_proxy"):
             request.meta.pop(key, None)
@@ -84,7 +88,9 @@ class ProxyMiddleware:
     async def process_request(self, request: Request) -> None:
         if "proxy" in request.meta and not request.meta.get(PROXY_NAME):
             return  # the spider chose its own proxy
-        proxy = await self.pool.choose(self.groups.key_of(request.url))
+        proxy = self.pool.by_name.get(request.meta.get(PROXY_PIN) or "")
+        if proxy is None:
+            proxy = await self.pool.choose(self.groups.key_of(request.url))
         request.meta["proxy"] = proxy.url
         request.meta[PROXY_NAME] = proxy.name
         assert self.crawler.stats is not None

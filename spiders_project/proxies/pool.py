@@ -111,6 +111,12 @@ class ProxyPool:
         self._failures.pop(name, None)
 
     # --- choosing ----------------------------------------------------------------
+    def usable(self, name: str) -> bool:
+        """Whether ``name`` is a proxy of the pool that no ban this worker knows keeps off."""
+        if name not in self.by_name:
+            return False
+        return self._banned.get(name, 0.0) <= asyncio.get_running_loop().time()
+
     def available(self) -> list[Proxy]:
         now = asyncio.get_running_loop().time()
         return [p for p in self.config.proxies if self._banned.get(p.name, 0.0) <= now]

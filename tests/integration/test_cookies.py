@@ -42,10 +42,10 @@ class Worker:
     def round_trips(self) -> int:
         return int(self.crawler.stats.get_value("redis/round_trips", 0))
 
-    def answer(self, url: str, *set_cookies: str, jar: object = None) -> None:
+    async def answer(self, url: str, *set_cookies: str, jar: object = None) -> None:
         request = Request(url, meta={"cookiejar": jar} if jar is not None else {})
         headers = {"Set-Cookie": list(set_cookies)} if set_cookies else {}
-        self.mw.process_response(request, Response(url, headers=headers))
+        await self.mw.process_response(request, Response(url, headers=headers))
 
     async def send(self, url: str, leased_at: float | None = None, jar: object = None) -> bytes:
         meta: dict = {} if leased_at is None else {LEASED_AT: leased_at}
@@ -62,7 +62,7 @@ class Worker:
 def test_an_update_goes_in_as_one_prior_script_and_another_worker_sends_it(redis_url, r):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        a.answer(f"{SITE}/login", "session=s1; Path=/; HttpOnly", "pre=x; Path=/login")
+        await a.answer(f"{SITE}/login", "session=s1; Path=/; HttpOnly", "pre=x; Path=/login")
         assert [op.kind for op in a.redis.batcher._ops] == [PRIOR]
         assert await a.redis.batcher.flush() == 0
         leased = time.monotonic()
@@ -86,7 +86,7 @@ def test_the_requests_of_one_lease_share_one_read_and_an_unchanged_jar_costs_one
 ):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        a.answer(f"{SITE}/", "session=s1; Path=/")
+        await a.answer(f"{SITE}/", "session=s1; Path=/")
         await a.redis.batcher.flush()
         leased = time.monotonic()
         before = b.round_trips
@@ -114,7 +114,7 @@ def test_a_crawl_without_cookies_writes_nothing(redis_url, r):
         w = Worker(redis_url)
         for n in range(5):
             assert await w.send(f"{SITE}/p/{n}", time.monotonic()) == b""
-            w.answer(f"{SITE}/p/{n}")
+            await w.answer(f"{SITE}/p/{n}")
         assert len(w.redis.batcher) == 0
         await w.close()
 
@@ -125,13 +125,13 @@ def test_a_crawl_without_cookies_writes_nothing(redis_url, r):
 def test_a_cookie_the_server_removes_leaves_the_shared_jar(redis_url, r):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        a.answer(f"{SITE}/", "session=s1; Path=/", "consent=yes; Path=/")
+        await a.answer(f"{SITE}/", "session=s1; Path=/", "consent=yes; Path=/")
         await a.redis.batcher.flush()
         assert await b.send(f"{SITE}/", time.monotonic()) in (
             b"session=s1; consent=yes",
             b"consent=yes; session=s1",
         )
-        b.answer(f"{SITE}/forget", "consent=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT")
+        await b.answer(f"{SITE}/forget", "consent=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT")
         await b.redis.batcher.flush()
         assert await a.send(f"{SITE}/", time.monotonic()) == b"session=s1"
         await a.close()
@@ -145,8 +145,8 @@ def test_a_cookie_the_server_removes_leaves_the_shared_jar(redis_url, r):
 def test_jars_are_kept_apart(redis_url, r):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        a.answer(f"{SITE}/login", "session=alice; Path=/", jar="alice")
-        a.answer(f"{SITE}/login", "session=bob; Path=/", jar=2)
+        await a.answer(f"{SITE}/login", "session=alice; Path=/", jar="alice")
+        await a.answer(f"{SITE}/login", "session=bob; Path=/", jar=2)
         await a.redis.batcher.flush()
         leased = time.monotonic()
         assert await b.send(f"{SITE}/x", leased, jar="alice") == b"session=alice"
@@ -162,9 +162,9 @@ def test_jars_are_kept_apart(redis_url, r):
 def test_a_workers_own_change_survives_a_read_that_missed_it(redis_url, r):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        b.answer(f"{SITE}/", "theirs=1; Path=/")
+        await b.answer(f"{SITE}/", "theirs=1; Path=/")
         await b.redis.batcher.flush()
-        a.answer(f"{SITE}/", "mine=1; Path=/")  # not yet sent
+        await a.answer(f"{SITE}/", "mine=1; Path=/")  # not yet sent
         # A's read sees b's change (the version moved) but not its own.
         assert await a.send(f"{SITE}/", time.monotonic()) in (
             b"theirs=1; mine=1",
@@ -187,13 +187,13 @@ def test_a_jar_deleted_in_redis_is_emptied_in_every_copy_and_made_again_with_a_n
 ):
     async def main() -> None:
         a, b = Worker(redis_url), Worker(redis_url)
-        a.answer(f"{SITE}/", "session=s1; Path=/")
+        await a.answer(f"{SITE}/", "session=s1; Path=/")
         await a.redis.batcher.flush()
         assert await b.send(f"{SITE}/", time.monotonic()) == b"session=s1"
         old = int(r.hget(cookie_jar(K, "default"), "~v"))
         r.delete(cookie_jar(K, "default"))  # scrapy cookies clear, or the TTL
         assert await b.send(f"{SITE}/", time.monotonic()) == b""
-        a.answer(f"{SITE}/", "session=s2; Path=/")
+        await a.answer(f"{SITE}/", "session=s2; Path=/")
         await a.redis.batcher.flush()
         assert int(r.hget(cookie_jar(K, "default"), "~v")) != old
         assert await b.send(f"{SITE}/", time.monotonic()) == b"session=s2"
@@ -208,10 +208,10 @@ def test_a_jar_in_use_is_renewed_and_an_idle_one_leaves_the_index(redis_url, r):
         config = CookiesConfig(enabled=True, shared=True, jar_ttl=2.0, debug=False)
         a = Worker(redis_url, config)
         a.redis.clock.set(1_000_000)
-        a.answer(f"{SITE}/", "session=s1; Path=/", jar="old")
+        await a.answer(f"{SITE}/", "session=s1; Path=/", jar="old")
         await a.redis.batcher.flush()
         a.redis.clock.set(1_000_000 + 5_000)
-        a.answer(f"{SITE}/", "session=s2; Path=/", jar="new")
+        await a.answer(f"{SITE}/", "session=s2; Path=/", jar="new")
         await a.redis.batcher.flush()
         assert r.zrange(cookie_jars(K), 0, -1) == [b"new"]
         assert r.hkeys(cookie_counts(K)) == [b"new"]

@@ -336,6 +336,15 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(
     writer = Writer(tmp_path, redis_url, database.url, "-s", "DB_WRITER_MAX_WAIT=0.05", *ttl)
     writers.append(writer)
     wait_for(lambda: stat(client, "items_written") >= 5_000, 20, "5,000 items written")
+    # Mid-batch: stopped at a moment it holds a batch it has not acknowledged, then killed.
+    deadline = time.monotonic() + 30
+    while True:
+        assert time.monotonic() < deadline, "the writer never held a batch"
+        os.kill(writer.process.pid, signal.SIGSTOP)
+        if items_in_hand(client):
+            break
+        os.kill(writer.process.pid, signal.SIGCONT)
+        time.sleep(0.005)
     writer.process.send_signal(signal.SIGKILL)
     writer.process.wait(10)
     assert stat(client, "items_written") < 50_000, "the writer finished before it was killed"

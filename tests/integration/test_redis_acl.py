@@ -290,8 +290,13 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_m
     jar = cookie_jar(K, "default")
     w = acl_redis.client("worker")
     keys = [jar, cookie_jars(K), cookie_counts(K)]
-    assert w.eval(update.source, 3, *keys, "", "default", 60_000, 1, "d\t/\ts", "{}") > 0
+    assert w.eval(update.source, 3, *keys, "", "default", 60_000, "", 1, "d\t/\ts", "{}") > 0
     assert w.hget(jar, "d\t/\ts") == b"{}" and w.hgetall(jar)
+    # A jar's session: its login and its proxy (session.lua), the worker's too.
+    session = load_lua(LUA_DIR, "session")
+    args = ("", "default", 60_000, "retire", "", "http://p2:2")
+    assert w.eval(session.source, 3, *keys, *args)[0] == b"retired"
+    assert w.hget(jar, "~proxy") == b"http://p2:2" and w.hget(jar, "d\t/\ts") is None
     operator = acl_redis.client("operator")
     assert operator.hkeys(jar) and operator.delete(jar) == 1
     monitor = acl_redis.client("monitor")
@@ -299,7 +304,7 @@ def test_the_cookie_jars_are_the_workers_and_the_operators_and_hidden_from_the_m
         with pytest.raises(redis.exceptions.NoPermissionError):
             monitor.execute_command(*command)
     # What the exporter may read: how many cookies, never which.
-    assert monitor.hgetall(cookie_counts(K)) == {b"default": b"1"}
+    assert monitor.hgetall(cookie_counts(K)) == {b"default": b"0"}
     assert {entry["username"] for entry in acl_redis.denials()} == {"crawler-monitor"}
     for client in (w, operator, monitor):
         client.close()

@@ -207,7 +207,7 @@ async def two_workers(site: CookieSite, redis_url: str) -> dict[str, Any]:
         in_a = ContextCookies(lambda: a.jars, stats=a.crawler.stats)
         in_b = ContextCookies(lambda: b.jars, stats=b.crawler.stats)
         a_context, b_context = await browser.new_context(), await browser.new_context()
-        a.answer(site.url + "/login", "session=s1; Path=/; HttpOnly")
+        await a.answer(site.url + "/login", "session=s1; Path=/; HttpOnly")
         await a.redis.batcher.flush()
         # a renders a page before b's: its copy of the jar is read, then goes stale.
         await render(in_a, a_context, site.url + "/echo", **{LEASED_AT: time.monotonic()})

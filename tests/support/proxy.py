@@ -1,7 +1,8 @@
 """A small HTTP forward proxy for tests: what a crawler's proxy pool looks like from inside.
 
-It serves plain-HTTP proxy requests (``GET http://host:port/path HTTP/1.1``),
-one per connection, in a thread of its own. It checks the
+It serves plain-HTTP proxy requests (``GET http://host:port/path HTTP/1.1``,
+a body of ``Content-Length`` bytes too: a login's POST), one per connection,
+in a thread of its own. It checks the
 ``Proxy-Authorization`` it was given (``user``/``password``), and tells the
 site which proxy a request came through by adding ``__via=<name>`` to the
 query, which ``WildSite`` strips and records. ``requests`` counts what it
@@ -85,6 +86,12 @@ class TestProxy:
             path += (b"&" if b"?" in path else b"?") + b"__via=" + self.name.encode()
             host, _, port = hostport.partition(b":")
             self.requests += 1
+            lengths = [
+                int(h.split(b":", 1)[1].strip())
+                for h in headers
+                if h.lower().startswith(b"content-length:")
+            ]
+            body = await reader.readexactly(lengths[0]) if lengths else b""
             up_reader, up_writer = await asyncio.open_connection(host.decode(), int(port or 80))
             kept = [
                 h
@@ -98,6 +105,7 @@ class TestProxy:
                 + b" HTTP/1.1\r\n"
                 + b"\r\n".join([*kept, b"Connection: close"])
                 + b"\r\n\r\n"
+                + body
             )
             await up_writer.drain()
             while chunk := await up_reader.read(65536):

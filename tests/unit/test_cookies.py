@@ -22,9 +22,10 @@ from spiders_project.cookies.config import (
     CookiesConfig,
 )
 from spiders_project.cookies.middleware import SharedCookiesMiddleware
+from spiders_project.cookies.sessions import PROXY_FIELD
 from spiders_project.cookies.steps import ForgetCookiesStep
 from spiders_project.cookies.store import ProcessJars, SharedJars, cookie_jars
-from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.crawl.meta import LEASED_AT, PROXY_NAME
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.frontier.steps import Enqueue, FrontierSteps
 from spiders_project.spiders.distributed import DistributedSpider
@@ -163,7 +164,9 @@ def _send(mw: SharedCookiesMiddleware, request: Request) -> None:
 def test_the_middleware_keeps_scrapys_semantics_on_its_jars():
     mw = _middleware()
     login = Request("http://shop.example/login", meta={"cookiejar": 1})
-    mw.process_response(login, Response(login.url, headers={"Set-Cookie": "s=1; Path=/"}))
+    asyncio.run(
+        mw.process_response(login, Response(login.url, headers={"Set-Cookie": "s=1; Path=/"}))
+    )
     same = Request("http://shop.example/p", meta={"cookiejar": "1", LEASED_AT: 0.0})
     _send(mw, same)
     assert same.headers.get("Cookie") == b"s=1"
@@ -182,11 +185,35 @@ def test_the_middleware_keeps_scrapys_semantics_on_its_jars():
     assert given.headers.get("Cookie") in (b"s=1; lang=de", b"lang=de; s=1")
 
 
+def test_a_jars_first_cookie_pins_it_to_the_proxy_it_came_through():
+    store = ProcessJars(MemoryStatsCollector(get_crawler()))
+    mw = SharedCookiesMiddleware(store)
+
+    def answer(via: str | None, set_cookie: str) -> None:
+        request = Request("http://shop.example/", meta={PROXY_NAME: via} if via else {})
+        response = Response(request.url, headers={"Set-Cookie": set_cookie})
+        asyncio.run(mw.process_response(request, response))
+
+    answer("http://p1:1", "gone=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT")
+    assert PROXY_FIELD not in store.jar("default").control  # no cookie, no session
+    answer("http://p1:1", "session=s1; Path=/")
+    assert store.jar("default").control[PROXY_FIELD] == "http://p1:1"
+    # Another session, through another proxy: refused; without a proxy (the spider's own): kept.
+    answer("http://p2:2", "session=s2; Path=/")
+    answer(None, "lang=de; Path=/")
+    assert {c.name: c.value for c in store.jar("default").cookies} == {
+        "session": "s1",
+        "lang": "de",
+    }
+    assert store.stats is not None
+    assert store.stats.get_value("cookies/refused_other_proxy") == 1
+
+
 def test_a_response_without_set_cookie_changes_nothing():
     store = ProcessJars()
     mw = SharedCookiesMiddleware(store)
     request = Request("http://shop.example/")
-    assert mw.process_response(request, Response(request.url)) is not None
+    assert asyncio.run(mw.process_response(request, Response(request.url))) is not None
     assert len(store.jar("default").cookies) == 0
 
 
@@ -195,7 +222,7 @@ def test_cookies_debug_logs_names_never_values(caplog):
     request = Request("http://shop.example/login")
     response = Response(request.url, headers={"Set-Cookie": "session=t0ps3cret; Path=/"})
     with caplog.at_level(logging.DEBUG, logger="spiders_project.cookies"):
-        mw.process_response(request, response)
+        asyncio.run(mw.process_response(request, response))
         _send(mw, Request("http://shop.example/p"))
     assert "session" in caplog.text
     assert "t0ps3cret" not in caplog.text

@@ -7,7 +7,7 @@ from scrapy import Request
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from spiders_project.crawl.meta import PROXY_NAME
+from spiders_project.crawl.meta import PROXY_NAME, PROXY_PIN
 from spiders_project.dead_letters.middleware import DeadLetters
 from spiders_project.frontier.steps import Enqueue, FrontierSteps
 from spiders_project.proxies.steps import ForgetProxyStep
@@ -16,7 +16,7 @@ from spiders_project.proxies.steps import ForgetProxyStep
 def _proxied() -> Request:
     return Request(
         "http://a.example/",
-        meta={PROXY_NAME: "p1", "proxy": "http://p1:3128", "keep": 1},
+        meta={PROXY_NAME: "p1", PROXY_PIN: "p1", "proxy": "http://p1:3128", "keep": 1},
         headers={"Proxy-Authorization": "Basic dTpw"},
     )
 

@@ -13,20 +13,32 @@
 -- ARGV[1]  now, in ms since the epoch, or "" for Redis' own clock (TIME)
 -- ARGV[2]  the jar's id
 -- ARGV[3]  the jar's time to live (ms) after this update or use (COOKIES_JAR_TTL)
--- ARGV[4]  n: cookie fields to set
--- ARGV[5..4+2n]        field, value: the cookies to set
--- ARGV[5+2n..]         fields to delete
+-- ARGV[4]  the proxy the cookies came through, or "": a jar pinned to another
+--          proxy (its session made through that one, or retired: session.lua)
+--          takes none of them; a jar not pinned yet is pinned to it by a
+--          change that sets a cookie (its session's first)
+-- ARGV[5]  n: cookie fields to set
+-- ARGV[6..5+2n]        field, value: the cookies to set
+-- ARGV[6+2n..]         fields to delete
 --          A field starting with "~" other than "~v" (a jar's pinned proxy, its
 --          login state) is set and deleted the same way, and not counted.
 -- Returns  the jar's version after the change; 0 for a renewal of a jar that
---          no longer exists (nothing is made then).
+--          no longer exists (nothing is made then); -1 for a change refused
+--          because the jar is pinned to another proxy.
 --!include redis_access/lua/clock.lua
 local now = now_ms(ARGV[1])
 local jar, jars, counts = KEYS[1], KEYS[2], KEYS[3]
-local id, ttl, n = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local first_delete = 5 + 2 * n
+local id, ttl, via, n = ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local first_delete = 6 + 2 * n
 local changed = n > 0 or #ARGV >= first_delete
 local version = 0
+local pinned = false
+if via ~= '' then
+  pinned = redis.call('HGET', jar, '~proxy')
+  if pinned and pinned ~= via then
+    return -1
+  end
+end
 if redis.call('EXISTS', jar) == 0 then
   if not changed then
     return 0
@@ -34,7 +46,7 @@ if redis.call('EXISTS', jar) == 0 then
   redis.call('HSET', jar, '~v', now)
 end
 if changed then
-  for i = 5, first_delete - 1, 2 do
+  for i = 6, first_delete - 1, 2 do
     redis.call('HSET', jar, ARGV[i], ARGV[i + 1])
   end
   for i = first_delete, #ARGV do
@@ -48,6 +60,9 @@ if changed then
     end
   end
   redis.call('HSET', counts, id, cookies)
+  if via ~= '' and not pinned and n > 0 then
+    redis.call('HSET', jar, '~proxy', via)
+  end
 else
   version = tonumber(redis.call('HGET', jar, '~v')) or 0
 end
