@@ -327,9 +327,15 @@ class ItemQueue:
                 return False
         return True
 
-    def ack(self, buffer: RedisKeys, count: int, written: int, rejected: list[bytes]) -> None:
-        """Remove the first ``count`` entries of this writer's processing list beside
-        ``buffer``, keep ``rejected``, count the batch, renew the lease."""
+    def ack(
+        self, buffer: RedisKeys, entries: list[bytes], written: int, rejected: list[bytes]
+    ) -> bool:
+        """Remove the batch ``entries`` from the head of this writer's processing list
+        beside ``buffer``, keep ``rejected``, count the batch, renew the lease.
+
+        False, changing nothing, when the list does not start with the batch (a
+        take whose reply was lost put entries before it): the caller reads the
+        list again from its head."""
         done = self.calls.script(
             self._ack,
             [
@@ -342,14 +348,19 @@ class ItemQueue:
             [
                 self.writer,
                 self.lease_ttl_ms,
-                count,
+                len(entries),
                 written,
                 f"{time.time():.3f}",
+                entries[0],
+                entries[-1],
                 *rejected,
             ],
             retry=False,
         )
+        if done == -1:
+            return False
         if not done:
             raise LeaseLost(writers(buffer))
         if len(self.buffers) == 1:
             self._beaten_at = self._monotonic()
+        return True

@@ -326,7 +326,9 @@ class ItemWriter:
                     reason,
                     buffer.items_rejected,
                 )
-        self.queue.ack(buffer, len(entries), written, reject_raw)
+        if not self.queue.ack(buffer, entries, written, reject_raw):
+            logger.warning("%s holds entries before the batch; reading it again", buffer.items)
+            self._recovering = True
         self._in_hand = False
         self.items_written += written
         self.batches += 1

@@ -113,6 +113,7 @@ DB_WRITER_COMMANDS = (
     "hgetall",
     "hincrby",
     "hset",
+    "lindex",
     "llen",
     "lpush",
     "lrange",

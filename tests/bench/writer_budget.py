@@ -172,7 +172,7 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
         if moved:
             ack(
                 keys=[processing, rejected, stats, writers, lease],
-                args=["token", 10_000, len(moved), 0, 0],
+                args=["token", 10_000, len(moved), 0, 0, moved[0], moved[-1]],
             )
         return len(moved)
 
@@ -185,7 +185,7 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
         if entries:
             ack(
                 keys=[items_key, rejected, stats, writers, lease],
-                args=["token", 10_000, len(entries), 0, 0],
+                args=["token", 10_000, len(entries), 0, 0, entries[0], entries[-1]],
             )
         return len(entries)
 

@@ -340,13 +340,16 @@ def test_writers_are_known_by_an_id_and_take_over_a_gone_ones_batch(
     with pytest.raises(LeaseLost):
         second.take(buffer, 10)
     with pytest.raises(LeaseLost):
-        second.ack(buffer, 1, 1, [])
+        second.ack(buffer, items[2:3], 1, [])
     second.forget_heartbeat()
     with pytest.raises(LeaseLost):
         second.heartbeat()
     assert client.llen(KEYS.items) == 1 and held() == {first.writer: 2}
 
-    first.ack(buffer, 2, 2, [])
+    # A batch the list does not start with is refused, changing nothing.
+    assert first.ack(buffer, items[1:2], 1, []) is False
+    assert held() == {first.writer: 2}
+    assert first.ack(buffer, items[:2], 2, []) is True
     assert held() == {first.writer: 0}
     # second joins again, as its writer does after LeaseLost, and takes what is left.
     assert second.join() == 0

@@ -26,16 +26,27 @@
 -- ARGV[3]  number of entries in the batch (written and rejected)
 -- ARGV[4]  number of items written
 -- ARGV[5]  time of the batch, Unix seconds (stored as last_batch_at)
--- ARGV[6..] the rejected entries, byte for byte
+-- ARGV[6]  the batch's first entry, ARGV[7] its last, byte for byte: the list's
+--          first ARGV[3] entries must start and end with them, or nothing is
+--          changed and -1 returned. A take whose reply was lost (a partition)
+--          leaves entries at the head that the writer never saw; trimming by
+--          count would then drop them unwritten. The writer reads its list
+--          again from the head instead, and writes them.
+-- ARGV[8..] the rejected entries, byte for byte
 -- Returns  1, or 0 without changing anything when ARGV[1] is no longer in
 --          KEYS[4] (another writer took its batch over)
 if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
   return 0
 end
 -- Trim first: memory goes down before the rejected copies are pushed.
-redis.call('LTRIM', KEYS[1], tonumber(ARGV[3]), -1)
-local rejected = #ARGV - 5
-for i = 6, #ARGV, 1000 do
+local count = tonumber(ARGV[3])
+if redis.call('LINDEX', KEYS[1], 0) ~= ARGV[6]
+    or redis.call('LINDEX', KEYS[1], count - 1) ~= ARGV[7] then
+  return -1
+end
+redis.call('LTRIM', KEYS[1], count, -1)
+local rejected = #ARGV - 7
+for i = 8, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HINCRBY', KEYS[3], 'items_written', tonumber(ARGV[4]))
