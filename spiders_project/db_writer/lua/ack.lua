@@ -14,7 +14,8 @@
 -- writer's lease, atomically.
 --
 -- Only this writer appends to its processing list, so while ARGV[1] is among
--- the buffer's writers the batch is exactly the list's first ARGV[3] entries.
+-- the buffer's writers the batch is the list's first ARGV[3] entries, unless a
+-- take whose reply was lost put entries before it (ARGV[6], ARGV[7] tell).
 --
 -- KEYS[1]  this writer's processing list (<spider>:items:processing:<id>)
 -- KEYS[2]  rejected list (<spider>:items:rejected), raw entries kept as read
@@ -33,7 +34,8 @@
 --          count would then drop them unwritten. The writer reads its list
 --          again from the head instead, and writes them.
 -- ARGV[8..] the rejected entries, byte for byte
--- Returns  1, or 0 without changing anything when ARGV[1] is no longer in
+-- Returns  1; -1 (nothing changed) when the list does not start with the batch;
+--          or 0 without changing anything when ARGV[1] is no longer in
 --          KEYS[4] (another writer took its batch over)
 if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
   return 0
