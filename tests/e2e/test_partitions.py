@@ -11,7 +11,7 @@ which host asked for what and when, as the witness.
 The issue asks for the db_writer to be cut from PostgreSQL for 60 s and from
 Redis for 60 s; these cuts last 12 s and 10 s (PG_CUT, REDIS_CUT), to keep the
 suite fast. Neither is shorter than what the db_writer waits for on its own
-(its Redis lease lives DB_WRITER_LOCK_TTL, 10 s), and the buffer fills in about
+(a dead writer's batch is taken over within DB_WRITER_LOCK_TTL, 10 s), and the buffer fills in about
 two seconds of either. The full 60 s each, with a site of 500 pages so that
 the crawl outlasts both cuts, passed too (2026-11-26, 214 s):
 ``PARTITION_CUT_SECONDS=60 pytest tests/e2e/test_partitions.py -k db_writer``.
