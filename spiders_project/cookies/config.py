@@ -20,6 +20,12 @@ MAX_COOKIES_PER_JAR = 3000
 # at most this often (seconds): one write a minute per jar and worker keeps a
 # jar in use alive, far below one per page.
 TOUCH_INTERVAL = 60.0
+# A jar whose copy this worker used within this many seconds has its version
+# read with every lease call (store.py, reads that ride), the most recently
+# used first and at most LEASE_READ_JARS of them: each costs Redis one HGET a
+# lease call, but no round trip; a jar left out is read when a request needs it.
+LEASE_READ_IDLE = 10.0
+LEASE_READ_JARS = 8
 
 
 @dataclass(frozen=True)

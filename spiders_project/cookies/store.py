@@ -11,6 +11,17 @@ jars as copies of the jars in Redis (``keys/cookies.py``):
   did not change costs one command per lease call, well under one per page.
   Since the update of the page a request was found on went into Redis no
   later than the request itself (below), that read sees it.
+- **Reads that ride with lease calls.** On one Redis, each lease call carries
+  the HGET of the version of every jar this worker used lately
+  (``LEASE_READ_IDLE``, at most ``LEASE_READ_JARS``), sent after the lease
+  script in the same round trip (``frontier/context.LeaseRead``): Redis ran it
+  after those leases, so a jar whose version did not move is fresh for the
+  call's requests (and for every request leased before the call was sent),
+  and costs no round trip of its own. Item 9 of issue 41: reads of their own,
+  one per lease call, cost Redis 6-18% more CPU a page (docs/BENCHMARKS.md).
+  A jar whose version moved is read at once, before its requests ask for it;
+  so is every jar in use on a Redis Cluster, where the jar is in another slot
+  than a sharded frontier's queues.
 - **Writes, ahead of the page.** A response (or ``request.cookies``) that
   changed the copy sends the difference as one script (``lua/update.lua``) that
   the write batcher sends as a prior write, in the same transaction as the
@@ -41,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.cookiejar import Cookie, DefaultCookiePolicy
 from pathlib import Path
@@ -54,10 +65,15 @@ from scrapy.statscollectors import StatsCollector
 
 from spiders_project.cookies import codec
 from spiders_project.cookies.codec import VERSION, Change, Snapshot
-from spiders_project.cookies.config import TOUCH_INTERVAL, CookiesConfig
+from spiders_project.cookies.config import (
+    LEASE_READ_IDLE,
+    LEASE_READ_JARS,
+    TOUCH_INTERVAL,
+    CookiesConfig,
+)
 from spiders_project.cookies.limits import bounded
 from spiders_project.cookies.sessions import PROXY_FIELD
-from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.context import LeaseRead, WorkerRedis
 from spiders_project.frontier.write_behind.ops import Prior
 from spiders_project.keys import cookies as cookie_keys
 from spiders_project.plumbing.wiring import shared
@@ -94,6 +110,10 @@ class LocalJar:
     synced_at: float = float("-inf")
     syncing: asyncio.Future[None] | None = None
     sync_started: float = float("-inf")
+    # The LEASED_AT of the last lease call whose ride-along read found this
+    # copy's version: the copy is fresh for that call's requests.
+    lease_read: float = float("nan")
+    used: float = float("-inf")  # time.monotonic() of the last request that asked for it
     pending: list[Pending] = field(default_factory=list)
     touched: float = float("-inf")
 
@@ -226,6 +246,7 @@ class SharedJars(ProcessJars):
         self.touch_interval = min(TOUCH_INTERVAL, config.jar_ttl / 2)
         self.script = load_lua(LUA_DIR, "update")
         redis.batcher.priors_delivered.subscribe(self._delivered)
+        redis.lease_readers.append(self._lease_read)
 
     @classmethod
     def of(cls, crawler: Crawler) -> SharedJars:
@@ -243,21 +264,56 @@ class SharedJars(ProcessJars):
         ``time.monotonic()``; None: now) completed, shared by every request
         that waits for one."""
         local = self.jar(jar)
+        local.used = now = time.monotonic()
         if since is None:
-            since = time.monotonic()
-        while local.synced_at <= since:
+            since = now
+        while local.synced_at <= since and local.lease_read != since:
             task = local.syncing
             if task is not None and local.sync_started <= since:
                 # A read under way started too early for this request: after it, another.
                 await asyncio.wait([task])
                 continue
             if task is None:
-                local.sync_started = time.monotonic()
-                task = local.syncing = asyncio.ensure_future(self._sync(local))
-                task.add_done_callback(local.sync_ended)
+                task = self._start_sync(local)
             await asyncio.shield(task)
         self._touch(local)
         return local
+
+    def _start_sync(self, local: LocalJar) -> asyncio.Future[None]:
+        local.sync_started = time.monotonic()
+        task = local.syncing = asyncio.ensure_future(self._sync(local))
+        task.add_done_callback(local.sync_ended)
+        return task
+
+    def _lease_read(self, ride: bool) -> LeaseRead:
+        """What the lease call about to be sent carries: the versions of the jars in
+        use, if its reads can ride with it (see the module docstring)."""
+        started = time.monotonic()
+        jars = [j for j in self._jars.values() if started - j.used <= LEASE_READ_IDLE]
+        if len(jars) > LEASE_READ_JARS:
+            jars = sorted(jars, key=lambda j: j.used, reverse=True)[:LEASE_READ_JARS]
+        commands: list[Sequence[Any]] = []
+        if ride:
+            commands = [("HGET", cookie_keys.cookie_jar(self.keys, j.id), VERSION) for j in jars]
+
+        def answered(at: float, replies: list[Any] | None) -> None:
+            for i, local in enumerate(jars):
+                reply = replies[i] if replies is not None else None
+                if replies is None or isinstance(reply, Exception):
+                    self._read_ahead(local, at)
+                elif codec.version_of(reply) == local.version:
+                    # Read after the call's leases, and unchanged since the copy.
+                    local.synced_at = max(local.synced_at, started)
+                    local.lease_read = at
+                else:
+                    self._read_ahead(local, at)
+
+        return LeaseRead(commands, answered)
+
+    def _read_ahead(self, local: LocalJar, at: float) -> None:
+        """Start reading ``local`` for requests leased at ``at``, before they ask for it."""
+        if local.syncing is None and local.synced_at <= at:
+            self._start_sync(local).add_done_callback(_log_failure)
 
     async def _sync(self, local: LocalJar) -> None:
         started = local.sync_started
@@ -338,6 +394,12 @@ class SharedJars(ProcessJars):
         for prior in priors:
             if isinstance(prior.tag, Pending):
                 prior.tag.delivered_at = now
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    """A read ahead that no request awaited yet failed: one line, not an unretrieved error."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("Reading a cookie jar ahead failed: %r", task.exception())
 
 
 def cookie_jars(crawler: Crawler) -> ProcessJars:

@@ -15,6 +15,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis.asyncio
@@ -34,6 +35,22 @@ from spiders_project.redis_access.shards import spider_keys
 
 logger = logging.getLogger("spiders_project.redis")
 T = TypeVar("T")
+
+
+@dataclass
+class LeaseRead:
+    """What one lease call carries for a component that reads Redis again for the
+    requests it leases (a shared cookie jar, ``cookies/store.py``): read-only
+    ``commands`` on the spider's own slot, sent in the call's round trip right
+    after its script, and ``answered(at, replies)``, called once the call
+    answered, ``at`` being the ``LEASED_AT`` of its requests. ``replies`` are the
+    commands' (an exception for one that failed), or None where they could not
+    ride with the call (a Redis Cluster: another slot, or a pipeline across
+    nodes): the component then reads on its own."""
+
+    commands: list[Sequence[Any]]
+    answered: Callable[[float, list[Any] | None], None]
+    replies: list[Any] | None = None  # the commands', once they rode with a call
 
 
 def worker_id() -> str:
@@ -83,6 +100,9 @@ class WorkerRedis:
             keys.prefix: RedisCalls(batcher_client or client, state, self.round_trip)
         }
         self.scripts = FrontierScripts()
+        # Who reads Redis again for each lease call's requests (LeaseRead):
+        # called with whether its reads can ride with the call (lease_reads).
+        self.lease_readers: list[Callable[[bool], LeaseRead]] = []
         self.worker = worker_id()
         self.lease_owner = f"{self.worker}:{uuid.uuid4().hex[:6]}"
         # Production never sets it: the scripts then read Redis' clock.
@@ -138,6 +158,12 @@ class WorkerRedis:
             state.on_refused_writes = home.on_refused_writes
             self._states[prefix] = state
         return state
+
+    def lease_reads(self, calls: RedisCalls) -> list[LeaseRead]:
+        """What a lease call on ``calls`` carries for ``lease_readers``: their reads ride
+        with it on one Redis (not a Cluster), where the spider's own keys are."""
+        ride = calls is self.calls and not self.keys.cluster
+        return [reader(ride) for reader in self.lease_readers]
 
     def keys_of_lease(self, lease: Lease) -> RedisKeys:
         """The keys of the shard and lane (HTTP or render queue) that gave ``lease``."""

@@ -10,6 +10,7 @@ the leases it took go back to their queues instead of expiring.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from spiders_project.crawl.meta import LEASE_SHARD, LEASED_AT
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.context import WorkerRedis
+from spiders_project.frontier.context import LeaseRead, WorkerRedis
 from spiders_project.frontier.lease_id import NO_SHARD, Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
@@ -65,6 +66,7 @@ class LeaseTaker:
         self._candidates: dict[str, list[str]] = {}
         self._next_lease_id = 0
         self.in_flight: asyncio.Future[Any] | None = None  # the lease call in flight
+        self._answered = float("-inf")  # when the last lease call answered (monotonic)
         # Queues (by lane prefix) whose last call found nothing ready and no host
         # at its cap -> when to ask again (monotonic). A worker of both lanes asked
         # its empty render queue after each HTTP lease call, one round trip each,
@@ -123,8 +125,9 @@ class LeaseTaker:
             first_id=first_id,
             now=self.redis.clock.arg(),
         )
+        reads = self.redis.lease_reads(calls)
         # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
-        call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
+        call = self._lease(calls, lease_keys, args, reads)
         self.in_flight = asyncio.ensure_future(call)
         try:
             leased, next_hosts, wait_ms, full, spare_ids, contest = await asyncio.shield(
@@ -149,7 +152,11 @@ class LeaseTaker:
         spare_ids = set(spare_ids)
         # Every lease of this reply was taken before now: what reads Redis for
         # one of them (a shared cookie jar) starts after this (crawl/meta.py).
-        answered = time.monotonic()
+        # Never the time of an earlier reply (a coarse clock), so that what
+        # rode with one call (LeaseRead) never passes for another's.
+        answered = self._answered = max(time.monotonic(), math.nextafter(self._answered, math.inf))
+        for read in reads:
+            read.answered(answered, read.replies)
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             lease = Lease.of(lease_id, member, host.decode())
             request = self.bad_entries.decode(queue, lease)
@@ -164,3 +171,19 @@ class LeaseTaker:
             else:
                 taken.requests.append((request, lease, host in full))
         return taken
+
+    async def _lease(
+        self, calls: RedisCalls, lease_keys: list[str], args: list[Any], reads: list[LeaseRead]
+    ) -> Any:
+        """The lease call's reply; the ``reads`` that ride with it are sent after its
+        script in the same round trip, and their replies kept on each read."""
+        commands = [c for read in reads for c in read.commands]
+        if not commands:
+            return await calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
+        reply, *replies = await calls.script_then(
+            self.redis.scripts.lease, lease_keys, args, commands, retry=False
+        )
+        for read in reads:
+            if read.commands:
+                read.replies, replies = replies[: len(read.commands)], replies[len(read.commands) :]
+        return reply

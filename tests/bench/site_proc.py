@@ -12,7 +12,12 @@ from stdin:
 - ``times``: JSON list of the arrival times (``time.monotonic()``, the same clock in
   every process of the machine) of the successful page GETs since the last ``reset``;
 - ``reset``: forget the request log (the crawls of one benchmark share the site);
-  answers ``ok``.
+  answers ``ok``;
+- ``session on`` / ``session off``: from now on the root page sets a session
+  cookie (``Set-Cookie: session=...; Path=/``), or not (the default); answers
+  ``ok`` (issue 41 item 9's crawl with a session cookie, ``cookie_cost.py``);
+- ``missing``: page GETs other than the root's since the last ``reset`` that
+  came without that cookie (counted while the session is on).
 
 It exits at end of input. :class:`Site` is the benchmark's handle on it.
 """
@@ -21,18 +26,73 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import PYTHON, Proc
 from tests.support.site import TestSite
 
+SESSION = "session=bench-3f9c2a7d41"
+# The Cookie header of the request a connection's task is answering (each
+# connection has a task of its own, and serves its requests one at a time).
+_cookie: contextvars.ContextVar[str] = contextvars.ContextVar("cookie", default="")
+
+
+class _HeadReader:
+    """A connection's reader that notes each request's Cookie header as its head is read."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def readuntil(self, separator: bytes) -> bytes:
+        head = await self._reader.readuntil(separator)
+        cookie = ""
+        for line in head.decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "cookie":
+                cookie = value.strip()
+        _cookie.set(cookie)
+        return head
+
+    async def readexactly(self, n: int) -> bytes:
+        return await self._reader.readexactly(n)
+
 
 class BenchSite(TestSite):
-    """The tests' site, whose request log can be read cheaply and emptied between crawls."""
+    """The tests' site, whose request log can be read cheaply and emptied between crawls,
+    and whose root can set a session cookie that every other page checks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.session = False
+        self._missing = 0
+
+    async def _connection(
+        self, site: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await super()._connection(site, _HeadReader(reader), writer)  # type: ignore[arg-type]
+
+    def served(
+        self, arrived: float, host: str, site: int, method: str, target: str, status: int
+    ) -> None:
+        super().served(arrived, host, site, method, target, status)
+        if self.session and status == 200 and target not in ("/", "/robots.txt"):
+            if SESSION not in _cookie.get().split("; "):
+                self._missing += 1
+
+    def extra_headers(self, target: str, status: int) -> list[tuple[str, str]]:
+        if self.session and target == "/" and status == 200:
+            return [("Set-Cookie", f"{SESSION}; Path=/")]
+        return []
+
+    def missing(self) -> int:
+        with self._lock:
+            return self._missing
 
     def prerender(self) -> None:
         """Fill the page cache on the server's own loop (the only code that touches it)."""
@@ -57,6 +117,7 @@ class BenchSite(TestSite):
         with self._lock:
             self._log.clear()
             self._hits.clear()
+            self._missing = 0
 
 
 class Site:
@@ -99,6 +160,14 @@ class Site:
     def reset(self) -> None:
         self.ask("reset")
 
+    def set_session(self, on: bool) -> None:
+        """Whether the root sets the session cookie from now on (off at start)."""
+        self.ask(f"session {'on' if on else 'off'}")
+
+    def missing(self) -> int:
+        """Pages but the root fetched without the session cookie since the last reset."""
+        return int(self.ask("missing"))
+
     def stop(self) -> None:
         if self.proc.popen.stdin is not None:
             self.proc.popen.stdin.close()
@@ -125,6 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif command == "reset":
                 site.reset()
                 answer = "ok"
+            elif command in ("session on", "session off"):
+                site.session = command == "session on"
+                answer = "ok"
+            elif command == "missing":
+                answer = str(site.missing())
             else:
                 answer = f"error unknown command {command!r}"
             print(answer, flush=True)

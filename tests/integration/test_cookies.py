@@ -16,6 +16,7 @@ from spiders_project.cookies.config import CookiesConfig
 from spiders_project.cookies.middleware import SharedCookiesMiddleware
 from spiders_project.cookies.store import SharedJars
 from spiders_project.crawl.meta import LEASED_AT
+from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.write_behind.ops import PRIOR
 from spiders_project.keys import RedisKeys
@@ -103,6 +104,57 @@ def test_the_requests_of_one_lease_share_one_read_and_an_unchanged_jar_costs_one
         await b.send(f"{SITE}/r", leased)
         assert b.round_trips == before
         assert b.crawler.stats.get_value("cookies/reads") == 1
+        await a.close()
+        await b.close()
+
+    asyncio.run(main())
+
+
+def test_a_lease_call_carries_the_jar_version_read_so_an_unchanged_jar_costs_no_round_trip(
+    redis_url, r
+):
+    async def lease_call_of(w: Worker) -> float:
+        """One lease call of ``w``, with what rides on it; its requests' LEASED_AT."""
+        reads = w.redis.lease_reads(w.redis.calls)
+        commands = [c for read in reads for c in read.commands]
+        keys, args = lease_call(K, 4, 60_000, [], 8, 2, w.redis.lease_prefix(K), 0)
+        _, *replies = await w.redis.calls.script_then(w.redis.scripts.lease, keys, args, commands)
+        at = time.monotonic()
+        for read in reads:
+            read.answered(at, replies[: len(read.commands)])
+            replies = replies[len(read.commands) :]
+        return at
+
+    async def main() -> None:
+        a, b = Worker(redis_url), Worker(redis_url)
+        await a.answer(f"{SITE}/", "session=s1; Path=/")
+        await a.redis.batcher.flush()
+        assert await b.send(f"{SITE}/p", time.monotonic()) == b"session=s1"  # b uses the jar
+        assert [c[0] for read in b.redis.lease_reads(b.redis.calls) for c in read.commands] == [
+            "HGET"
+        ]
+        await lease_call_of(b)  # (loads the script: NOSCRIPT, a round trip more)
+        before = b.round_trips
+        leased = await lease_call_of(b)
+        headers = await asyncio.gather(*(b.send(f"{SITE}/q/{n}", leased) for n in range(5)))
+        assert set(headers) == {b"session=s1"}
+        assert b.round_trips - before == 1  # the lease call alone: the jar did not move
+        # The jar moves: the version that rode with the next call says so, and
+        # the jar is read again before its requests go out with the new cookie.
+        await a.answer(f"{SITE}/", "session=s2; Path=/")
+        await a.redis.batcher.flush()
+        leased = await lease_call_of(b)
+        assert b.jars.jar("default").syncing is not None  # read ahead at once
+        assert await b.send(f"{SITE}/r", leased) == b"session=s2"
+        # Where reads cannot ride (a Redis Cluster), the jars in use are read ahead.
+        await a.answer(f"{SITE}/", "session=s3; Path=/")
+        await a.redis.batcher.flush()
+        read = b.jars._lease_read(False)
+        assert read.commands == []
+        leased = time.monotonic()
+        read.answered(leased, None)
+        assert b.jars.jar("default").syncing is not None
+        assert await b.send(f"{SITE}/s", leased) == b"session=s3"
         await a.close()
         await b.close()
 
