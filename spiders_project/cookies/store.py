@@ -11,17 +11,12 @@ jars as copies of the jars in Redis (``keys/cookies.py``):
   did not change costs one command per lease call, well under one per page.
   Since the update of the page a request was found on went into Redis no
   later than the request itself (below), that read sees it.
-- **Reads that ride with lease calls.** On one Redis, each lease call carries
-  the HGET of the version of every jar this worker used lately
-  (``LEASE_READ_IDLE``, at most ``LEASE_READ_JARS``), sent after the lease
-  script in the same round trip (``frontier/context.LeaseRead``): Redis ran it
-  after those leases, so a jar whose version did not move is fresh for the
-  call's requests (and for every request leased before the call was sent),
-  and costs no round trip of its own. Item 9 of issue 41: reads of their own,
-  one per lease call, cost Redis 6-18% more CPU a page (docs/BENCHMARKS.md).
-  A jar whose version moved is read at once, before its requests ask for it;
-  so is every jar in use on a Redis Cluster, where the jar is in another slot
-  than a sharded frontier's queues.
+- **Reads that ride with lease calls.** On one Redis, a lease call carries the
+  HGET of the version of each jar in use (``LEASE_READ_IDLE``), after its script
+  in the same round trip (``frontier/context.LeaseRead``): a jar that did not
+  move is then fresh for the call's requests at no round trip (a read of its
+  own cost Redis 6-18% more CPU a page, docs/BENCHMARKS.md, issue 41 item 9).
+  A jar that moved is read at once; so is every jar in use on a Redis Cluster.
 - **Writes, ahead of the page.** A response (or ``request.cookies``) that
   changed the copy sends the difference as one script (``lua/update.lua``) that
   the write batcher sends as a prior write, in the same transaction as the
@@ -110,8 +105,7 @@ class LocalJar:
     synced_at: float = float("-inf")
     syncing: asyncio.Future[None] | None = None
     sync_started: float = float("-inf")
-    # The LEASED_AT of the last lease call whose ride-along read found this
-    # copy's version: the copy is fresh for that call's requests.
+    # LEASED_AT of the last lease call whose read found this copy's version.
     lease_read: float = float("nan")
     used: float = float("-inf")  # time.monotonic() of the last request that asked for it
     pending: list[Pending] = field(default_factory=list)
@@ -261,8 +255,8 @@ class SharedJars(ProcessJars):
     # --- reading ------------------------------------------------------------------------
     async def fresh(self, jar: str, since: float | None = None) -> LocalJar:
         """The copy of ``jar`` once a read that started after ``since`` (a
-        ``time.monotonic()``; None: now) completed, shared by every request
-        that waits for one."""
+        ``time.monotonic()``; None: now), or rode with the lease call that
+        answered at ``since``, completed, shared by every request that waits."""
         local = self.jar(jar)
         local.used = now = time.monotonic()
         if since is None:
@@ -298,22 +292,17 @@ class SharedJars(ProcessJars):
 
         def answered(at: float, replies: list[Any] | None) -> None:
             for i, local in enumerate(jars):
-                reply = replies[i] if replies is not None else None
-                if replies is None or isinstance(reply, Exception):
-                    self._read_ahead(local, at)
-                elif codec.version_of(reply) == local.version:
-                    # Read after the call's leases, and unchanged since the copy.
-                    local.synced_at = max(local.synced_at, started)
-                    local.lease_read = at
-                else:
-                    self._read_ahead(local, at)
+                reply = None if replies is None else replies[i]
+                if replies is not None and not isinstance(reply, Exception):
+                    if codec.version_of(reply) == local.version:
+                        # Read after the call's leases (and after ``started``): unchanged.
+                        local.synced_at = max(local.synced_at, started)
+                        local.lease_read = at
+                        continue
+                if local.syncing is None and local.synced_at <= at:  # read before it is asked
+                    self._start_sync(local).add_done_callback(_log_failure)
 
         return LeaseRead(commands, answered)
-
-    def _read_ahead(self, local: LocalJar, at: float) -> None:
-        """Start reading ``local`` for requests leased at ``at``, before they ask for it."""
-        if local.syncing is None and local.synced_at <= at:
-            self._start_sync(local).add_done_callback(_log_failure)
 
     async def _sync(self, local: LocalJar) -> None:
         started = local.sync_started

@@ -2,6 +2,7 @@
 
     python -m tests.bench.quick [--pages 16000] [--window 8000] [--writer-items 100000]
     python -m tests.bench.quick --writer-only [--writer-items 100000]   # the db_writer alone
+    python -m tests.bench.quick --cookies-only [--cookie-pairs 3]        # issue 41 item 9 alone
 
 Issue 29: ``make bench`` takes too long to run before every change to the hot
 path, so regressions landed unseen. This runs the part that catches them:
@@ -9,7 +10,10 @@ path, so regressions landed unseen. This runs the part that catches them:
 1. plain Scrapy and one ``scrapy crawl distributed`` worker on the same local
    site, each until ``--window`` pages, pinned as ``make bench`` pins them
    (crawler on CPU 0; site, Redis and this process on CPU 1);
-2. the db_writer into SQLite and into a temporary PostgreSQL.
+2. the same worker in ``--cookie-pairs`` interleaved pairs of ``--cookie-window``
+   pages, with a session cookie and without cookies (issue 41 item 9,
+   ``cookie_cost.py``; ``--cookie-pairs 0`` leaves them out);
+3. the db_writer into SQLite and into a temporary PostgreSQL.
 
 It prints one screen: each figure, its target and whether it holds, and exits
 1 when any figure is worse than its target (0 when all hold). The targets are
@@ -30,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.bench.cookie_cost import BASELINES, CookieCost, cookie_pairs
 from tests.bench.crawls import Bench, CrawlResult
 from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.site_proc import Site
@@ -86,6 +91,19 @@ def crawl_targets(plain: CrawlResult, worker: CrawlResult) -> list[Target]:
     ]
 
 
+def cookie_targets(cost: CookieCost) -> list[Target]:
+    """Issue 41 item 9: a session cookie costs the worker and Redis at most 5% CPU a
+    page and one command a page (medians of the pairs), and reaches every page."""
+    versus = "none" if cost.baseline == "disabled" else "jars, no cookie"
+    ratio = "{:.3f}"
+    return [
+        Target(f"Worker CPU/page, session cookie / {versus}", cost.worker_cpu, 1.05, True, ratio),
+        Target(f"Redis CPU/page, session cookie / {versus}", cost.redis_cpu, 1.05, True, ratio),
+        Target(f"Commands/page, session cookie - {versus}", cost.commands, 1.0, True, "{:+.2f}"),
+        Target("Pages fetched without the session cookie", cost.missing, 0, True, "{:,.0f}"),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.quick", description=__doc__)
     parser.add_argument("--pages", type=int, default=16_000)
@@ -102,8 +120,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the db_writer and PostgreSQL on CPU 1 with Redis, as measured before 2026-11-27",
     )
+    parser.add_argument("--cookie-pairs", type=int, default=3, help="0: no cookie pairs")
+    parser.add_argument("--cookie-window", type=int, default=4_000)
+    parser.add_argument("--cookie-baseline", choices=BASELINES, default="disabled")
+    parser.add_argument(
+        "--cookies-only", action="store_true", help="the cookie pairs alone (issue 41 item 9)"
+    )
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-quick"))
     args = parser.parse_args(argv)
+    if args.cookies_only and args.cookie_pairs < 1:
+        parser.error("--cookies-only needs --cookie-pairs of 1 or more")
     if args.window > args.pages:
         parser.error("--window must not exceed --pages")
     args.log_dir.mkdir(parents=True, exist_ok=True)
@@ -113,19 +139,26 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
-    plain = worker = None
+    plain = worker = cookies = None
+    results = []
     try:
         if not args.writer_only:
             site = Site(args.pages, args.log_dir, service_cpus)
             try:
                 bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
-                plain = bench.plain_phase(args.window)
-                worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
+                if not args.cookies_only:
+                    plain = bench.plain_phase(args.window)
+                    worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
+                if args.cookie_pairs > 0:
+                    cookies = cookie_pairs(
+                        bench, args.cookie_window, args.cookie_pairs, args.cookie_baseline
+                    )
             finally:
                 site.stop()
             redis.reset()
         pinned = args.writer_pinned
-        results = writer_phase(redis.url, args.writer_items, pinned=pinned)
+        if not args.cookies_only:
+            results = writer_phase(redis.url, args.writer_items, pinned=pinned)
         if args.writer_only:
             redis.reset()
             results += pages_phase(redis.url, args.writer_items, pinned=pinned)
@@ -135,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"db_writer into {failed.database} exited {failed.exit_code}: {failed.error}")
     writers = {w.database: w.items_per_s for w in results}
     figures = targets(plain, worker, writers)
+    if cookies is not None:
+        figures += cookie_targets(cookies)
     window = f"{args.window:,}-page windows of a {args.pages:,}-page site, "
     print(
         f"\nbench-quick, {'' if args.writer_only else window}"
@@ -145,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  {crawl.name}: {crawl.pages_per_s:,.0f} pages/s, "
             f"{crawl.cpu_ms_per_page:.2f} ms CPU/page"
         )
+    if cookies is not None:
+        print("\n".join(cookies.lines()))
     for figure in figures:
         print(figure.line())
     missed = [f for f in figures if not f.holds]
