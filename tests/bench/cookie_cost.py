@@ -69,7 +69,9 @@ class Pair:
             f"= {self.worker_cpu:.3f}; Redis CPU {100 * (c.redis_cpu_per_10k or 0):.2f} / "
             f"{100 * (b.redis_cpu_per_10k or 0):.2f} µs/page = {self.redis_cpu:.3f}; commands "
             f"{c.commands_per_page or 0:.2f} / {b.commands_per_page or 0:.2f} "
-            f"({self.commands:+.2f}); {c.pages_per_s:,.0f} / {b.pages_per_s:,.0f} pages/s; "
+            f"({self.commands:+.2f}); round trips {c.round_trips_per_page or 0:.3f} / "
+            f"{b.round_trips_per_page or 0:.3f}; "
+            f"{c.pages_per_s:,.0f} / {b.pages_per_s:,.0f} pages/s; "
             f"{self.missing} pages without the session"
         )
 
