@@ -72,7 +72,16 @@ class Pair:
             f"({self.commands:+.2f}); round trips {c.round_trips_per_page or 0:.3f} / "
             f"{b.round_trips_per_page or 0:.3f}; "
             f"{c.pages_per_s:,.0f} / {b.pages_per_s:,.0f} pages/s; "
-            f"{self.missing} pages without the session"
+            f"{self.missing} pages without the session; commands a page more (less): "
+            + (", ".join(f"{cmd} {d:+.2f}" for cmd, d in self.command_deltas()) or "none")
+        )
+
+    def command_deltas(self, least: float = 0.05) -> list[tuple[str, float]]:
+        """Commands a page the cookie crawl sent more (or fewer) than its baseline."""
+        cookie, baseline = dict(self.cookie.top_commands), dict(self.baseline.top_commands)
+        deltas = {c: cookie.get(c, 0.0) - baseline.get(c, 0.0) for c in {*cookie, *baseline}}
+        return sorted(
+            ((c, d) for c, d in deltas.items() if abs(d) >= least), key=lambda cd: -abs(cd[1])
         )
 
 
