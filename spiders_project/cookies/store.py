@@ -307,6 +307,7 @@ class SharedJars(ProcessJars):
     async def _sync(self, local: LocalJar) -> None:
         started = local.sync_started
         key = cookie_keys.cookie_jar(self.keys, local.id)
+        self._inc("cookies/version_reads")
         version = codec.version_of(await self.calls.command("HGET", key, VERSION, writes=False))
         if version != local.version:
             fields = await self.calls.command("HGETALL", key, writes=False)

@@ -139,6 +139,7 @@ def test_a_lease_call_carries_the_jar_version_read_so_an_unchanged_jar_costs_no_
         headers = await asyncio.gather(*(b.send(f"{SITE}/q/{n}", leased) for n in range(5)))
         assert set(headers) == {b"session=s1"}
         assert b.round_trips - before == 1  # the lease call alone: the jar did not move
+        reads = b.crawler.stats.get_value("cookies/version_reads")
         # The jar moves: the version that rode with the next call says so, and
         # the jar is read again before its requests go out with the new cookie.
         await a.answer(f"{SITE}/", "session=s2; Path=/")
@@ -146,6 +147,7 @@ def test_a_lease_call_carries_the_jar_version_read_so_an_unchanged_jar_costs_no_
         leased = await lease_call_of(b)
         assert b.jars.jar("default").syncing is not None  # read ahead at once
         assert await b.send(f"{SITE}/r", leased) == b"session=s2"
+        assert b.crawler.stats.get_value("cookies/version_reads") == reads + 1  # read ahead
         # Where reads cannot ride (a Redis Cluster), the jars in use are read ahead.
         await a.answer(f"{SITE}/", "session=s3; Path=/")
         await a.redis.batcher.flush()
