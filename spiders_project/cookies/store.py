@@ -105,8 +105,7 @@ class LocalJar:
     synced_at: float = float("-inf")
     syncing: asyncio.Future[None] | None = None
     sync_started: float = float("-inf")
-    # LEASED_AT of the last lease call whose read found this copy's version.
-    lease_read: float = float("nan")
+    lease_read: float = float("nan")  # LEASED_AT of the last call whose read found .version
     used: float = float("-inf")  # time.monotonic() of the last request that asked for it
     pending: list[Pending] = field(default_factory=list)
     touched: float = float("-inf")
