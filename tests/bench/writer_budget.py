@@ -168,13 +168,14 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
         fill_buffer(client, items_key, make_item, items)
 
     def through_lua() -> int:
-        moved = take(keys=[items_key, processing, writers, filling], args=["token", batch, 0])
-        if moved:
+        taken, held = take(keys=[items_key, processing, writers, filling], args=["token", batch, 0])
+        if taken:
+            moved = client.lrange(processing, held, held + taken - 1)
             ack(
                 keys=[processing, rejected, stats, writers, lease],
                 args=["token", 10_000, len(moved), 0, 0, moved[0], moved[-1]],
             )
-        return len(moved)
+        return int(taken)
 
     def in_place() -> int:
         pipe = client.pipeline(transaction=True)
@@ -191,7 +192,7 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
 
     out = {}
     try:
-        for name, step in (("through Lua, as today", through_lua), ("in place", in_place)):
+        for name, step in (("take.lua, then LRANGE", through_lua), ("in place", in_place)):
             fill()
             before, done = redis_cpu(client), 0
             while taken := step():
