@@ -62,7 +62,7 @@ from spiders_project.redis_access.shards import spider_keys
 logger = logging.getLogger("spiders_project.db_writer")
 
 # Tracked objects allocated before the garbage collector's young generation is
-# collected (Python's default: 700); see _settle_garbage_collector.
+# collected (Python's default: 700); see settle_garbage_collector.
 GC_YOUNG_OBJECTS = 10_000
 
 
@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         open_store(db_url, "").close()  # the database answers, and its tables are ready
-        _settle_garbage_collector()
+        settle_garbage_collector()
         for spider in args.spiders:
             pool.start(spider)
     except StoreUnavailable as exc:
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _settle_garbage_collector() -> None:
+def settle_garbage_collector() -> None:
     """Keep the cyclic garbage collector off the writer's per-item work.
 
     A batch makes a dozen tracked objects per item (the decoded entry, the

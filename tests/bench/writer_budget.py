@@ -20,6 +20,9 @@ beforehand into the items table, with the table as the writer creates it and two
 lighter shapes for reference (``data`` as text, no primary key). The writer's
 guarantees need the real one: JSONB ``data`` and the key that newer-wins upserts on.
 
+And the writer's own CPU per item, step by step (take, parse, dedupe, write,
+ack), its batch loop run in this process (``writer_stages``).
+
 And what Redis spends per item on the writer's take and ack (``db_writer/lua``:
 take.lua copies each entry into the processing list, the writer reads them
 there with LRANGE) against reading a batch in place (a MULTI of the writer's
@@ -30,6 +33,7 @@ lone writer without a processing list could.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import tempfile
 import time
@@ -40,14 +44,19 @@ import psutil
 import psycopg
 import redis
 
-from spiders_project.db_writer.entries import parse_entries
-from spiders_project.db_writer.item_queue import LUA_DIR
+from spiders_project.db_writer.__main__ import settle_garbage_collector
+from spiders_project.db_writer.db_url import parse_db_url
+from spiders_project.db_writer.entries import dedupe, parse_entries
+from spiders_project.db_writer.item_queue import LUA_DIR, ItemQueue
 from spiders_project.db_writer.sql_store import COLUMNS
-from spiders_project.db_writer.stores import PostgresStore, _JsonbText, _JsonText
-from spiders_project.redis_access import load_lua
+from spiders_project.db_writer.stores import PostgresStore, _JsonbText, _JsonText, open_store
+from spiders_project.keys import RedisKeys
+from spiders_project.redis_access import SyncRedisCalls, load_lua
+from spiders_project.redis_access.state import RedisState
 from tests.bench.db_writer import (
     TARGET_WRITER_US,
     WriterResult,
+    clear_buffer,
     clear_database,
     cpu_of,
     distinct_chunks,
@@ -150,6 +159,48 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     return out
 
 
+def writer_stages(redis_url: str, db_url: str, items: int) -> dict[str, float]:
+    """The writer's own CPU µs per item in each step of its batch loop, run in
+    this process (the db_writer's garbage-collector settings applied): take
+    (the script call and the LRANGE of its reply), parse, dedupe, the store's
+    write (SQLite's work included; PostgreSQL's is the server's) and ack."""
+    client = redis.Redis.from_url(redis_url)
+    keys = RedisKeys("writer_stages")
+    clear_buffer(client, keys)
+    fill_buffer(client, keys.items, make_item, items)
+    state = RedisState(redis_url, 0.05, 0.2, logging.getLogger(__name__))
+    queue = ItemQueue(SyncRedisCalls(client, state), keys, lease_ttl=60)
+    queue.join()
+    store = open_store(parse_db_url(db_url), keys.spider)
+    buffer = queue.buffers[0]
+    spent = dict.fromkeys(("take", "parse", "dedupe", "write", "ack"), 0.0)
+    clock = time.process_time
+    try:
+        while True:
+            start = clock()
+            entries = queue.take(buffer, 4000).entries
+            taken = clock()
+            spent["take"] += taken - start
+            if not entries:
+                break
+            rows = parse_entries(entries)[0]
+            parsed = clock()
+            rows = dedupe(rows)
+            deduped = clock()
+            store.write_batch(rows)
+            written = clock()
+            queue.ack(buffer, entries, len(rows), [])
+            spent["parse"] += parsed - taken
+            spent["dedupe"] += deduped - parsed
+            spent["write"] += written - deduped
+            spent["ack"] += clock() - written
+    finally:
+        store.close()
+        clear_buffer(client, keys)
+        client.close()
+    return {step: cpu / items * 1e6 for step, cpu in spent.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=200_000)
@@ -162,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     server = RedisServer()
     pg = PostgresServer("writer_budget")
+    settle_garbage_collector()  # writer_stages runs the writer's steps as its process would
     try:
         for _ in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="writer_budget_") as tmp:
@@ -177,6 +229,16 @@ def main(argv: list[str] | None = None) -> int:
                 + "; ".join(f"{name} {us:.1f} µs" for name, us in floor.items()),
                 flush=True,
             )
+            with tempfile.TemporaryDirectory(prefix="writer_stages_") as tmp:
+                sqlite_url = f"sqlite:///{Path(tmp) / 'items.db'}"
+                for name, db in (("SQLite", sqlite_url), ("PostgreSQL", pg.url)):
+                    steps = writer_stages(server.url, db, args.items // 2)
+                    print(
+                        f"  The writer's steps into {name}, CPU µs per item: "
+                        + "; ".join(f"{step} {us:.2f}" for step, us in steps.items()),
+                        flush=True,
+                    )
+            clear_database(pg.url)
             paths = take_paths(server.url, args.items // 2)
             print(
                 "  Redis' CPU per item to take and acknowledge it: "
