@@ -213,8 +213,8 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
 
 
 class _JsonText:
-    """Names, for the binary COPY's ``jsonb`` column, the dumper of :class:`_JsonbText`
-    (dumpers are looked up by type there, so the class is never instantiated)."""
+    """The class :class:`_JsonbText` is registered for: the binary COPY looks its
+    dumpers up by column type (``set_types``), so no value is ever of this class."""
 
 
 class _JsonbText(Dumper):
@@ -387,6 +387,10 @@ class PostgresStore(SqlStore[psycopg.Connection]):
         except psycopg.errors.UniqueViolation:
             self._optimism.missed()
             return False
+        except ValueError as exc:
+            # A scraped_at of the canonical shape but no real time (a 30 February, non-ASCII
+            # digits): a refused value, as PostgreSQL would refuse it as text.
+            raise psycopg.DataError(f"scraped_at: {exc}") from exc
         self._optimism.held()
         return True
 
