@@ -39,7 +39,6 @@ class Spares:
     def __init__(self, depth: int, cap: int) -> None:
         self.depth = depth  # FRONTIER_SPARES: spare leases held at most, all hosts together
         self.cap = cap  # CONCURRENT_REQUESTS_PER_DOMAIN
-        self.batch = max(1, cap // 2)  # the fewest spares asked for while some are in hand
         # Leases of this worker that hold a slot (leased, download not yet ended).
         self.slots: Counter[str] = Counter()
         self._waiting: dict[str, deque[Leased]] = {}
@@ -67,14 +66,7 @@ class Spares:
         holds, and its next lease call's reply comes a round trip and a parse
         later. With one cap's worth, workers far from Redis often found no spare
         when a download ended, and their slots waited a round trip
-        (docs/BENCHMARKS.md, Distance, has both depths measured).
-
-        Never fewer than half a cap while some of the host's are in hand: a
-        lease call costs Redis about as much as five leases whatever it
-        carries, and topping up after every few downloads ended made it 0.1
-        calls a page, half of them for 1-8 spares (issue 42; docs/BENCHMARKS.md,
-        "Fewer, larger lease calls"). A cap and a half in hand still outlasts
-        a round trip far from Redis."""
+        (docs/BENCHMARKS.md, Distance, has both depths measured)."""
         room = self.depth - len(self)
         out = []
         for host in self.recent():
@@ -82,9 +74,8 @@ class Spares:
                 break
             if delay_ms(host) != 0:
                 continue
-            held = len(self._waiting.get(host, ()))
-            n = min(room, 2 * self.cap - held)
-            if n > 0 and (not held or n >= self.batch):
+            n = min(room, 2 * self.cap - len(self._waiting.get(host, ())))
+            if n > 0:
                 out.append((host, 0, n, self.slots[host] > 0))
                 room -= n
         return out
