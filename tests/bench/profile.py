@@ -158,7 +158,10 @@ def main(argv: list[str] | None = None) -> None:
                     table[(side, "Redis CPU, INFO")].append(
                         (100 * (run.redis_cpu_per_10k or 0.0), 0.0)
                     )
-                    print(f"round {n + 1}, {side}: {pages:,} pages, {len(entries):,} commands")
+                    print(
+                        f"round {n + 1}, {side}: {pages:,} pages, {len(entries):,} commands, "
+                        f"{run.pages_per_s:,.0f} pages/s"
+                    )
         report(table, sides, args.rows)
     finally:
         if site is not None:
