@@ -309,21 +309,27 @@ class Bench:
         *settings: str,
         cwd: Path = ROOT,
         seed: str | None = None,
+        workers: int = 1,
     ) -> CrawlResult:
         """The ``worker`` phase's one worker, pinned the same way, stopped after
         ``window`` pages (the jobs, archive, quick and profile runs compare it
-        with itself under other ``settings``, or another checkout at ``cwd``)."""
+        with itself under other ``settings``, or another checkout at ``cwd``).
+        ``workers`` > 1 runs that many on the same crawl CPU, so that Redis
+        keeps its own CPU and the crawlers' pages/s stay about one worker's:
+        what Redis costs a page then differs only by the workers' number
+        (issue 42, item 4; ``quick.two_workers_ratio``)."""
         return self.run(
             name,
             lambda: [
                 self.worker(
-                    tag,
+                    tag if workers == 1 else f"{tag}{i}",
                     "MAX_IDLE_TIME_BEFORE_CLOSE=2",
                     f"ITEM_BUFFER_MAX={2 * self.site.pages}",
                     *settings,
                     cpus=self.crawl_cpus,
                     cwd=cwd,
                 )
+                for i in range(1, workers + 1)
             ],
             window=window,
             seed_key=OURS.start_urls,
