@@ -22,7 +22,8 @@ from tests.bench import memory as memory_section
 from tests.bench.archive import ArchiveResult
 from tests.bench.archive import section as archive_section
 from tests.bench.cluster import ClusterResult
-from tests.bench.cluster import section as cluster_section
+from tests.bench.cluster_section import PROJECTED
+from tests.bench.cluster_section import section as cluster_section
 from tests.bench.crawls import CrawlResult
 from tests.bench.db_writer import TARGET_WRITER, WriterResult
 from tests.bench.db_writer import section as writers_section
@@ -81,8 +82,12 @@ class Report:
     memory: CrawlResult | None = None
     # The freshness phase ran beside the seen-set and the queue (tests/bench/beside.py).
     freshness_beside: bool = False
+    # ... and beside distance before them (issue 42, item 7).
+    freshness_beside_distance: bool = False
     # Rendering's plain HTTP runs ran on CPU 1 while freshness ended (memory figures only).
     http_beside: bool = False
+    # Wall seconds of each phase, in the order run (issue 42, item 7: where the 10 minutes go).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def machine() -> str:
@@ -158,6 +163,19 @@ def targets(report: Report) -> list[str]:
                         median >= TARGET_RATIO,
                     )
                 )
+    if report.cluster is not None:
+        c = report.cluster
+        worst = min(c.linearity(n) for n in PROJECTED[1:])
+        rows.append(
+            (
+                f"Redis Cluster: N masters ≥ {TARGET_RATIO}·N× one master's pages/s, up to "
+                f"{PROJECTED[-1]} (issue 42; projected from per-master Redis CPU)",
+                ", ".join(f"{n}: {c.linearity(n):.2f}" for n in PROJECTED[1:])
+                + " (·N×); if every worker visits every shard: "
+                + ", ".join(f"{c.linearity(n, True):.2f}" for n in PROJECTED[1:]),
+                worst >= TARGET_RATIO,
+            )
+        )
     if report.jobs is not None:
         rows += jobs_targets(report.jobs)
     for writer in report.writers:
@@ -321,7 +339,14 @@ def sections(report: Report) -> list[list[str]]:
     if report.cluster is not None:
         out.append(cluster_section(report.cluster))
     if report.distance is not None:
-        out.append(distance_section(report.distance))
+        distance = distance_section(report.distance)
+        if report.freshness_beside_distance:
+            distance[2] += (
+                " The freshness phase ran at the same time, in a process of its own pinned to"
+                " CPU 0 (a few tenths of a core: `tests/bench/beside.py`), beside both sides of"
+                " every pair."
+            )
+        out.append(distance)
     if report.jobs is not None:
         out.append(jobs_section(report.jobs))
     if report.archive is not None:
@@ -332,7 +357,9 @@ def sections(report: Report) -> list[list[str]]:
         fresh = freshness_section(report.freshness)
         if report.freshness_beside:
             fresh[2] += (
-                " It ran beside the seen-set and the queued requests, in a process of its own"
+                " It ran beside "
+                + ("the distance phase, " if report.freshness_beside_distance else "")
+                + "the seen-set and the queued requests, in a process of its own"
                 " pinned to CPU 0 while they kept CPU 1 (`tests/bench/beside.py`)."
             )
         out.append(fresh)
@@ -352,6 +379,16 @@ def header(report: Report) -> list[str]:
         f"{report.started:%Y-%m-%d %H:%M} UTC, {report.seconds / 60:.1f} min. "
         f"Machine: {machine()}.",
         "",
+        *(
+            [
+                "Seconds per phase: "
+                + ", ".join(f"{name} {s:.0f}" for name, s in report.phases.items())
+                + ".",
+                "",
+            ]
+            if report.phases
+            else []
+        ),
     ]
 
 
