@@ -29,6 +29,7 @@ from tests.support.services import RedisServer
 
 CHANNEL = "__keyspace@0__:"
 _DIGITS = re.compile(r"\d+")
+_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 def shape(key: str) -> str:
@@ -49,6 +50,10 @@ class KeyWrites:
         self.nodes = nodes
         self.paths = [log_dir / f"keyspace-{node.port}.csv" for node in nodes]
         self.counts: list[Counter[tuple[str, str, int]]] = [Counter() for _ in nodes]
+        # Every command the first node ran (MONITOR: reads too, and scripts' own calls),
+        # by (command, key shape), for keys in ``home_slot``.
+        self.monitor_path = log_dir / f"monitor-{nodes[0].port}.txt"
+        self.home_calls: Counter[tuple[str, str]] = Counter()
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> KeyWrites:
@@ -57,6 +62,9 @@ class KeyWrites:
             with path.open("wb") as sink:
                 argv = ["redis-cli", "--csv", "-p", str(node.port), "psubscribe", f"{CHANNEL}*"]
                 self._procs.append(subprocess.Popen(argv, stdout=sink))
+        with self.monitor_path.open("wb") as sink:
+            argv = ["redis-cli", "-p", str(self.nodes[0].port), "monitor"]
+            self._procs.append(subprocess.Popen(argv, stdout=sink))
         time.sleep(0.5)  # subscribed before the crawl starts
         return self
 
@@ -71,6 +79,15 @@ class KeyWrites:
                 if len(row) == 4 and row[0] == "pmessage":
                     key = row[2][len(CHANNEL) :]
                     counts[(shape(key), row[3], key_slot(key))] += 1
+
+    def read_monitor(self, slot: int) -> None:
+        """Fill ``home_calls`` from the first node's MONITOR lines, keys of ``slot`` only."""
+        for line in self.monitor_path.read_text(errors="replace").splitlines():
+            args = [a.encode().decode("unicode_escape", "replace") for a in _ARG.findall(line)]
+            if not args:
+                continue
+            for key in {a for a in args[1:] if "{" in a and key_slot(a) == slot}:
+                self.home_calls[(args[0].upper(), shape(key))] += 1
 
 
 def watched_crawl(
@@ -92,6 +109,10 @@ def watched_crawl(
             seed=seeds,
         )
     pages = max(1, crawl.pages_total)
+    writes.read_monitor(home)
+    print(f"master 1, every command on the spider's own slot ({home}), per page:")
+    for (command, key), n in writes.home_calls.most_common(30):
+        print(f"  {n / pages:8.3f}  {n:7d}  {command:12s} {key}")
     for i, counts in enumerate(writes.counts, 1):
         total = sum(counts.values())
         print(f"master {i}: {total / pages:.2f} writes/page over {pages} pages (whole crawl)")
