@@ -51,7 +51,6 @@ tests use. Results are printed and written to docs/BENCHMARKS.md by
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -62,7 +61,7 @@ from tests.bench import report as rep
 from tests.bench.archive import archive_phase
 from tests.bench.beside import Beside
 from tests.bench.cluster import cluster_phase
-from tests.bench.crawls import Bench, describe, summary_line
+from tests.bench.crawls import Bench, summary_line
 from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.distance import distance_phase
 from tests.bench.freshness import FreshnessResult, freshness_phase
@@ -70,6 +69,7 @@ from tests.bench.jobs import BASELINE, jobs_phase
 from tests.bench.memory import memory_phase, second_bench
 from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import Run, http_runs, rendering_phase
+from tests.bench.results import results
 from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
@@ -333,72 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     ends = [start for _, start in marks[1:]] + [report.seconds]
     report.phases = {name: end - start for (name, start), end in zip(marks, ends, strict=True)}
 
-    (args.log_dir / "results.json").write_text(
-        json.dumps(
-            {
-                "crawls": {k: describe(v) for k, v in report.crawls.items()},
-                "memory": describe(report.memory) if report.memory else None,
-                "writers": [w.__dict__ for w in report.writers],
-                "seen": [s.__dict__ for s in report.seen],
-                "queue": [q.__dict__ for q in report.queue],
-                "phases": report.phases,
-                "cluster": (
-                    {
-                        "masters": [dataclasses.asdict(m) for m in report.cluster.masters],
-                        "pages_by_shard": report.cluster.pages_by_shard,
-                        "seen_bytes_per_url": report.cluster.seen_bytes_per_url,
-                    }
-                    if report.cluster
-                    else None
-                ),
-                "distance": (
-                    [
-                        {"workers": p.workers, "ratio": p.ratio}
-                        | {k: describe(getattr(p, k)) for k in ("loopback", "relay")}
-                        for p in report.distance.pairs
-                    ]
-                    if report.distance
-                    else None
-                ),
-                "jobs": (
-                    {
-                        "baselines": report.jobs.baselines,
-                        "pairs": [
-                            {"baseline": p.baseline, "job_pages": p.job_pages}
-                            | {k: describe(getattr(p, k)) for k in ("with_jobs", "without")}
-                            for p in report.jobs.pairs
-                        ],
-                    }
-                    if report.jobs
-                    else None
-                ),
-                "archive": (
-                    [
-                        {"warc_bytes": p.warc_bytes, "warc_files": p.warc_files}
-                        | {k: describe(getattr(p, k)) for k in ("without", "with_warc")}
-                        for p in report.archive.pairs
-                    ]
-                    if report.archive
-                    else None
-                ),
-                "freshness": (
-                    {
-                        "ratios": [report.freshness.ratio(0), report.freshness.ratio(1)],
-                        "windows": {
-                            k: [dataclasses.asdict(w) for w in v]
-                            for k, v in report.freshness.windows.items()
-                        },
-                    }
-                    if report.freshness
-                    else None
-                ),
-                "seconds": report.seconds,
-                "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
-            },
-            indent=2,
-            default=str,
-        )
-    )
+    (args.log_dir / "results.json").write_text(json.dumps(results(report), indent=2, default=str))
     print()
     print(rep.render(report))
     if not args.no_write:
