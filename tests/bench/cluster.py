@@ -36,6 +36,8 @@ from typing import Any
 
 from spiders_project.crawl.hosts import host_of
 from spiders_project.keys import RedisKeys
+from tests.bench.cluster_keys import watched_crawl
+from tests.bench.cluster_section import section
 from tests.bench.crawls import OWN_COMMANDS, Bench, CrawlResult
 from tests.bench.site_proc import Site
 from tests.support.services import RedisClusterGroup, RedisServer, pin
@@ -100,7 +102,7 @@ class Master:
     held: str  # what it holds: "spider's keys + shard 1", "shard 0"
     us: float  # Redis CPU per page of the window, idle CPU taken off
     calls: dict[str, float]  # commands per page of the window, by name
-    pages: float  # the share of the window's pages whose host is in its shard(s)
+    pages: float  # the share of the crawl's pages whose host is in its shard(s)
 
     @property
     def commands(self) -> float:
@@ -114,6 +116,7 @@ class ClusterResult:
     seen_bytes_per_url: float
     hosts: int = 0
     pages_by_shard: dict[int, int] = field(default_factory=dict)
+    per_host: int = PER_HOST  # CONCURRENT_REQUESTS_PER_DOMAIN of the crawl
 
     @property
     def total_us(self) -> float:
@@ -275,10 +278,8 @@ def cluster_phase(
         crawl.commands_per_page = sum(m.commands for m in masters)
         result = ClusterResult(crawl, masters, _seen_bytes(group), len(seeds), by_shard)
         if watch is not None:
-            from tests.bench.cluster_keys import watched_crawl
-
             watch(result)
-            watched_crawl(on, order, window, seeds)
+            watched_crawl(on, CLUSTER, order, window, seeds)
         return result
     finally:
         group.stop()
@@ -315,7 +316,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watch-keys", action="store_true", help="then a crawl watching writes")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-cluster"))
     args = parser.parse_args(argv)
-    from tests.bench.cluster_section import section
 
     def show(result: ClusterResult) -> None:
         print("\n".join(section(result)), flush=True)

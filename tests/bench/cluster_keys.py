@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from spiders_project.keys import key_slot
+from spiders_project.keys import RedisKeys, key_slot
 from tests.bench.crawls import Bench
 from tests.support.services import RedisServer
 
@@ -91,13 +91,12 @@ class KeyWrites:
 
 
 def watched_crawl(
-    on: Bench, order: list[RedisServer], window: int, seeds: list[str]
+    on: Bench, keys: RedisKeys, order: list[RedisServer], window: int, seeds: list[str]
 ) -> list[Counter[tuple[str, str, int]]]:
-    """The cluster phase's crawl once more, its writes counted per master (``order``:
-    the spider's own master first); prints each master's writes per page."""
-    from tests.bench.cluster import CLUSTER
-
-    home = key_slot(CLUSTER.prefix)
+    """The cluster phase's crawl once more (the spider of ``keys``), its writes counted
+    per master (``order``: the spider's own master first); prints each master's writes
+    per page, and every command on the spider's own slot."""
+    home = key_slot(keys.prefix)
     with KeyWrites(order, on.log_dir) as writes:
         crawl = on.run(
             "watched",
@@ -105,7 +104,7 @@ def watched_crawl(
                 on.worker("worker-watched", "MAX_IDLE_TIME_BEFORE_CLOSE=2", cpus=on.crawl_cpus)
             ],
             window=window,
-            seed_key=CLUSTER.start_urls,
+            seed_key=keys.start_urls,
             seed=seeds,
         )
     pages = max(1, crawl.pages_total)

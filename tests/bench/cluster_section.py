@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tests.bench.cluster import PER_HOST, ClusterResult
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # cluster.py prints this section when run alone
+    from tests.bench.cluster import ClusterResult
 
 # Memory of each master given to the seen-set, for the projection's URL column.
 SEEN_GB_PER_MASTER = 10
@@ -20,12 +23,12 @@ def section(result: ClusterResult) -> list[str]:
         " `REDIS_CLUSTER=true`; the frontier is in three shards (`FRONTIER_SHARDS` auto)."
         f" The site has {result.hosts} hosts (one port each), 2 in the shard on the spider's"
         " own master and 1 and 3 in the others', crawled from their roots with"
-        f" CONCURRENT_REQUESTS_PER_DOMAIN={PER_HOST} so that every host has its share of the"
+        f" CONCURRENT_REQUESTS_PER_DOMAIN={result.per_host} so that every host has its share of the"
         " worker's 32 requests (`tests/bench/cluster.py`). Its pages/s are in the throughput"
         f" table (*Redis Cluster of 3 masters*: {crawl.pages_per_s:,.0f}), against one Redis"
         " in the same run. Below, each master's Redis CPU and commands per page of the"
         " window, less the CPU it spends idle (cluster bus, cron: `INFO`'s CPU over 3 s"
-        " before); *Pages* is the share of the window's pages whose host is in its shard.",
+        " before); *Pages* is the share of the crawl's pages whose host is in its shard.",
         "",
         "| Master | Holds | Pages | Redis CPU µs/page | Commands/page | Saturates at |",
         "|---|---|---:|---:|---:|---:|",
@@ -57,7 +60,7 @@ def section(result: ClusterResult) -> list[str]:
         " a shard, and *fixed* what a master spends per page of the cluster whatever its"
         f" share: {result.fixed_us:.1f} µs (the worker's refill loop visits each shard in turn"
         " until it has what its engine wants, and a shard of a few hosts at"
-        f" {PER_HOST} requests each gives few leases a visit). The spider's own keys (seeds,"
+        f" {result.per_host} requests each gives few leases a visit). The spider's own keys (seeds,"
         f" stats) cost the first master what is above its line: {own}. **Projection**: the"
         f" cluster spends {result.total_us:.0f} µs of Redis CPU per page in all; with N"
         " masters, N shards and hosts spread evenly, each master takes an N-th of what"
