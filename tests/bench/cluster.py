@@ -240,7 +240,7 @@ def cluster_phase(
         index = [next(i for i, m in enumerate(cluster.masters) if m.port == n.port) for n in order]
         idle = _idle_rates(order)
         crawl = on.run(
-            "distributed, 1 worker, Redis Cluster of 3 masters",
+            "distributed, 1 worker, Redis Cluster of 3 masters, 6 hosts",
             lambda: [
                 on.worker(
                     "worker-cluster",

@@ -23,11 +23,12 @@ def section(result: ClusterResult) -> list[str]:
         " `REDIS_CLUSTER=true`; the frontier is in three shards (`FRONTIER_SHARDS` auto)."
         f" The site has {result.hosts} hosts (one port each), 2 in the shard on the spider's"
         " own master and 1 and 3 in the others', crawled from their roots with"
-        f" CONCURRENT_REQUESTS_PER_DOMAIN={result.per_host} so that every host has its share of the"
-        " worker's 32 requests (`tests/bench/cluster.py`). Its pages/s are in the throughput"
-        f" table (*Redis Cluster of 3 masters*: {crawl.pages_per_s:,.0f}), against one Redis"
-        " in the same run. Below, each master's Redis CPU and commands per page of the"
-        " window, less the CPU it spends idle (cluster bus, cron: `INFO`'s CPU over 3 s"
+        f" CONCURRENT_REQUESTS_PER_DOMAIN={result.per_host} so that every host has its share"
+        " of the worker's 32 requests (`tests/bench/cluster.py`). Its pages/s are in the"
+        f" throughput table (*Redis Cluster of 3 masters, 6 hosts*: {crawl.pages_per_s:,.0f};"
+        " its own site and per-host concurrency, so not the same crawl as the rows above it)."
+        " Below, each master's Redis CPU and commands per page of the window, less the CPU"
+        " it spends idle (cluster bus, cron: `INFO`'s CPU over 3 s"
         " before); *Pages* is the share of the crawl's pages whose host is in its shard.",
         "",
         "| Master | Holds | Pages | Redis CPU µs/page | Commands/page | Saturates at |",
