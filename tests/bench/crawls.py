@@ -177,7 +177,7 @@ class Bench:
         window: int,
         to_the_end: bool = False,
         seed_key: str | None = None,
-        seed: str | None = None,
+        seed: str | list[str] | None = None,
         redis_keys: RedisKeys | None = None,
         timeout: float = 600,
     ) -> CrawlResult:
@@ -185,12 +185,14 @@ class Bench:
 
         With ``to_the_end`` the crawl runs until the crawlers exit by themselves;
         otherwise they get SIGTERM (a graceful stop) once the site has served
-        ``window`` pages. ``seed`` is pushed to ``seed_key``: the site's root by default.
+        ``window`` pages. ``seed`` (or each of a list) is pushed to ``seed_key``: the site's root
+        by default.
         """
         self.redis.reset()
         self.site.reset()
         if seed_key is not None:
-            self.redis.client.lpush(seed_key, seed if seed is not None else self.site.url)
+            seeds = [self.site.url] if seed is None else [seed] if isinstance(seed, str) else seed
+            self.redis.client.lpush(seed_key, *seeds)
         memory_before = self.redis.sample()["memory"]
         started = time.monotonic()
         procs = start()
