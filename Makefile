@@ -2,7 +2,7 @@
 # make test:  setup, lint, then the whole test suite (what CI runs).
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test; under 10 minutes on 2 cores).
-# make bench-quick: the hot path's figures against their targets, in about three minutes.
+# make bench-quick: the hot path's figures against their targets, in about three and a half minutes.
 # make bench-profile: where Redis spends its time per page (tests/bench/profile.py).
 # make docs:  regenerate docs/SETTINGS.md from spiders_project/settings.py.
 

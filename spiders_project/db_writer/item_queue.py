@@ -243,9 +243,10 @@ class ItemQueue:
         the writer may fill for so many seconds; if it finds fewer than
         ``count`` entries, the other writers leave the buffer to it meanwhile,
         and if another writer is filling one, it moves nothing (``take.lua``)."""
-        moved: list[bytes] | int | None = self.calls.script(
+        processing = self.processing(buffer)
+        moved: list[int] | int | None = self.calls.script(
             self._take,
-            [buffer.items, self.processing(buffer), writers(buffer), filling(buffer)],
+            [buffer.items, processing, writers(buffer), filling(buffer)],
             [self.writer, count, int(fill_for * 1000)],
             retry=False,
         )
@@ -253,7 +254,16 @@ class ItemQueue:
             raise LeaseLost(writers(buffer))
         if isinstance(moved, int):
             return Taken([], others_filling=True)
-        return Taken(moved)
+        n, held = moved
+        if not n:
+            return Taken([])
+        # Only this writer appends to its list and only its ack trims it, so
+        # these are the entries just moved; if another writer took the list over
+        # meanwhile, the ack says so (LeaseLost) and nothing is acknowledged.
+        entries: list[bytes] = self.calls.command(
+            "LRANGE", processing, held, held + n - 1, writes=False
+        )
+        return Taken(entries)
 
     def wait(self, buffer: RedisKeys, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until ``buffer`` has an entry; leave it there.

@@ -63,6 +63,7 @@ def _key_args(name: str, key: str) -> tuple[Any, ...] | None:
         "rpush": ("0",),
         "sadd": ("0",),
         "set": ("0",),
+        "sort": ("BY", "nosort", "LIMIT", 0, 1, "STORE", key),
         "sismember": ("0",),
         "srem": ("0",),
         "xack": ("g", "0-1"),

@@ -101,7 +101,9 @@ WORKER_COMMANDS = (
 # BLMOVE on the buffer (its wait for items), LLEN/LRANGE (recovery), HGETALL of
 # the writers' hash and GET of their leases (its look for gone writers),
 # SMEMBERS of the spiders set; TIME and LPUSH on start_urls for the revisits
-# it pushes back (revisits.py).
+# it pushes back (revisits.py). SORT only as take.lua runs it, BY nosort with
+# STORE into the writer's processing list: Redis refuses SORT's BY and GET
+# patterns (reads of other keys) to a user without access to every key.
 DB_WRITER_COMMANDS = (
     *_CONNECT,
     *_SCRIPTS,
@@ -121,6 +123,7 @@ DB_WRITER_COMMANDS = (
     "rpush",
     "set",
     "smembers",
+    "sort",
     "time",
 )
 # The monitor (and ``scrapy crawlstatus``): the reads of cluster_view.py and

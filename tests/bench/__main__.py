@@ -15,26 +15,32 @@ process of its own), then, one after the other on that site:
    ``--small-pages`` pages, for its RSS and Redis' bytes per seen URL at the end;
    every later crawl but the jobs' is on that site;
 3. the worker with a replica of Redis confirming its writes (WAIT), one worker on a
-   Redis Cluster of three masters (``cluster.py``), each until ``--setups-window``
-   pages, then stock scrapy-redis (its Scheduler, PriorityQueue, RFPDupeFilter,
-   pickle, RedisPipeline, RedisSpider) until ``--stock-window`` pages;
-4. two workers until ``--setups-window`` pages; then distance (``distance.py``): one
-   and two workers each 5 ms from Redis through a delay relay, against loopback,
-   alternately, ``--distance-pairs`` pairs of ``--distance-window`` pages; then jobs
-   (``jobs.py``, on the first site): one worker with crawl jobs against a checkout of
-   this commit with jobs switched off (``no_jobs.py``; ``--jobs-baseline`` may name
-   commits), alternately, ``--jobs-pairs`` pairs of ``--jobs-window`` pages;
-   then the archive (``archive.py``): one worker without and with ``WARC_ENABLED``,
-   alternately, ``--archive-pairs`` pairs of ``--archive-window`` pages;
+   Redis Cluster of three masters (``cluster.py``: a site of its own, of 6 hosts
+   spread over the shards), each until ``--setups-window`` pages, then stock
+   scrapy-redis (its Scheduler, PriorityQueue, RFPDupeFilter, pickle, RedisPipeline,
+   RedisSpider) until ``--stock-window`` pages;
+4. two workers until ``--setups-window`` pages; then jobs (``jobs.py``, on the first
+   site): one worker with crawl jobs against a checkout of this commit with jobs
+   switched off (``no_jobs.py``; ``--jobs-baseline`` may name commits), alternately,
+   ``--jobs-pairs`` pairs of ``--jobs-window`` pages; then the archive
+   (``archive.py``): one worker without and with ``WARC_ENABLED``, alternately,
+   ``--archive-pairs`` pairs of ``--archive-window`` pages; then distance
+   (``distance.py``): one and two workers each 5 ms from Redis through a delay relay,
+   against loopback, alternately, ``--distance-pairs`` pairs of ``--distance-window``
+   pages;
 5. the seen-set: Redis bytes and CPU per seen URL, at 10^5 and 10^6 URLs, for the
    previous release's set of hex strings and each ``DUPEFILTER_MODE`` (``seen.py``),
    and Redis bytes per queued request, before and after (``queue_entries.py``);
-   beside them, on the other core, freshness (``freshness.py``, about 2.5 minutes;
-   ``beside.py``): adaptive against fixed revisits, two private setups side by side,
-   time scaled (``--freshness-minute`` real seconds);
+   beside distance and them, on the crawlers' core, freshness (``freshness.py``,
+   about 2.5 minutes; ``beside.py``): adaptive against fixed revisits, two private
+   setups side by side, time scaled (``--freshness-minute`` real seconds);
 6. the db_writer into SQLite and a temporary PostgreSQL (``--writer-items`` items);
-7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered once per variant,
-   then ``--render-http-pages`` over plain HTTP with three download handlers.
+7. rendering (``tests/bench/rendering.py``): ``--render-pages`` rendered once per variant
+   (``--render-variants``: five of them, or all twelve), then ``--render-http-pages``
+   over plain HTTP with three download handlers.
+
+Each phase's wall seconds are printed as it starts (``== <phase> (<t> s)``) and
+written to the report's header and ``results.json`` (``phases``).
 
 Redis and PostgreSQL come from ``tests/support/services.py``, the starters the
 tests use. Results are printed and written to docs/BENCHMARKS.md by
@@ -45,7 +51,6 @@ tests use. Results are printed and written to docs/BENCHMARKS.md by
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -56,7 +61,7 @@ from tests.bench import report as rep
 from tests.bench.archive import archive_phase
 from tests.bench.beside import Beside
 from tests.bench.cluster import cluster_phase
-from tests.bench.crawls import Bench, describe, summary_line
+from tests.bench.crawls import Bench, summary_line
 from tests.bench.db_writer import pages_phase, writer_phase
 from tests.bench.distance import distance_phase
 from tests.bench.freshness import FreshnessResult, freshness_phase
@@ -64,6 +69,7 @@ from tests.bench.jobs import BASELINE, jobs_phase
 from tests.bench.memory import memory_phase, second_bench
 from tests.bench.queue_entries import queue_phase
 from tests.bench.rendering import Run, http_runs, rendering_phase
+from tests.bench.results import results
 from tests.bench.seen import seen_phase
 from tests.bench.site_proc import Site
 from tests.support.services import RedisServer, pin
@@ -76,9 +82,9 @@ PHASES = (
     "cluster",
     "stock",
     "two",
-    "distance",
     "jobs",
     "archive",
+    "distance",
     "seen",
     "queue",
     "writer",
@@ -148,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     # the phase near 2.5 minutes and 4 renders at a time for most of each run.
     parser.add_argument("--render-pages", type=int, default=20, help="rendered pages per run")
     parser.add_argument(
+        "--render-variants",
+        choices=("kept", "all"),
+        default="kept",
+        help="kept: the defaults and four others (rendering.py, KEPT_VARIANTS); all: every one",
+    )
+    parser.add_argument(
         "--render-http-pages", type=int, default=300, help="pages of the plain HTTP runs (0: none)"
     )
     parser.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
@@ -166,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["python -m tests.bench", *(argv if argv is not None else sys.argv[1:])])
     report = rep.Report(command=command, started=rep.now(), window=args.window)
     t0 = time.monotonic()
+    marks: list[tuple[str, float]] = []  # each phase's name and start, seconds from t0
+
+    def mark(name: str) -> None:
+        marks.append((name, time.monotonic() - t0))
+        print(f"== {name} ({marks[-1][1]:.0f} s)", flush=True)
 
     # Crawlers on CPU 0; the site, Redis and this process on CPU 1.
     pinned = (os.cpu_count() or 1) >= 2
@@ -175,12 +192,32 @@ def main(argv: list[str] | None = None) -> int:
     if pinned:
         pin(os.getpid(), service_cpus)
 
+    freshness_args = (
+        args.freshness_minute,
+        20,
+        args.freshness_warm_up,
+        10.0,
+        args.log_dir / "freshness",
+    )
+    # Freshness mostly sleeps (a few tenths of a core): where there are two cores it runs
+    # beside distance (whose figures are ratios of pairs that alternate, so both sides of
+    # a pair run beside it), the seen-set and the queue, on the crawlers' core, while the
+    # services keep theirs (tests/bench/beside.py; issue 42, item 7).
+    fresh: Beside[FreshnessResult] | None = None
+
+    def start_freshness(name: str) -> Beside[FreshnessResult] | None:
+        if "freshness" in skip or not pinned or {"seen", "queue"} <= skip:
+            return None
+        mark(name)
+        report.freshness_beside = True
+        return Beside(crawl_cpus or set(), freshness_phase, *freshness_args)
+
     crawls = PHASES[: PHASES.index("seen")]  # the phases that crawl, in order
     crawls_wanted = [p for p in crawls if p not in skip]
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
         if crawls_wanted:
-            print(f"Building and serving a {args.pages:,}-page site ...", flush=True)
+            mark(f"building a {args.pages:,}-page site")
             site = Site(args.pages, args.log_dir, service_cpus)
             report.site_pages = args.pages
             bench = Bench(
@@ -189,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             small: Bench | None = None
             try:
                 for phase in crawls_wanted:
-                    print(f"== {phase} ({time.monotonic() - t0:.0f} s)", flush=True)
+                    if phase == "distance":
+                        fresh = start_freshness("freshness, beside distance")
+                        report.freshness_beside_distance = fresh is not None
+                    mark(phase)
                     if phase not in ("plain", "worker") and small is None:
                         print(f"A second site, of {args.small_pages:,} pages", flush=True)
                         small = second_bench(bench, args.small_pages)
@@ -231,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                     elif phase == "wait":
                         result = on.wait_phase(args.setups_window)
                     elif phase == "cluster":
-                        report.cluster = cluster_phase(on, args.setups_window)
+                        # Its own site, of as many pages over several hosts (cluster.py).
+                        report.cluster = cluster_phase(on, args.setups_window, on.site.pages)
                         result = report.cluster.crawl
                     else:
                         result = on.two_workers_phase(args.setups_window)
@@ -241,39 +282,27 @@ def main(argv: list[str] | None = None) -> int:
                 site.stop()
                 if small is not None:
                     small.site.stop()
-        freshness_args = (
-            args.freshness_minute,
-            20,
-            args.freshness_warm_up,
-            10.0,
-            args.log_dir / "freshness",
-        )
-        # Freshness mostly sleeps: beside the seen-set and the queue when there are two
-        # cores, on the crawlers' core, while they keep the services' (tests/bench/beside.py).
-        fresh: Beside[FreshnessResult] | None = None
-        if "freshness" not in skip and pinned and not {"seen", "queue"} <= skip:
-            print(f"== freshness, beside ({time.monotonic() - t0:.0f} s)", flush=True)
-            fresh = Beside(crawl_cpus or set(), freshness_phase, *freshness_args)
-            report.freshness_beside = True
+        if fresh is None:
+            fresh = start_freshness("freshness, beside")
         if "seen" not in skip:
-            print(f"== seen-set ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("seen-set")
             report.seen = seen_phase(redis)
         if "queue" not in skip:
-            print(f"== queued requests ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("queued requests")
             report.queue = queue_phase(redis)
         # Rendering's plain HTTP runs measure memory only: on CPU 1 while freshness ends.
         http: list[Run] | None = None
         if fresh is not None and "rendering" not in skip and args.render_http_pages:
-            print(f"== plain HTTP runs of rendering ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("plain HTTP runs of rendering")
             redis.reset()
             (args.log_dir / "rendering").mkdir(parents=True, exist_ok=True)
             http = http_runs(redis.url, args.render_http_pages, args.log_dir / "rendering")
             report.http_beside = True
         if fresh is not None:
-            print(f"== waiting for freshness ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("waiting for freshness")
             report.freshness = fresh.result()
         if "writer" not in skip:
-            print(f"== db_writer ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("db_writer")
             redis.reset()
             report.writers = writer_phase(redis.url, args.writer_items)
             redis.reset()
@@ -284,87 +313,27 @@ def main(argv: list[str] | None = None) -> int:
         pin(os.getpid(), None)
         pin(redis.pid, None)
         if "freshness" not in skip and fresh is None:
-            print(f"== freshness ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("freshness")
             report.freshness = freshness_phase(*freshness_args)
         if "rendering" not in skip:
-            print(f"== rendering ({time.monotonic() - t0:.0f} s)", flush=True)
+            mark("rendering")
             redis.reset()
             report.rendering = rendering_phase(
                 redis.url,
                 args.log_dir / "rendering",
                 pages=args.render_pages,
                 http_pages=0 if http is not None else args.render_http_pages,
+                every_variant=args.render_variants == "all",
             )
             if http is not None:
                 report.rendering.http = http
     finally:
         redis.stop()
     report.seconds = time.monotonic() - t0
+    ends = [start for _, start in marks[1:]] + [report.seconds]
+    report.phases = {name: end - start for (name, start), end in zip(marks, ends, strict=True)}
 
-    (args.log_dir / "results.json").write_text(
-        json.dumps(
-            {
-                "crawls": {k: describe(v) for k, v in report.crawls.items()},
-                "memory": describe(report.memory) if report.memory else None,
-                "writers": [w.__dict__ for w in report.writers],
-                "seen": [s.__dict__ for s in report.seen],
-                "queue": [q.__dict__ for q in report.queue],
-                "cluster": (
-                    {
-                        "masters": report.cluster.masters,
-                        "seen_bytes_per_url": report.cluster.seen_bytes_per_url,
-                    }
-                    if report.cluster
-                    else None
-                ),
-                "distance": (
-                    [
-                        {"workers": p.workers, "ratio": p.ratio}
-                        | {k: describe(getattr(p, k)) for k in ("loopback", "relay")}
-                        for p in report.distance.pairs
-                    ]
-                    if report.distance
-                    else None
-                ),
-                "jobs": (
-                    {
-                        "baselines": report.jobs.baselines,
-                        "pairs": [
-                            {"baseline": p.baseline, "job_pages": p.job_pages}
-                            | {k: describe(getattr(p, k)) for k in ("with_jobs", "without")}
-                            for p in report.jobs.pairs
-                        ],
-                    }
-                    if report.jobs
-                    else None
-                ),
-                "archive": (
-                    [
-                        {"warc_bytes": p.warc_bytes, "warc_files": p.warc_files}
-                        | {k: describe(getattr(p, k)) for k in ("without", "with_warc")}
-                        for p in report.archive.pairs
-                    ]
-                    if report.archive
-                    else None
-                ),
-                "freshness": (
-                    {
-                        "ratios": [report.freshness.ratio(0), report.freshness.ratio(1)],
-                        "windows": {
-                            k: [dataclasses.asdict(w) for w in v]
-                            for k, v in report.freshness.windows.items()
-                        },
-                    }
-                    if report.freshness
-                    else None
-                ),
-                "seconds": report.seconds,
-                "rendering": dataclasses.asdict(report.rendering) if report.rendering else None,
-            },
-            indent=2,
-            default=str,
-        )
-    )
+    (args.log_dir / "results.json").write_text(json.dumps(results(report), indent=2, default=str))
     print()
     print(rep.render(report))
     if not args.no_write:

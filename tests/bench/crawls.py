@@ -177,7 +177,7 @@ class Bench:
         window: int,
         to_the_end: bool = False,
         seed_key: str | None = None,
-        seed: str | None = None,
+        seed: str | list[str] | None = None,
         redis_keys: RedisKeys | None = None,
         timeout: float = 600,
     ) -> CrawlResult:
@@ -185,12 +185,14 @@ class Bench:
 
         With ``to_the_end`` the crawl runs until the crawlers exit by themselves;
         otherwise they get SIGTERM (a graceful stop) once the site has served
-        ``window`` pages. ``seed`` is pushed to ``seed_key``: the site's root by default.
+        ``window`` pages. ``seed`` (or each of a list) is pushed to ``seed_key``: the site's root
+        by default.
         """
         self.redis.reset()
         self.site.reset()
         if seed_key is not None:
-            self.redis.client.lpush(seed_key, seed if seed is not None else self.site.url)
+            seeds = [self.site.url] if seed is None else [seed] if isinstance(seed, str) else seed
+            self.redis.client.lpush(seed_key, *seeds)
         memory_before = self.redis.sample()["memory"]
         started = time.monotonic()
         procs = start()
@@ -309,21 +311,27 @@ class Bench:
         *settings: str,
         cwd: Path = ROOT,
         seed: str | None = None,
+        workers: int = 1,
     ) -> CrawlResult:
         """The ``worker`` phase's one worker, pinned the same way, stopped after
         ``window`` pages (the jobs, archive, quick and profile runs compare it
-        with itself under other ``settings``, or another checkout at ``cwd``)."""
+        with itself under other ``settings``, or another checkout at ``cwd``).
+        ``workers`` > 1 runs that many on the same crawl CPU, so that Redis
+        keeps its own CPU and the crawlers' pages/s stay about one worker's:
+        what Redis costs a page then differs only by the workers' number
+        (issue 42, item 4; ``quick.two_workers_ratio``)."""
         return self.run(
             name,
             lambda: [
                 self.worker(
-                    tag,
+                    tag if workers == 1 else f"{tag}{i}",
                     "MAX_IDLE_TIME_BEFORE_CLOSE=2",
                     f"ITEM_BUFFER_MAX={2 * self.site.pages}",
                     *settings,
                     cpus=self.crawl_cpus,
                     cwd=cwd,
                 )
+                for i in range(1, workers + 1)
             ],
             window=window,
             seed_key=OURS.start_urls,

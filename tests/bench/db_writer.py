@@ -11,6 +11,13 @@ the process' start-up (imports, connects) does not count as throughput.
 RECRAWL_AFTER set so each row gets its due time; ``make bench``'s db_writer
 section reports it beside the items (rows "SQLite pages", "PostgreSQL pages").
 
+The items' drain also measures the CPU each process spends per item
+(:class:`Budget`, issue 42, item 6): the writer (its rusage, less what a
+drain of no items costs: imports, connects), Redis (``INFO cpu``) and the
+PostgreSQL cluster (every process of it, reaped backends included), over the
+drain only (the buffer's filling left out). What two cores allow is 2 s of
+CPU over that sum.
+
 Both phases run the db_writer and PostgreSQL on every CPU. Before
 2026-11-27 they inherited the benchmark's pinning (CPU 1, with Redis), so
 the db_writer, its database and Redis shared one core while the other was
@@ -21,6 +28,7 @@ that way still, to compare with the figures of before.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import psycopg
 import redis
 
@@ -38,12 +47,34 @@ from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.db_writers import writers
 from spiders_project.recrawl.pages_row import page_entry
+from tests.bench.seen import redis_cpu
 from tests.support.processes import PYTHON, ROOT
 from tests.support.services import PostgresServer, pin
 
 SPIDER = "dbwriterbench"
-# Issue 29, item 4: items/s into each database on the bench's machine.
-TARGET_WRITER = {"SQLite": 100_000, "PostgreSQL": 100_000}
+# Issue 42, item 6: the db_writer's CPU per item in every process together
+# (the writer, Redis, the database server), µs. They replace issue 29's
+# 100,000 items/s, which two cores cannot give (docs/BENCHMARKS.md).
+TARGET_WRITER_US = {"SQLite": 9.0, "PostgreSQL": 16.0}
+CORES = 2
+
+
+@dataclass(frozen=True)
+class Budget:
+    """CPU µs per item of one drain, in each process."""
+
+    writer_us: float  # start-up left out
+    redis_us: float
+    server_us: float  # the database server's (0 for SQLite: in the writer)
+
+    @property
+    def total_us(self) -> float:
+        return self.writer_us + self.redis_us + self.server_us
+
+    @property
+    def cores_allow(self) -> float:
+        """Items/s that CORES cores allow at this cost, were every process busy all along."""
+        return CORES * 1e6 / self.total_us if self.total_us > 0 else 0.0
 
 
 @dataclass
@@ -55,6 +86,7 @@ class WriterResult:
     steady_s: float
     exit_code: int
     error: str = ""
+    budget: Budget | None = None  # the items' drains (not the pages table's)
 
 
 def make_item(i: int) -> bytes:
@@ -172,6 +204,57 @@ def run_writer_bench(
     )
 
 
+def cpu_of(process: psutil.Process, reaped: bool = True) -> float:
+    """A process' CPU seconds, with its reaped children's when ``reaped``."""
+    times = process.cpu_times()
+    own = times.user + times.system
+    return own + times.children_user + times.children_system if reaped else own
+
+
+def postgres_cpu(pg: PostgresServer) -> float:
+    """CPU seconds of the cluster's processes: the postmaster with its reaped
+    backends, and its live children."""
+    postmaster = psutil.Process(int((pg.base / "data" / "postmaster.pid").read_text().split()[0]))
+    total = cpu_of(postmaster)
+    for child in postmaster.children():
+        try:
+            total += cpu_of(child)
+        except psutil.NoSuchProcess:
+            continue  # ended meanwhile: its CPU is in the postmaster's reaped children now
+    return total
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured_drain(
+    database: str, redis_url: str, db_url: str, items: int, server: Callable[[], float]
+) -> WriterResult:
+    """A drain of ``items`` with its :class:`Budget`, after one of none for the
+    writer's start-up. ``server``: the database server's CPU seconds so far."""
+    client = redis.Redis.from_url(redis_url)
+    marks: dict[str, float] = {}
+
+    def filled() -> None:
+        marks.update(writer=_children_cpu(), redis=redis_cpu(client), server=server())
+
+    try:
+        run_writer_bench(database, redis_url, db_url, 0, filled=filled)
+        start_up = _children_cpu() - marks["writer"]
+        result = run_writer_bench(database, redis_url, db_url, items, filled=filled)
+        writer = _children_cpu() - marks["writer"] - start_up
+        redis_used = redis_cpu(client) - marks["redis"]
+        server_cpu = server() - marks["server"]
+    finally:
+        client.close()
+    if result.exit_code == 0:
+        per = 1e6 / items
+        result.budget = Budget(writer * per, redis_used * per, server_cpu * per)
+    return result
+
+
 @contextmanager
 def every_cpu(pinned: bool = False) -> Iterator[None]:
     """This process on every CPU for the block (unless ``pinned``), so the
@@ -211,7 +294,10 @@ def _each_database(
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_sqlite_") as tmp:
         db = f"sqlite:///{Path(tmp) / 'items.db'}"
-        results.append(run_writer_bench(f"SQLite{label}", redis_url, db, n, pages=pages))
+        if pages:
+            results.append(run_writer_bench(f"SQLite{label}", redis_url, db, n, pages=True))
+        else:
+            results.append(measured_drain("SQLite", redis_url, db, n, lambda: 0.0))
     if with_postgres:
         try:
             pg = PostgresServer("bench_pages" if pages else "bench")
@@ -221,17 +307,31 @@ def _each_database(
             results.append(WriterResult("PostgreSQL", 0, 0.0, 0.0, 0.0, -1, str(exc)))
             return results
         try:
-            results.append(
-                run_writer_bench(f"PostgreSQL{label}", redis_url, pg.url, n, pages=pages)
-            )
+            if pages:
+                results.append(
+                    run_writer_bench("PostgreSQL pages", redis_url, pg.url, n, pages=True)
+                )
+            else:
+                server = lambda: postgres_cpu(pg)  # noqa: E731
+                results.append(measured_drain("PostgreSQL", redis_url, pg.url, n, server))
         finally:
             pg.stop()
     return results
 
 
 def _writer_target(database: str) -> str:
-    target = TARGET_WRITER.get(database)
-    return f"{target:,} items/s" if target else "–"
+    target = TARGET_WRITER_US.get(database)
+    return f"≤ {target:g} µs" if target else "–"
+
+
+def _cost(budget: Budget | None) -> str:
+    if budget is None:
+        return "| | "
+    server = f", server {budget.server_us:.1f}" if budget.server_us else ""
+    return (
+        f"| {budget.total_us:.1f} µs (writer {budget.writer_us:.1f}, Redis {budget.redis_us:.1f}"
+        f"{server}) | {budget.cores_allow:,.0f} "
+    )
 
 
 def section(results: list[WriterResult]) -> list[str]:
@@ -244,21 +344,25 @@ def section(results: list[WriterResult]) -> list[str]:
         "real db_writer process drains it (DB_WRITER_BATCH_SIZE as configured, "
         "DB_WRITER_MAX_WAIT=0). PostgreSQL is a temporary cluster on a free port. The *pages*"
         " rows are the `pages` table (issue 28): as many page-state entries, one per fetch"
-        " outcome of a distinct URL, drained the same way into one row per URL.",
+        " outcome of a distinct URL, drained the same way into one row per URL. *CPU per"
+        " item* is every process' over the drain (issue 42, item 6: the writer, its start-up"
+        f" left out, Redis, the PostgreSQL cluster); *{CORES} cores allow* is {CORES} s of"
+        " CPU a second over it, were the processes spread perfectly over the cores.",
         "",
         "| Database | Items | Items/s (first batch → empty buffer) | Drain time incl. "
-        "process start-up | Target |",
-        "|---|---:|---:|---:|---:|",
+        f"process start-up | CPU per item, all processes | {CORES} cores allow, items/s "
+        "| Target |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for w in results:
         if w.error:
             lines.append(
-                f"| {w.database} | failed: {' '.join(w.error.split())[:200]} | | | "
+                f"| {w.database} | failed: {' '.join(w.error.split())[:200]} | | | | | "
                 f"{_writer_target(w.database)} |"
             )
             continue
         lines.append(
             f"| {w.database} | {w.items:,} | {w.items_per_s:,.0f} | {w.drain_s:.1f} s "
-            f"| {_writer_target(w.database)} |"
+            f"{_cost(w.budget)}| {_writer_target(w.database)} |"
         )
     return lines

@@ -66,8 +66,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from tests.support.processes import Proc, db_writer, worker
-from tests.support.recrawl_site import ThreadedSite
 from tests.support.services import RedisServer
+from tests.support.threaded_site import ThreadedSite
 
 PAGES = 100
 HOT = frozenset(range(5, PAGES, 10))  # 10 pages that change every minute

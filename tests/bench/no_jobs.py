@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 
 LUA = "spiders_project/frontier/lua/"
-SETTINGS = "spiders_project/settings.py"
+# The component dicts the add-on and settings.py build from (since the add-on, issue 41).
+SETTINGS = "spiders_project/addon/components.py"
 
 # (file, text found once, its replacement)
 EDITS: tuple[tuple[str, str, str], ...] = (
@@ -67,6 +68,7 @@ EDITS: tuple[tuple[str, str, str], ...] = (
         for name, order in (
             ("pause_step.JobStep", 900),
             ("fetch_gate.JobGate", 995),
+            ("webhook_extension.JobWebhooks", 125),
             ("schedules.JobSchedules", 140),
             ("state_loop.JobWatch", 150),
         )

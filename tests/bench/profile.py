@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--against", default="", help="commits, comma-separated")
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument(
+        "--workers", type=int, default=1, help="workers crawling at once, on the same crawl CPU"
+    )
+    parser.add_argument(
         "--job", default="", help="seed this checkout's crawl as a JSON seed of this crawl job"
     )
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-profile"))
@@ -143,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                         seed=json.dumps({"url": site.url, "job": args.job})
                         if args.job and side == "this"
                         else None,
+                        workers=args.workers,
                     )
                     client.config_set("slowlog-log-slower-than", -1)
                     entries = client.execute_command("SLOWLOG", "GET", "-1")
@@ -154,7 +158,10 @@ def main(argv: list[str] | None = None) -> None:
                     table[(side, "Redis CPU, INFO")].append(
                         (100 * (run.redis_cpu_per_10k or 0.0), 0.0)
                     )
-                    print(f"round {n + 1}, {side}: {pages:,} pages, {len(entries):,} commands")
+                    print(
+                        f"round {n + 1}, {side}: {pages:,} pages, {len(entries):,} commands, "
+                        f"{run.pages_per_s:,.0f} pages/s"
+                    )
         report(table, sides, args.rows)
     finally:
         if site is not None:

@@ -22,9 +22,10 @@ from tests.bench import memory as memory_section
 from tests.bench.archive import ArchiveResult
 from tests.bench.archive import section as archive_section
 from tests.bench.cluster import ClusterResult
-from tests.bench.cluster import section as cluster_section
+from tests.bench.cluster_section import PROJECTED
+from tests.bench.cluster_section import section as cluster_section
 from tests.bench.crawls import CrawlResult
-from tests.bench.db_writer import TARGET_WRITER, WriterResult
+from tests.bench.db_writer import TARGET_WRITER_US, WriterResult
 from tests.bench.db_writer import section as writers_section
 from tests.bench.distance import DistanceResult
 from tests.bench.distance import section as distance_section
@@ -33,6 +34,7 @@ from tests.bench.freshness import section as freshness_section
 from tests.bench.jobs import JobsResult
 from tests.bench.jobs import section as jobs_section
 from tests.bench.jobs import targets as jobs_targets
+from tests.bench.method import method
 from tests.bench.queue_entries import QueueResult
 from tests.bench.queue_entries import section as queue_section
 from tests.bench.rendering import MB, RenderingResult
@@ -81,8 +83,12 @@ class Report:
     memory: CrawlResult | None = None
     # The freshness phase ran beside the seen-set and the queue (tests/bench/beside.py).
     freshness_beside: bool = False
+    # ... and beside distance before them (issue 42, item 7).
+    freshness_beside_distance: bool = False
     # Rendering's plain HTTP runs ran on CPU 1 while freshness ended (memory figures only).
     http_beside: bool = False
+    # Wall seconds of each phase, in the order run (issue 42, item 7: where the 10 minutes go).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def machine() -> str:
@@ -158,17 +164,35 @@ def targets(report: Report) -> list[str]:
                         median >= TARGET_RATIO,
                     )
                 )
+    if report.cluster is not None:
+        c = report.cluster
+        worst = min(c.linearity(n) for n in PROJECTED[1:])
+        rows.append(
+            (
+                f"Redis Cluster: N masters ≥ {TARGET_RATIO}·N× one master's pages/s, up to "
+                f"{PROJECTED[-1]} (issue 42; projected from per-master Redis CPU)",
+                ", ".join(f"{n}: {c.linearity(n):.2f}" for n in PROJECTED[1:])
+                + " (·N×); if every worker visits every shard: "
+                + ", ".join(f"{c.linearity(n, True):.2f}" for n in PROJECTED[1:]),
+                worst >= TARGET_RATIO,
+            )
+        )
     if report.jobs is not None:
         rows += jobs_targets(report.jobs)
     for writer in report.writers:
-        target = TARGET_WRITER.get(writer.database)
+        target = TARGET_WRITER_US.get(writer.database)
         if target is None:
             continue  # the pages table's rows: a figure, no target (issue 28)
+        budget = writer.budget
         rows.append(
             (
-                f"db_writer into {writer.database} ≥ {target:,} items/s",
-                f"{writer.items_per_s:,.0f} items/s" if not writer.error else "failed",
-                writer.items_per_s >= target,
+                f"db_writer into {writer.database} ≤ {target:g} µs of CPU per item, every"
+                " process together (issue 42)",
+                f"{budget.total_us:.1f} µs ({writer.items_per_s:,.0f} items/s; two cores allow"
+                f" {budget.cores_allow:,.0f})"
+                if budget is not None and not writer.error
+                else "failed",
+                budget is not None and not writer.error and budget.total_us <= target,
             )
         )
     if report.rendering is not None and report.rendering.render:
@@ -271,41 +295,6 @@ def throughput(report: Report) -> list[str]:
     return lines
 
 
-def method(report: Report) -> list[str]:
-    return [
-        "## How it is measured",
-        "",
-        "- **Pages/s**: from the site's own arrival times of the window's first and last "
-        "page (one clock for every process of the machine).",
-        "- **Worker CPU**: user+system seconds of the crawler process(es) (psutil, sampled "
-        "every 0.2 s) between the first page and the end of the window, per page served.",
-        "- **Redis commands/page**: `INFO commandstats` delta of the private redis-server over "
-        "the same interval, every command counted, including those a Lua script or a "
-        "MULTI/EXEC runs (the benchmark's own INFO excluded).",
-        "- **Round trips/page**: the worker's stat `redis/round_trips` (every request/reply "
-        "exchange with Redis: a MULTI/EXEC of the write batcher, a lease script, a seed "
-        "read, ...) over its `item_scraped_count`, whole run, as it publishes them to Redis; "
-        "for stock scrapy-redis the same count is taken by wrapping redis-py (one per "
-        "command, one per pipeline), and it and plain Scrapy leave their final stats in a file.",
-        "- **Redis CPU**: `INFO cpu` used_cpu_sys+used_cpu_user delta; *One Redis saturates "
-        "at* = 10,000 / (Redis CPU s per 10k pages), the pages/s at which one Redis core "
-        "would be fully busy with this load.",
-        "- **Site CPU**: the site process's CPU over the window, as a share of one core; "
-        "**Other load**: the machine's busy CPU time minus that of the benchmark's own "
-        "processes, in cores (anything above 0.1 means the figures are disturbed).",
-        "- **Memory**: the worker's RSS when the site served its first page and at the last "
-        "sample before it exited (the crawl then is complete); Redis memory per seen URL is "
-        "the growth of `used_memory` minus `MEMORY USAGE` of the item buffer, per fingerprint.",
-        "- Plain Scrapy keeps Scrapy's default order (LIFO, depth-first); the frontier is "
-        "FIFO within a priority (breadth-first); stock scrapy-redis orders by priority and "
-        "then by pickle bytes. A window of a larger site keeps every setup in the middle of "
-        "a crawl. Plain Scrapy JSON-encodes each item like the worker's pipeline, then "
-        "drops it.",
-        f"- Raw results: `{report.command}` writes `results.json` and every process's log to "
-        "its log directory.",
-    ]
-
-
 def sections(report: Report) -> list[list[str]]:
     """The sections this run measured, in the file's order."""
     out = [targets(report)]
@@ -321,7 +310,14 @@ def sections(report: Report) -> list[list[str]]:
     if report.cluster is not None:
         out.append(cluster_section(report.cluster))
     if report.distance is not None:
-        out.append(distance_section(report.distance))
+        distance = distance_section(report.distance)
+        if report.freshness_beside_distance:
+            distance[2] += (
+                " The freshness phase ran at the same time, in a process of its own pinned to"
+                " CPU 0 (a few tenths of a core: `tests/bench/beside.py`), beside both sides of"
+                " every pair."
+            )
+        out.append(distance)
     if report.jobs is not None:
         out.append(jobs_section(report.jobs))
     if report.archive is not None:
@@ -332,7 +328,9 @@ def sections(report: Report) -> list[list[str]]:
         fresh = freshness_section(report.freshness)
         if report.freshness_beside:
             fresh[2] += (
-                " It ran beside the seen-set and the queued requests, in a process of its own"
+                " It ran beside "
+                + ("the distance phase, " if report.freshness_beside_distance else "")
+                + "the seen-set and the queued requests, in a process of its own"
                 " pinned to CPU 0 while they kept CPU 1 (`tests/bench/beside.py`)."
             )
         out.append(fresh)
@@ -340,7 +338,7 @@ def sections(report: Report) -> list[list[str]]:
         out.append(
             rendering_section(report.rendering, report.command, report.started, report.http_beside)
         )
-    out.append(method(report))
+    out.append(method(report.command))
     return out
 
 
@@ -352,6 +350,16 @@ def header(report: Report) -> list[str]:
         f"{report.started:%Y-%m-%d %H:%M} UTC, {report.seconds / 60:.1f} min. "
         f"Machine: {machine()}.",
         "",
+        *(
+            [
+                "Seconds per phase: "
+                + ", ".join(f"{name} {s:.0f}" for name, s in report.phases.items())
+                + ".",
+                "",
+            ]
+            if report.phases
+            else []
+        ),
     ]
 
 

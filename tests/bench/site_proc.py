@@ -5,12 +5,15 @@ would take its GIL; in a process of its own it can be pinned to another core and
 its CPU measured apart. Every page is rendered before the first request, so the
 first crawl measured does not pay for filling the site's cache.
 
-It prints ``ready <port>`` once it serves, then answers one line per command read
+It prints ``ready <port> ...`` (one port per host, ``--hosts``) once it serves,
+then answers one line per command read
 from stdin:
 
 - ``count``: requests served since the last ``reset``;
 - ``times``: JSON list of the arrival times (``time.monotonic()``, the same clock in
   every process of the machine) of the successful page GETs since the last ``reset``;
+- ``hosts``: JSON object, successful page GETs per host (``127.0.0.1:<port>``) since
+  the last ``reset``;
 - ``reset``: forget the request log (the crawls of one benchmark share the site);
   answers ``ok``;
 - ``session on`` / ``session off``: from now on the root page sets a session
@@ -30,6 +33,7 @@ import contextvars
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -113,6 +117,10 @@ class BenchSite(TestSite):
         with self._lock:
             return [t for t, _, _, status in self._log if status == 200]
 
+    def pages_by_host(self) -> dict[str, int]:
+        with self._lock:
+            return dict(Counter(host for _, host, _, status in self._log if status == 200))
+
     def reset(self) -> None:
         with self._lock:
             self._log.clear()
@@ -123,9 +131,12 @@ class BenchSite(TestSite):
 class Site:
     """``tests.bench.site_proc`` as a child process, asked over its stdin."""
 
-    def __init__(self, pages: int, log_dir: Path, cpus: Iterable[int] | None) -> None:
+    def __init__(
+        self, pages: int, log_dir: Path, cpus: Iterable[int] | None, hosts: int = 1
+    ) -> None:
         argv = [PYTHON, "-m", "tests.bench.site_proc", "--pages", str(pages)]
-        self.pages = pages
+        argv += ["--hosts", str(hosts)]
+        self.pages = pages * hosts
         self.proc = Proc(
             "site",
             argv,
@@ -138,8 +149,9 @@ class Site:
         line = self._read()
         if not line.startswith("ready "):
             raise RuntimeError(f"site did not start: {line!r} {self.proc.log()}")
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/"
+        # Each host is a site of ``pages`` pages of its own, on a port of its own.
+        self.urls = [f"http://127.0.0.1:{port}/" for port in line.split()[1:]]
+        self.url = self.urls[0]
 
     def _read(self) -> str:
         assert self.proc.popen.stdout is not None
@@ -156,6 +168,9 @@ class Site:
 
     def page_times(self) -> list[float]:
         return json.loads(self.ask("times"))
+
+    def pages_by_host(self) -> dict[str, int]:
+        return json.loads(self.ask("hosts"))
 
     def reset(self) -> None:
         self.ask("reset")
@@ -178,19 +193,23 @@ class Site:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, required=True)
+    parser.add_argument("--hosts", type=int, default=1, help="sites, one per port")
     parser.add_argument("--seed", type=int, default=6)
     args = parser.parse_args(argv)
     # Pages link to their own host only through real pages: no 404s, no 503s, so
     # every response is a page and an item. Off-site links stay, the spider drops them.
-    with BenchSite(args.pages, seed=args.seed, dead_links=False) as site:
+    with BenchSite(args.pages, seed=args.seed, dead_links=False, hosts=args.hosts) as site:
         site.prerender()
-        print(f"ready {site.port}", flush=True)
+        ports = " ".join(url.rsplit(":", 1)[1].rstrip("/") for url in site.urls)
+        print(f"ready {ports}", flush=True)
         for line in sys.stdin:
             command = line.strip()
             if command == "count":
                 answer = str(site.count())
             elif command == "times":
                 answer = json.dumps(site.page_times())
+            elif command == "hosts":
+                answer = json.dumps(site.pages_by_host())
             elif command == "reset":
                 site.reset()
                 answer = "ok"

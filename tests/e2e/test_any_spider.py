@@ -15,6 +15,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,13 @@ def crawl_shop(
     def freeze_a_lease_holder() -> bool:
         """SIGSTOP a worker that holds leases, and keep it stopped only if it
         still holds one (a running worker may ack its last lease between the
-        look and the kill, and then nothing would be left to reclaim)."""
+        look and the kill, and then nothing would be left to reclaim). A stopped
+        worker's last writes may still be on their way (sent before the stop,
+        not yet run by Redis): the look waits for them, else an ack landing
+        after it leaves nothing to reclaim (seen once in CI under load 5.6)."""
         for w in holding_leases():
             w.signal(signal.SIGSTOP)
+            time.sleep(1.0)
             if w in holding_leases():
                 frozen.append(w)
                 return True

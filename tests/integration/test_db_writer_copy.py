@@ -12,9 +12,11 @@ import threading
 from collections.abc import Sequence
 
 import psycopg
+import pytest
 
 from spiders_project.db_writer.db_url import parse_db_url
 from spiders_project.db_writer.entries import Row, parse_entries
+from spiders_project.db_writer.sql_store import RowsRefused
 from spiders_project.db_writer.stores import PostgresStore, open_store
 from spiders_project.item_buffer.buffer import encode_entry
 from tests.integration import test_db_writer as base
@@ -88,6 +90,19 @@ def test_new_batches_are_copied_and_the_others_upserted_newer_wins(
     assert versions(pg_database)["c"] == (2, LATE)
     written = pg_database.read("SELECT count(*) FROM items WHERE written_at > scraped_at")
     assert written == [(5,)]  # both paths stamp the server's now()
+    store.close()
+
+
+def test_a_time_python_cannot_read_is_a_refused_row(pg_database: Database) -> None:
+    """The binary COPY sends scraped_at as a number; a canonical-looking time that is
+    none (fullwidth digits match the check's \\d) is refused, not a crash."""
+    store = store_of(pg_database)
+    good = rows(("PageItem", "a", 1, AT))[0]
+    bad = good._replace(item_key="b", scraped_at="２０２６" + AT[4:])
+    with pytest.raises(RowsRefused):
+        store.write_batch([good, bad])
+    store.write_batch([good])
+    assert versions(pg_database) == {"a": (1, AT)}
     store.close()
 
 

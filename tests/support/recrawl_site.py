@@ -19,8 +19,9 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.threaded_site import ThreadedSite
 
 
 @dataclass(frozen=True)
@@ -33,38 +34,6 @@ class Hit:
 
 # Path -> the status it answers (0: the connection is closed, no answer).
 EXTRAS = {"/moved": 301, "/gone": 404, "/down": 503, "/banned": 403, "/drop": 0}
-
-
-class ThreadedSite:
-    """A site served by http.server threads on a free port of 127.0.0.1, for
-    ``with``: a subclass sets its own state, calls ``super().__init__()`` and
-    answers every GET in ``_answer`` (the recrawl tests' and the freshness
-    benchmark's sites)."""
-
-    def __init__(self) -> None:
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                site._answer(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> Self:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
-        raise NotImplementedError
 
 
 class VersionedSite(ThreadedSite):

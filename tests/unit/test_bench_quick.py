@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tests.bench.quick import Target
+import pytest
+
+from tests.bench.crawls import CrawlResult
+from tests.bench.quick import Target, crawl_targets
 
 
 def test_an_upper_bound_holds_up_to_its_limit():
@@ -18,3 +21,29 @@ def test_a_lower_bound_holds_from_its_limit():
 def test_the_line_says_which_target_is_missed():
     line = Target("Redis commands per page", 17.5, 12.0, at_most=True).line()
     assert line.split()[0] == "MISS" and "≤ 12.0" in line and "17.5" in line
+
+
+def _crawl(pages_per_s: float, cpu_ms: float, redis_per_10k: float | None = None) -> CrawlResult:
+    return CrawlResult(
+        name="crawl",
+        processes=1,
+        window=8_000,
+        pages_per_s=pages_per_s,
+        cpu_ms_per_page=cpu_ms,
+        site_core_share=0.0,
+        other_cores=0.0,
+        wall=30.0,
+        commands_per_page=4.5 if redis_per_10k else None,
+        redis_cpu_per_10k=redis_per_10k,
+    )
+
+
+def test_issue_42_keeps_the_workers_pages_per_second_at_nine_tenths_of_plain_scrapys():
+    plain, worker = _crawl(374, 2.60), _crawl(353, 2.71, 0.544)
+    figures = {f.title: f for f in crawl_targets(plain, worker)}
+    assert figures["Redis CPU per page (µs)"].value == pytest.approx(54.4)
+    assert not figures["Redis CPU per page (µs)"].holds
+    assert figures["Redis commands per page"].holds
+    assert figures["Worker pages/s / plain Scrapy's"].holds  # 0.94
+    slower = {f.title: f for f in crawl_targets(plain, _crawl(330, 2.71, 0.544))}
+    assert not slower["Worker pages/s / plain Scrapy's"].holds  # 0.88

@@ -52,9 +52,11 @@ import threading
 import time
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from tests.support.threaded_site import ThreadedSite
 
 PASSWORDS = {"alice": "wonderland", "bob": "builder"}
 
@@ -87,7 +89,7 @@ class Hit:
         return bool(wanted) and self.user is not None and wanted != [self.user]
 
 
-class LoginSite:
+class LoginSite(ThreadedSite):
     """``with LoginSite(pages=40) as site:`` serves on a free port of 127.0.0.1."""
 
     def __init__(
@@ -124,30 +126,11 @@ class LoginSite:
         self.banned: str | None = None  # the proxy the site banned, and when
         self.banned_at = float("inf")
         self._held: dict[str, threading.Event] = {}
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                site._answer(self, "GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                site._answer(self, "POST")
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> Self:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
+        super().__init__()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-        self._server.shutdown()
-        self._server.server_close()
+        super().__exit__(*exc)
 
     # --- what tests ask ----------------------------------------------------------------
     @property
@@ -185,8 +168,9 @@ class LoginSite:
             event.set()
 
     # --- serving --------------------------------------------------------------------------
-    def _answer(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         arrived = time.monotonic()
+        method = handler.command
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length).decode() if length else ""
         jar = SimpleCookie(handler.headers.get("Cookie") or "")
