@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  {crawl.name}: {crawl.pages_per_s:,.0f} pages/s, "
             f"{crawl.cpu_ms_per_page:.2f} ms CPU/page"
         )
-    print("\n".join(writer_lines(results)))
+    if results:
+        print("\n".join(writer_lines(results)))
     if cookies is not None:
         print("\n".join(cookies.lines()))
     for figure in figures:
