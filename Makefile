@@ -2,7 +2,7 @@
 # make test:  setup, lint, then the whole test suite (what CI runs).
 # make demo:  setup, then a 2-worker crawl of a bundled site under supervisord.
 # make bench: setup, then the benchmarks (not part of make test; under 10 minutes on 2 cores).
-# make bench-quick: the hot path's figures against their targets, in about three and a half minutes.
+# make bench-quick: the hot path's figures against their targets, in about five minutes.
 # make bench-profile: where Redis spends its time per page (tests/bench/profile.py).
 # make docs:  regenerate docs/SETTINGS.md from spiders_project/settings.py.
 
@@ -76,7 +76,7 @@ demo: setup
 bench: setup
 	$(PY) -m tests.bench $(BENCH_ARGS)
 
-# The hot path's figures in about a minute and a half; exits 1 when one is worse than
+# The hot path's figures in about three minutes (three crawl pairs); exits 1 when one is worse than
 # its target (tests/bench/quick.py).
 bench-quick: setup
 	$(PY) -m tests.bench.quick $(QUICK_ARGS)

@@ -614,6 +614,10 @@ DOWNLOAD_DELAY_JITTER = 0
 SHUTDOWN_GRACE_PERIOD = _env("SHUTDOWN_GRACE_PERIOD", 30.0)
 # `scrapy crawl -o` feeds in UTF-8, not \u-escaped.
 FEED_EXPORT_ENCODING = "utf-8"
+# Once the spider is open, the objects built at start-up (about 150,000) are
+# frozen out of the garbage collector's full passes, which walked them all every
+# time: about 5% of a worker's CPU a page (spiders_project.worker.gc_freeze).
+WORKER_GC_FREEZE = _env("WORKER_GC_FREEZE", True)
 
 # --- Jobs --------------------------------------------------------------------------
 # Every worker looks at the jobs' schedules (`scrapy jobs schedule`) this often

@@ -133,6 +133,8 @@ EXTENSIONS = {
     "spiders_project.item_buffer.buffer.ItemBuffer": 115,
     # A SIGTERM's drain bounded by SHUTDOWN_GRACE_PERIOD, then leases handed back.
     "spiders_project.worker.shutdown.GracefulShutdown": 120,
+    # Start-up's objects out of the garbage collector's full passes (WORKER_GC_FREEZE).
+    "spiders_project.worker.gc_freeze.FreezeStartup": 122,
     # Job webhooks (JOB_WEBHOOK_URLS); before StatsPublisher, so its loop stops on
     # spider_closed before the last stats publish and the Redis clients' close.
     "spiders_project.jobs.webhook_extension.JobWebhooks": 125,

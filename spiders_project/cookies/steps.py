@@ -32,7 +32,12 @@ class ForgetCookiesStep:
 
     def stored(self, request: Request) -> Request:
         # The version of the jar's copy it last went out with: this worker's only.
-        request.meta.pop(JAR_VERSION, None)
-        if self.enabled and not request.meta.get("dont_merge_cookies", False):
-            request.headers.pop(b"Cookie", None)
+        meta = request.meta
+        meta.pop(JAR_VERSION, None)
+        # A link a spider yields has no headers: Headers.pop normalises its key
+        # even then, 2.5 µs a link, a tenth of what the frontier adds to Scrapy's
+        # enqueue (docs/BENCHMARKS.md, issue 42 item 5).
+        headers = request.headers
+        if headers and self.enabled and not meta.get("dont_merge_cookies", False):
+            headers.pop(b"Cookie", None)
         return request

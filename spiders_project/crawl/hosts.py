@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 # Ports dropped from the name: the scheme's default, which a URL may or may not spell.
 _DEFAULT_PORTS: dict[str, tuple[int, ...]] = {"http": (80,), "https": (443,)}
@@ -48,6 +48,12 @@ def host_of(url: str) -> str:
     except ValueError:
         match = _NETLOC.match(url)
         return _canonical((), match.group(1)) if match else ""
+    return host_of_parts(parts)
+
+
+def host_of_parts(parts: SplitResult) -> str:
+    """``host_of`` of a URL its caller has already split (scope/urls.py's normalise
+    runs on every link a worker enqueues: one split a link, not two)."""
     return _canonical(_DEFAULT_PORTS.get(parts.scheme.lower(), ()), parts.netloc)
 
 

@@ -62,10 +62,11 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 def forget_proxy(request: Request) -> Request:
     """``request`` without the pool's proxy (its credentials): for anything stored."""
-    request.meta.pop(PROXY_PIN, None)  # its jar's, set again as it goes out
-    if request.meta.get(PROXY_NAME):
+    meta = request.meta
+    meta.pop(PROXY_PIN, None)  # its jar's, set again as it goes out
+    if meta.get(PROXY_NAME):
         for key in (PROXY_NAME, "proxy", "_auth_proxy"):
-            request.meta.pop(key, None)
+            meta.pop(key, None)
         request.headers.pop(b"Proxy-Authorization", None)
     return request
 

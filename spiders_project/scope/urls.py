@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy.settings import BaseSettings
 
 from spiders_project.config import SettingsReader
-from spiders_project.crawl.hosts import host_of
+from spiders_project.crawl.hosts import host_of_parts
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class UrlRules:
             return url
         netloc = parts.netloc
         userinfo, at, _ = netloc.rpartition("@")
-        canonical = host_of(url)
+        canonical = host_of_parts(parts)
         if canonical:
             netloc = f"{userinfo}{at}{canonical}"
         query = parts.query

@@ -1,6 +1,6 @@
-"""``make bench-quick``: the hot path's figures in about 3.5 minutes, against their targets.
+"""``make bench-quick``: the hot path's figures in about five minutes, against their targets.
 
-    python -m tests.bench.quick [--pages 16000] [--window 8000] [--writer-items 100000]
+    python -m tests.bench.quick [--pages 16000] [--window 8000] [--pairs 3] [--writer-items 100000]
                                 [--cookie-pairs 3] [--cookie-window 3000]
     python -m tests.bench.quick --writer-only [--writer-items 100000]   # the db_writer alone
     python -m tests.bench.quick --cookies-only [--cookie-pairs 3]        # issue 41 item 9 alone
@@ -10,7 +10,9 @@ path, so regressions landed unseen. This runs the part that catches them:
 
 1. plain Scrapy and one ``scrapy crawl distributed`` worker on the same local
    site, each until ``--window`` pages, pinned as ``make bench`` pins them
-   (crawler on CPU 0; site, Redis and this process on CPU 1), then two
+   (crawler on CPU 0; site, Redis and this process on CPU 1), ``--pairs``
+   times, alternately (the figures judged are the pairs' medians: one pair
+   scatters by about the margin of issue 42 item 5's target), then two
    workers together on CPU 0 (``two_workers_ratio``);
 2. the same worker in ``--cookie-pairs`` interleaved pairs of ``--cookie-window``
    pages, with a session cookie and without cookies (issue 41 item 9,
@@ -34,8 +36,9 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 
 from tests.bench.cookie_cost import BASELINES, CookieCost, cookie_pairs
 from tests.bench.crawls import Bench, CrawlResult
@@ -66,12 +69,15 @@ class Target:
 
 
 def targets(
-    plain: CrawlResult | None, worker: CrawlResult | None, writers: list[WriterResult]
+    plain: CrawlResult | None,
+    worker: CrawlResult | None,
+    writers: list[WriterResult],
+    cpu_ratio: float | None = None,
 ) -> list[Target]:
-    """Issue 29's targets, from one quick run (the crawl's left out with --writer-only)."""
+    """Issue 42's targets, from one quick run (the crawl's left out with --writer-only)."""
     out = []
     if plain is not None and worker is not None:
-        out += crawl_targets(plain, worker)
+        out += crawl_targets(plain, worker, cpu_ratio)
     return out + writer_targets(writers)
 
 
@@ -107,8 +113,14 @@ def writer_lines(writers: list[WriterResult]) -> list[str]:
     return lines
 
 
-def crawl_targets(plain: CrawlResult, worker: CrawlResult) -> list[Target]:
+def crawl_targets(
+    plain: CrawlResult, worker: CrawlResult, cpu_ratio: float | None = None
+) -> list[Target]:
+    """``cpu_ratio``: the worker's pages per CPU-second over plain Scrapy's (the
+    median of the pairs'); without it, this one pair's."""
     redis_us = 100 * (worker.redis_cpu_per_10k or 0.0)
+    if cpu_ratio is None:
+        cpu_ratio = plain.cpu_ms_per_page / worker.cpu_ms_per_page
     return [
         # Issue 42, item 3: Redis CPU and commands a page, and throughput not lower
         # than the standing target ("One worker ≥ 0.9× plain Scrapy's pages/s").
@@ -121,14 +133,33 @@ def crawl_targets(plain: CrawlResult, worker: CrawlResult) -> list[Target]:
             at_most=False,
             fmt="{:.2f}",
         ),
-        Target(
-            "Worker pages per CPU-second / plain Scrapy's",
-            plain.cpu_ms_per_page / worker.cpu_ms_per_page,
-            1.3,
-            at_most=False,
-            fmt="{:.2f}",
-        ),
+        worker_cpu_target(cpu_ratio),
     ]
+
+
+def worker_cpu_target(ratio: float) -> Target:
+    """Issue 42, item 5: a worker's page costs no more CPU than plain Scrapy's
+    (issue 29 asked 1.3×, which at most 8.9% of plain Scrapy's CPU being work
+    the worker does not do could never give)."""
+    return Target(
+        "Worker pages per CPU-second / plain Scrapy's", ratio, 1.0, at_most=False, fmt="{:.2f}"
+    )
+
+
+def median_crawl(rounds: list[CrawlResult]) -> CrawlResult:
+    """One crawler's rounds as one result: the median of each figure bench-quick judges."""
+
+    def mid(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return median(known) if known else None
+
+    return replace(
+        rounds[0],
+        pages_per_s=median(r.pages_per_s for r in rounds),
+        cpu_ms_per_page=median(r.cpu_ms_per_page for r in rounds),
+        redis_cpu_per_10k=mid([r.redis_cpu_per_10k for r in rounds]),
+        commands_per_page=mid([r.commands_per_page for r in rounds]),
+    )
 
 
 def cookie_targets(cost: CookieCost) -> list[Target]:
@@ -163,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.quick", description=__doc__)
     parser.add_argument("--pages", type=int, default=16_000)
     parser.add_argument("--window", type=int, default=8_000)
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="plain and worker crawls, alternately (medians)"
+    )
     parser.add_argument("--writer-items", type=int, default=100_000)
     parser.add_argument("--no-targets", action="store_true", help="print, never fail")
     parser.add_argument(
@@ -195,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         pin(os.getpid(), service_cpus)
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     plain = worker = two = two_figure = cookies = None
+    plains: list[CrawlResult] = []
+    workers: list[CrawlResult] = []
     results = []
     try:
         if not args.writer_only:
@@ -202,8 +238,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 bench = Bench(site, redis, args.log_dir, crawl_cpus, service_cpus)
                 if not args.cookies_only:
-                    plain = bench.plain_phase(args.window)
-                    worker = bench.windowed_worker("distributed, 1 worker", "worker", args.window)
+                    for _ in range(max(1, args.pairs)):
+                        plains.append(bench.plain_phase(args.window))
+                        workers.append(
+                            bench.windowed_worker("distributed, 1 worker", "worker", args.window)
+                        )
+                    plain, worker = median_crawl(plains), median_crawl(workers)
                     two, two_figure = two_workers_ratio(bench, args.window, worker)
                 if args.cookie_pairs > 0:
                     cookies = cookie_pairs(
@@ -222,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         redis.stop()
     for failed in (w for w in results if w.exit_code != 0):
         print(f"db_writer into {failed.database} exited {failed.exit_code}: {failed.error}")
-    figures = targets(plain, worker, results) + ([two_figure] if two_figure else [])
+    ratios = [p.cpu_ms_per_page / w.cpu_ms_per_page for p, w in zip(plains, workers, strict=True)]
+    cpu_ratio = median(ratios) if ratios else None
+    figures = targets(plain, worker, results, cpu_ratio) + ([two_figure] if two_figure else [])
     if cookies is not None:
         figures += cookie_targets(cookies)
     window = f"{args.window:,}-page windows of a {args.pages:,}-page site, "
@@ -231,10 +273,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.writer_items:,} items, {time.monotonic() - t0:.0f} s"
     )
     for crawl in (c for c in (plain, worker, two) if c is not None):
+        medians = " (medians)" if crawl is not two and len(plains) > 1 else ""
         print(
             f"  {crawl.name}: {crawl.pages_per_s:,.0f} pages/s, "
-            f"{crawl.cpu_ms_per_page:.2f} ms CPU/page"
+            f"{crawl.cpu_ms_per_page:.2f} ms CPU/page{medians}"
         )
+    if ratios:
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"  worker/plain pages per CPU-second, pair by pair: {each}")
     if results:
         print("\n".join(writer_lines(results)))
     if cookies is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.bench.crawls import CrawlResult
-from tests.bench.quick import Target, crawl_targets
+from tests.bench.quick import Target, crawl_targets, median_crawl, worker_cpu_target
 
 
 def test_an_upper_bound_holds_up_to_its_limit():
@@ -47,3 +47,21 @@ def test_issue_42_keeps_the_workers_pages_per_second_at_nine_tenths_of_plain_scr
     assert figures["Worker pages/s / plain Scrapy's"].holds  # 0.94
     slower = {f.title: f for f in crawl_targets(plain, _crawl(330, 2.71, 0.544))}
     assert not slower["Worker pages/s / plain Scrapy's"].holds  # 0.88
+
+
+def test_the_worker_must_give_at_least_plain_scrapys_pages_per_cpu_second():
+    assert worker_cpu_target(1.0).holds
+    assert not worker_cpu_target(0.99).holds
+
+
+def test_rounds_are_judged_by_their_medians():
+    rounds = [_crawl(302.9, 2.9, 0.5), _crawl(302.5, 2.5, 0.3), _crawl(302.7, 2.7, None)]
+    mid = median_crawl(rounds)
+    assert mid.cpu_ms_per_page == 2.7 and mid.pages_per_s == 302.7
+    assert mid.redis_cpu_per_10k == 0.4 and mid.commands_per_page == 4.5
+
+
+def test_the_ratio_given_replaces_the_median_pairs_own():
+    plain, worker = _crawl(300, 2.5), _crawl(300, 2.7, 0.3)
+    (ratio,) = [t for t in crawl_targets(plain, worker, 1.02) if "CPU-second" in t.title]
+    assert ratio.value == 1.02 and ratio.holds

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from scrapy import Request
 
-from spiders_project.crawl.hosts import host_key, host_of
+from spiders_project.crawl.hosts import host_key, host_of, host_of_parts
 
 
 @pytest.mark.parametrize(
@@ -41,6 +43,8 @@ from spiders_project.crawl.hosts import host_key, host_of
 )
 def test_every_spelling_of_a_host_gives_one_name(url: str, host: str) -> None:
     assert host_of(url) == host
+    # The same name from a URL its caller split already (scope/urls.py's normalise).
+    assert host_of_parts(urlsplit(url)) == host
 
 
 @pytest.mark.parametrize(
