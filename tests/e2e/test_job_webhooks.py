@@ -102,10 +102,13 @@ def total(r, procs: list[Proc], stat: str) -> int:
 def test_every_state_change_arrives_signed_once_per_url_with_two_workers(
     redis_url, r, tmp_path, procs
 ):
-    with TestSite(pages=30, hosts=2, seed=40, offsite_links=False, dead_links=False) as site:
+    # 40 pages a host, 0.3 s apart: job A runs for 12 s at least, so the pause
+    # below (a scrapy command, seconds under load) comes while it runs (with 15
+    # pages 0.2 s apart a CI run under load found A finished: "cannot pause it").
+    with TestSite(pages=80, hosts=2, seed=40, offsite_links=False, dead_links=False) as site:
         with Receiver(SECRET, "a", "b") as hooks:
             crawlers = workers(
-                redis_url, tmp_path, hooks, "DOWNLOAD_DELAY=0.2", "JOB_FINISH_GRACE=2"
+                redis_url, tmp_path, hooks, "DOWNLOAD_DELAY=0.3", "JOB_FINISH_GRACE=2"
             )
             procs += crawlers
             started(r, crawlers)
