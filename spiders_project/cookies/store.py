@@ -12,8 +12,8 @@ jars as copies of the jars in Redis (``keys/cookies.py``):
   Since the update of the page a request was found on went into Redis no
   later than the request itself (below), that read sees it.
 - **Reads that ride with lease calls.** On one Redis, a lease call carries the
-  HGET of the version of each jar in use (``LEASE_READ_IDLE``), after its script
-  in the same round trip (``frontier/context.LeaseRead``): a jar that did not
+  version of each jar in use (``LEASE_READ_IDLE``), read by the lease script
+  after its leases (``frontier/context.LeaseRead``): a jar that did not
   move is then fresh for the call's requests at no round trip (a read of its
   own cost Redis 6-18% more CPU a page, docs/BENCHMARKS.md, issue 41 item 9).
   A jar that moved is read at once; so is every jar in use on a Redis Cluster.
@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.cookiejar import Cookie, DefaultCookiePolicy
 from pathlib import Path
@@ -285,14 +285,14 @@ class SharedJars(ProcessJars):
         jars = [j for j in self._jars.values() if started - j.used <= LEASE_READ_IDLE]
         if len(jars) > LEASE_READ_JARS:
             jars = sorted(jars, key=lambda j: j.used, reverse=True)[:LEASE_READ_JARS]
-        commands: list[Sequence[Any]] = []
+        fields: list[tuple[str, str]] = []
         if ride:
-            commands = [("HGET", cookie_keys.cookie_jar(self.keys, j.id), VERSION) for j in jars]
+            fields = [(cookie_keys.cookie_jar(self.keys, j.id), VERSION) for j in jars]
 
         def answered(at: float, replies: list[Any] | None) -> None:
             for i, local in enumerate(jars):
                 reply = None if replies is None else replies[i]
-                if replies is not None and not isinstance(reply, Exception):
+                if replies is not None:
                     if codec.version_of(reply) == local.version:
                         # Read after the call's leases (and after ``started``): unchanged.
                         local.synced_at = max(local.synced_at, started)
@@ -301,7 +301,7 @@ class SharedJars(ProcessJars):
                 if local.syncing is None and local.synced_at <= at:  # read before it is asked
                     self._start_sync(local).add_done_callback(_log_failure)
 
-        return LeaseRead(commands, answered)
+        return LeaseRead(fields, answered)
 
     async def _sync(self, local: LocalJar) -> None:
         started = local.sync_started

@@ -131,6 +131,7 @@ def lease_call(
     first_id: int,
     *,
     now: int | str = "",
+    reads: Sequence[tuple[str, str]] = (),
 ) -> Call:
     """``lua/lease.lua`` for candidate (host, configured delay ms[, spares, holds])
     tuples; ``per_host`` is the cluster-wide cap of one host's leases; spares
@@ -139,12 +140,15 @@ def lease_call(
 
     Lease ids are ``<owner>/<first_id + k>``, ``owner`` the caller's prefix
     (``lease_id.prefix``); the caller must not pass the same ``first_id``
-    twice (see the script's header).
+    twice (see the script's header). ``reads``: (hash, field) pairs on the
+    call's own slot whose values the reply carries after its leases (its last
+    element), read by the script after them.
     """
     args: list[Any] = [now, want, lease_ms, next_hosts, per_host, owner, first_id, len(candidates)]
     for host, delay_ms, *spares in candidates:
         spare, holds = spares if spares else (0, False)
         args += (host, delay_ms, spare, int(holds))
+    args += (field for _, field in reads)
     return (
         [
             keys.hosts,
@@ -166,6 +170,7 @@ def lease_call(
             job_control(keys),
             job_held(keys),
             job_turns(keys),
+            *(key for key, _ in reads),
         ],
         args,
     )

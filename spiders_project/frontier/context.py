@@ -40,17 +40,17 @@ T = TypeVar("T")
 @dataclass
 class LeaseRead:
     """What one lease call carries for a component that reads Redis again for the
-    requests it leases (a shared cookie jar, ``cookies/store.py``): read-only
-    ``commands`` on the spider's own slot, sent in the call's round trip right
-    after its script, and ``answered(at, replies)``, called once the call
-    answered, ``at`` being the ``LEASED_AT`` of its requests. ``replies`` are the
-    commands' (an exception for one that failed), or None where they could not
-    ride with the call (a Redis Cluster: another slot, or a pipeline across
-    nodes): the component then reads on its own."""
+    requests it leases (a shared cookie jar, ``cookies/store.py``): ``fields``,
+    (hash, field) pairs on the spider's own slot that the lease script reads
+    after its leases and returns with them (``lua/lease.lua``: one EVALSHA, no
+    round trip nor pipeline of their own), and ``answered(at, replies)``, called
+    once the call answered, ``at`` being the ``LEASED_AT`` of its requests.
+    ``replies`` are the fields' values, or None where they could not ride with
+    the call (a Redis Cluster: the hashes are in another slot than the queue's):
+    the component then reads on its own."""
 
-    commands: list[Sequence[Any]]
+    fields: list[tuple[str, str]]
     answered: Callable[[float, list[Any] | None], None]
-    replies: list[Any] | None = None  # the commands', once they rode with a call
 
 
 def worker_id() -> str:

@@ -22,7 +22,7 @@ from spiders_project.crawl.meta import LEASE_SHARD, LEASED_AT
 from spiders_project.frontier.bad_entries import BadEntries
 from spiders_project.frontier.calls import lease_call
 from spiders_project.frontier.config import FrontierConfig
-from spiders_project.frontier.context import LeaseRead, WorkerRedis
+from spiders_project.frontier.context import WorkerRedis
 from spiders_project.frontier.lease_id import NO_SHARD, Lease
 from spiders_project.frontier.queue import JsonPriorityQueue
 from spiders_project.keys import RedisKeys
@@ -114,6 +114,9 @@ class LeaseTaker:
         first_id = self._next_lease_id
         # Never reused, even if this call's reply is lost (lua/lease.lua).
         self._next_lease_id += wanted + sum(n for n, _ in extra.values())
+        # What rides with the call (a shared cookie jar's version): read by the
+        # script after its leases, in its own reply.
+        reads = self.redis.lease_reads(calls)
         lease_keys, args = lease_call(
             keys,
             wanted,
@@ -124,13 +127,13 @@ class LeaseTaker:
             owner=self.redis.lease_prefix(keys),
             first_id=first_id,
             now=self.redis.clock.arg(),
+            reads=[field for read in reads for field in read.fields],
         )
-        reads = self.redis.lease_reads(calls)
         # Shielded: cancelled mid-call at shutdown, its leases still reach hand_back.
-        call = self._lease(calls, lease_keys, args, reads)
+        call = calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
         self.in_flight = asyncio.ensure_future(call)
         try:
-            leased, next_hosts, wait_ms, full, spare_ids, contest = await asyncio.shield(
+            leased, next_hosts, wait_ms, full, spare_ids, contest, values = await asyncio.shield(
                 self.in_flight
             )
         except RedisUnavailable:
@@ -156,7 +159,9 @@ class LeaseTaker:
         # rode with one call (LeaseRead) never passes for another's.
         answered = self._answered = max(time.monotonic(), math.nextafter(self._answered, math.inf))
         for read in reads:
-            read.answered(answered, read.replies)
+            n = len(read.fields)
+            read.answered(answered, values[:n] if n else None)
+            values = values[n:]
         for lease_id, member, host in zip(leased[::3], leased[1::3], leased[2::3], strict=True):
             lease = Lease.of(lease_id, member, host.decode())
             request = self.bad_entries.decode(queue, lease)
@@ -171,19 +176,3 @@ class LeaseTaker:
             else:
                 taken.requests.append((request, lease, host in full))
         return taken
-
-    async def _lease(
-        self, calls: RedisCalls, lease_keys: list[str], args: list[Any], reads: list[LeaseRead]
-    ) -> Any:
-        """The lease call's reply; the ``reads`` that ride with it are sent after its
-        script in the same round trip, and their replies kept on each read."""
-        commands = [c for read in reads for c in read.commands]
-        if not commands:
-            return await calls.script(self.redis.scripts.lease, lease_keys, args, retry=False)
-        reply, *replies = await calls.script_then(
-            self.redis.scripts.lease, lease_keys, args, commands, retry=False
-        )
-        for read in reads:
-            if read.commands:
-                read.replies, replies = replies[: len(read.commands)], replies[len(read.commands) :]
-        return reply

@@ -136,43 +136,6 @@ class RedisCalls:
             f"script {script.name}", send, retry=retry, writes=_writes(script), deadline=deadline
         )
 
-    async def script_then(
-        self,
-        script: LuaScript,
-        keys: list[Any],
-        args: list[Any],
-        reads: Sequence[Sequence[Any]],
-        *,
-        retry: bool = True,
-    ) -> list[Any]:
-        """``script``, then the read-only commands ``reads``, in one round trip (no
-        transaction): Redis runs the reads after the script, and the caller pays no
-        second round trip for them (nor Redis a second read and write on its socket).
-        Returns the script's reply followed by the reads'. A read's error comes back
-        as its reply (an exception), so that it never loses the script's reply; the
-        script's own error is raised as ``script`` raises it. On NOSCRIPT (nothing
-        ran) the script is loaded and the whole round trip sent again."""
-
-        async def once() -> list[Any]:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                for command in reads:
-                    pipe.execute_command(*command)
-                replies = list(await pipe.execute(raise_on_error=False))
-            if isinstance(replies[0], Exception):
-                raise replies[0]
-            return replies
-
-        async def send() -> list[Any]:
-            try:
-                return await once()
-            except NoScriptError:
-                self.round_trip()
-                await self.client.script_load(script.source)
-                return await once()
-
-        return await self.call(f"script {script.name}", send, retry=retry, writes=_writes(script))
-
 
 class SyncRedisCalls:
     """The blocking call path (db_writer, monitor, commands), same rules as :class:`RedisCalls`.

@@ -72,9 +72,16 @@ class Pair:
             f"({self.commands:+.2f}); round trips {c.round_trips_per_page or 0:.3f} / "
             f"{b.round_trips_per_page or 0:.3f}; "
             f"{c.pages_per_s:,.0f} / {b.pages_per_s:,.0f} pages/s; "
-            f"{self.missing} pages without the session; commands a page more (less): "
+            f"{self.missing} pages without the session; EVALSHA (lease calls, mostly) "
+            f"{self.per_page('evalsha')[0]:.4f} / {self.per_page('evalsha')[1]:.4f} a page; "
+            "commands a page more (less): "
             + (", ".join(f"{cmd} {d:+.2f}" for cmd, d in self.command_deltas()) or "none")
         )
+
+    def per_page(self, command: str) -> tuple[float, float]:
+        """``command``'s calls a page, in the cookie crawl and in its baseline."""
+        cookie, baseline = dict(self.cookie.top_commands), dict(self.baseline.top_commands)
+        return cookie.get(command, 0.0), baseline.get(command, 0.0)
 
     def command_deltas(self, least: float = 0.05) -> list[tuple[str, float]]:
         """Commands a page the cookie crawl sent more (or fewer) than its baseline."""

@@ -103,7 +103,7 @@ def lease(s, want, candidates, ms=60_000, per_host=100, owner="w1"):
         now=s.now,
     )
     s.next_id += max(want, 0)
-    leased, nxt, wait, s.full, s.spares, s.contest = s.lease(keys, args)
+    leased, nxt, wait, s.full, s.spares, s.contest, _ = s.lease(keys, args)
     s.last_ids = leased[::3]
     return leased[1::3], [h.decode() for h in leased[2::3]], [h.decode() for h in nxt], wait
 
@@ -205,6 +205,21 @@ def test_lease_returns_hosts_and_candidates(r, s):
     # The first call (want 10) used ids 0-9 though it leased nothing: never reused.
     assert s.last_ids == [b"w1/10", b"w1/11", b"w1/12"]
     assert r.zcard(K.hosts) == 0, "empty hosts without delay are forgotten"
+
+
+def test_a_lease_call_reads_the_fields_it_is_given_after_its_leases(r, s):
+    """Hashes passed after the script's own keys come back, field by field, as the
+    reply's last element (a shared cookie jar's version: frontier/context.LeaseRead),
+    read after the call's leases; a missing field or hash is nil."""
+    enqueue(s, [("a", tok("r1"), 0, b"A1")])
+    r.hset("jar:1", mapping={"~v": "7", "x": "y"})
+    reads = [("jar:1", "~v"), ("jar:2", "~v"), ("jar:1", "x")]
+    keys, args = lease_call(
+        K, 1, 60_000, [("a", 0)], 10, 10, "w1", s.next_id, now=s.now, reads=reads
+    )
+    leased, *_, values = s.lease(keys, args)
+    assert leased[1::3] == [b"A1"]
+    assert values == [b"7", None, b"y"]
 
 
 def test_lease_ids_are_what_lease_id_py_builds_and_parses(s):

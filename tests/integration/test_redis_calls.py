@@ -192,31 +192,6 @@ def test_noscript_reloads_the_script(r, state):
     assert calls.script(script, [], ["b"]) == b"b"
 
 
-def test_a_script_then_reads_in_one_round_trip_loads_the_script_and_keeps_its_reply(
-    redis_url, r, state
-):
-    script = LuaScript("incr", "return redis.call('INCR', KEYS[1])")
-    r.set("s", "v")
-    r.hset("h", "~v", "7")
-    trips: list[int] = []
-
-    async def main() -> None:
-        client = redis.asyncio.Redis.from_url(redis_url, retry=None)
-        calls = RedisCalls(client, state, lambda: trips.append(1))
-        # The script not loaded yet: NOSCRIPT, loaded, the whole round trip again.
-        assert await calls.script_then(script, ["n"], [], [("HGET", "h", "~v")]) == [1, b"7"]
-        assert len(trips) == 2  # the call, and the load it took
-        # A read's error is its reply: the script's (which wrote) is never lost.
-        n, bad, v = await calls.script_then(script, ["n"], [], [("LLEN", "h"), ("GET", "n")])
-        assert (n, v) == (2, b"2") and isinstance(bad, redis.ResponseError)
-        # The script's own error is raised, as by ``script``.
-        with pytest.raises(redis.ResponseError):
-            await calls.script_then(script, ["s"], [], [("GET", "n")])
-        await client.aclose()
-
-    asyncio.run(main())
-
-
 def test_async_calls_survive_a_connection_loss_and_tell_subscribers(redis_url, r, state):
     reconnected: list[bool] = []
     state.on_reconnect.append(lambda: reconnected.append(True))

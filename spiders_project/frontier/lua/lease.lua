@@ -33,6 +33,10 @@
 --            are one ZRANGEBYLEX), put back by jobs/lua/restore_held.lua on resume
 -- KEYS[15+4C] job turns: hash host -> the job its last lease served, for the
 --            hosts whose jobs take turns (job_turns.lua)
+-- KEYS[15+4C+j] the j-th hash whose field ARGV[8+4C+j] the reply carries, read
+--            after the leases (R of them, maybe none): a shared cookie jar's
+--            version, so that its requests need no read of their own
+--            (frontier/context.LeaseRead, cookies/store.py)
 -- ARGV[1]    now, in ms since the epoch, or "" for Redis' own clock (TIME): production
 --            always passes "" (one clock for every node); tests pass a time to step it
 -- ARGV[2]    N, the most requests to lease
@@ -50,11 +54,13 @@
 --            spares, the most spare leases the caller may take of that host
 --            (below); holds, "1" if the caller holds slots of it, else "0"
 --            (spares then only with slots this call gives)
+-- ARGV[8+4C+j] the field of the j-th hash read (above), j = 1..R
 -- Returns    {{lease id, request, host, ...}, {next candidate host, ...},
 --             ms until a host is ready (at most CAP_POLL while a host is at its cap) or -1,
 --             {host that gave requests and is now at its cap, ...},
 --             {lease id that holds no slot (a spare), ...},
---             {host found at its cap, other workers waiting for it, ...}}
+--             {host found at its cap, other workers waiting for it, ...},
+--             {the j-th hash's field (false if none), ...}}
 --
 -- Spares: a worker 10 ms from Redis would leave each slot of a capped host
 -- empty for two round trips (release, then lease again), a large share of
@@ -358,4 +364,9 @@ if #next_hosts == 0 then
 end
 if taking.diverted > 0 then redis.call('DECRBY', KEYS[4], taking.diverted) end
 job_counts_done(KEYS[12 + 4 * ncand])
-return {leased, next_hosts, wait, full, spares, contest}
+-- The hashes read for the caller, after every lease of this call.
+local fields = {}
+for j = 1, #KEYS - 15 - 4 * ncand do
+  fields[j] = redis.call('HGET', KEYS[15 + 4 * ncand + j], ARGV[8 + 4 * ncand + j])
+end
+return {leased, next_hosts, wait, full, spares, contest, fields}
