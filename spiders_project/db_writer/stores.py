@@ -265,6 +265,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     # Bad text or JSON, an index entry too large.
     REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError)
     MIGRATED_ALSO = ", data as JSONB"
+    CHECKS_JSON = True  # JSONB parses every row's data
 
     def __init__(self, conninfo: str, spider: str) -> None:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
