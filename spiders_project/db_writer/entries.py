@@ -14,7 +14,7 @@ old url-keyed table makes its rows. An entry of the header-and-item format
 the item's JSON is the row's ``data`` as the worker wrote it. Into PostgreSQL it
 is not decoded either: the JSONB column checks it, and a row it refuses is set
 aside by the writer's split, as any refused value. SQLite's TEXT column checks
-nothing, so for it the item is checked here (``check_items``). An object with
+nothing, so for it the item is checked here (``store_checks_json``). An object with
 ``"kind": "page"`` is a page-state entry for the ``pages`` table
 (``recrawl/pages_row.py``), parsed there when the caller asks for them. Anything
 else is rejected with a reason.
@@ -101,13 +101,13 @@ def parse_entries(
     entries: list[bytes],
     tables: Mapping[str, str] | None = None,
     pages: list[PageEntry] | None = None,
-    check_items: bool = True,
+    store_checks_json: bool = False,
 ) -> tuple[list[Row], list[Rejected]]:
     """Split a batch into rows to write and entries to reject, keeping order.
 
     Page-state entries go to ``pages`` when it is given, else are rejected.
-    ``check_items=False`` leaves the item JSON of header-and-item entries to a
-    database that checks it (``Store.CHECKS_JSON``).
+    ``store_checks_json`` leaves the item JSON of header-and-item entries to the
+    database (``Store.CHECKS_JSON``).
     """
     rows: list[Row] = []
     rejected: list[Rejected] = []
@@ -117,7 +117,7 @@ def parse_entries(
     for raw in entries:
         if raw[:1] == RAW_MARK:
             try:
-                rows.append(_raw_row(raw, tables, now, check_items))
+                rows.append(_raw_row(raw, tables, now, not store_checks_json))
             except (_Bad, ValueError) as exc:
                 rejected.append(Rejected(raw, str(exc)))
             continue

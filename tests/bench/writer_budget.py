@@ -190,7 +190,7 @@ def writer_stages(
             spent["take"] += taken - start
             if not entries:
                 break
-            rows = parse_entries(entries, check_items=not store.CHECKS_JSON)[0]
+            rows = parse_entries(entries, store_checks_json=store.CHECKS_JSON)[0]
             parsed = clock()
             rows = dedupe(rows)
             deduped = clock()

@@ -34,14 +34,14 @@ def test_the_item_json_passes_through_as_the_rows_data():
     assert parse_entries([raw("s1", url=None)])[0][0].url is None
 
 
-@pytest.mark.parametrize("check", [True, False])
-def test_all_three_formats_in_one_batch_and_newer_wins_across_them(check: bool):
+@pytest.mark.parametrize("store_checks_json", [True, False])
+def test_all_three_formats_in_one_batch_and_newer_wins_across_them(store_checks_json: bool):
     json_entry = encode_entry({"sku": "s1", "v": 1}, "ProductItem", "s1", LATER)
     legacy = orjson.dumps({"url": "https://old.test/", "fetched_at": AT})
     page = page_entry("https://p.test/", "default", AT, "fetched", status=200)
     entries = [json_entry, raw("s1", at=AT, item=b'{"v":0}'), legacy, page, raw("s2")]
     pages: list[PageEntry] = []
-    rows, rejected = parse_entries(entries, None, pages, check_items=check)
+    rows, rejected = parse_entries(entries, None, pages, store_checks_json)
     assert rejected == [] and [p.raw for p in pages] == [page]
     kept = {row.item_key: row for row in dedupe(rows)}
     assert sorted(kept) == ["https://old.test/", "s1", "s2"]
@@ -87,7 +87,7 @@ def test_json_inside_the_braces_is_checked_unless_the_database_checks_it():
     assert [row.item_key for row in rows] == ["good"]
     assert [r.raw for r in rejected] == [bad] and "not valid JSON" in rejected[0].reason
     # PostgreSQL's JSONB checks it: the row goes to the store, which refuses it alone.
-    rows, rejected = parse_entries([bad, raw("good")], check_items=False)
+    rows, rejected = parse_entries([bad, raw("good")], store_checks_json=True)
     assert [row.item_key for row in rows] == ["k", "good"] and rejected == []
 
 
