@@ -9,9 +9,15 @@ and the row is ``(item_type, item_key, url, data, scraped_at)`` in the table
 ITEM_TABLES names for the type (``items`` by default). An entry of the
 previous release (the item object itself, always a PageItem with a ``url``)
 is still accepted: its row is ``("PageItem", url)``, as the migration of the
-old url-keyed table makes its rows. An object with ``"kind": "page"`` is a
-page-state entry for the ``pages`` table (``recrawl/pages_row.py``), parsed there when
-the caller asks for them. Anything else is rejected with a reason.
+old url-keyed table makes its rows. An entry of the header-and-item format
+(``keys/item_entries.py``) becomes a row without its item being re-encoded:
+the item's JSON is the row's ``data`` as the worker wrote it. Into PostgreSQL it
+is not decoded either: the JSONB column checks it, and a row it refuses is set
+aside by the writer's split, as any refused value. SQLite's TEXT column checks
+nothing, so for it the item is checked here (``store_checks_json``). An object with
+``"kind": "page"`` is a page-state entry for the ``pages`` table
+(``recrawl/pages_row.py``), parsed there when the caller asks for them. Anything
+else is rejected with a reason.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from spiders_project.keys.item_entries import RAW_MARK, split_raw
 from spiders_project.recrawl.pages_row import (
     CANONICAL_TIME,
     PAGE_KIND,
@@ -94,10 +101,13 @@ def parse_entries(
     entries: list[bytes],
     tables: Mapping[str, str] | None = None,
     pages: list[PageEntry] | None = None,
+    store_checks_json: bool = False,
 ) -> tuple[list[Row], list[Rejected]]:
     """Split a batch into rows to write and entries to reject, keeping order.
 
     Page-state entries go to ``pages`` when it is given, else are rejected.
+    ``store_checks_json`` leaves the item JSON of header-and-item entries to the
+    database (``Store.CHECKS_JSON``).
     """
     rows: list[Row] = []
     rejected: list[Rejected] = []
@@ -105,6 +115,12 @@ def parse_entries(
     tables = tables or {}
     loads = orjson.loads
     for raw in entries:
+        if raw[:1] == RAW_MARK:
+            try:
+                rows.append(_raw_row(raw, tables, now, not store_checks_json))
+            except (_Bad, ValueError) as exc:
+                rejected.append(Rejected(raw, str(exc)))
+            continue
         try:
             obj = loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -145,6 +161,25 @@ def _row(obj: dict[str, Any], raw: bytes, tables: Mapping[str, str], now: str) -
     else:
         at = _scraped_at(fetched_at, None) or _scraped_at(obj.get("at"), now) or now
     data = orjson.dumps(item).decode()
+    return Row(tables.get(item_type, DEFAULT_TABLE), item_type, item_key, url, data, at, raw)
+
+
+def _raw_row(raw: bytes, tables: Mapping[str, str], now: str, check: bool) -> Row:
+    item_type, item_key, url, at, item_json = split_raw(raw)
+    if not 0 < len(item_type) <= _MAX_NAME:
+        _name(item_type, "type")  # raises with the reason
+    if not item_key:
+        raise _Bad("'key' is empty")
+    if item_json[:1] != b"{" or item_json[-1:] != b"}":
+        raise _Bad("the item is not a JSON object (cut short?)")
+    if check:
+        try:
+            orjson.loads(item_json)
+        except orjson.JSONDecodeError as exc:
+            raise _Bad(f"the item is not valid JSON ({exc})") from None
+    if not (len(at) == 32 and CANONICAL_TIME.fullmatch(at)):
+        at = _scraped_at(at, now) or now
+    data = item_json.decode()
     return Row(tables.get(item_type, DEFAULT_TABLE), item_type, item_key, url, data, at, raw)
 
 

@@ -54,6 +54,10 @@ class RowsRefused(Exception):
 class Store(Protocol):
     """What the writer needs from a database."""
 
+    # Whether the database refuses a row whose data is not valid JSON (as a refused
+    # value, set aside by the writer's split), so the parse need not check it.
+    CHECKS_JSON: bool
+
     def write_batch(self, rows: Sequence[Row]) -> None:
         """Upsert ``rows`` (distinct identities) in one transaction, or raise and write none."""
 
@@ -97,6 +101,8 @@ class SqlStore(Generic[Conn]):
     reached or prepared is :class:`StoreUnavailable` at once) and again on the
     first write after a failure. Every table is prepared once per connection.
     """
+
+    CHECKS_JSON = False
 
     # Column types that differ: the item's JSON, the two times, written_at's default.
     CREATE = """

@@ -236,9 +236,8 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     COPY streams the rows in one message and the ``INSERT ... SELECT ... ON
     CONFLICT`` applies them in one statement, where an array-parameter upsert
     builds and parses its arrays (docs/BENCHMARKS.md, "Figures moved out of
-    code comments"). The temporary
-    table lives as long as the connection, so a transaction-pooling
-    PgBouncer in front would need session pooling.
+    code comments"). The temporary table lives as long as the connection, so a
+    transaction-pooling PgBouncer in front would need session pooling.
     """
 
     TYPES = {"json": "JSONB", "time": "TIMESTAMPTZ", "now": " DEFAULT now()"}
@@ -265,6 +264,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     # Bad text or JSON, an index entry too large.
     REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError)
     MIGRATED_ALSO = ", data as JSONB"
+    CHECKS_JSON = True
 
     def __init__(self, conninfo: str, spider: str) -> None:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)

@@ -291,7 +291,7 @@ class ItemWriter:
         """Write one batch of entries, then acknowledge all of them."""
         entries, buffer = batch.entries, batch.buffer
         pages: list[PageEntry] | None = [] if self.pages is not None else None
-        rows, rejected = parse_entries(entries, self.config.tables, pages)
+        rows, rejected = parse_entries(entries, self.config.tables, pages, self.store.CHECKS_JSON)
         reject_raw = [entry.raw for entry in rejected]
         for entry in rejected:
             logger.warning(

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from spiders_project.keys import RedisKeys
+from spiders_project.keys.item_entries import RAW_MARK, split_raw
 from spiders_project.read_model.replies import hash_fields, numbers, text
 
 # Replies of buffer_reads per buffer: its rejected entries, its writers' stats, its head.
@@ -106,6 +107,9 @@ def item_lag(
 
 
 def _age(now: float, head: Any) -> float:
+    if head[:1] == RAW_MARK:  # the header-and-item format: its "at" is the row's scraped_at
+        at = split_raw(head)[3]
+        return max(0.0, now - datetime.fromisoformat(at).timestamp())
     entry = json.loads(head)
     # A worker's entry says when the item left its pipelines ("at"); an
     # entry of the previous release is the item, with its fetch time.

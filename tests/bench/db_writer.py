@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import psutil
 import psycopg
 import redis
@@ -46,6 +47,7 @@ from spiders_project.db_writer.db_url import SQLITE, parse_db_url
 from spiders_project.item_buffer.buffer import encode_entry
 from spiders_project.keys import RedisKeys
 from spiders_project.keys.db_writers import writers
+from spiders_project.keys.item_entries import encode_raw
 from spiders_project.recrawl.pages_row import page_entry
 from tests.bench.seen import redis_cpu
 from tests.support.processes import PYTHON, ROOT
@@ -105,6 +107,16 @@ def make_item(i: int) -> bytes:
     return encode_entry(item, "PageItem", url, datetime.now(UTC).isoformat())
 
 
+def make_raw_item(i: int) -> bytes:
+    """``make_item``'s entry in the header-and-item format (``keys/item_entries.py``)."""
+    entry = orjson.loads(make_item(i))
+    item = entry["item"]
+    at = item.get("fetched_at") or entry["at"]
+    made = encode_raw(entry["type"], entry["key"], entry["url"], at, orjson.dumps(item))
+    assert made is not None
+    return made
+
+
 def make_page(i: int) -> bytes:
     """A page-state entry as a worker writes it, for a fetched page."""
     url = f"http://bench.example/page/{i}"
@@ -162,6 +174,7 @@ def run_writer_bench(
     *,
     pages: bool = False,
     filled: Callable[[], None] | None = None,
+    make: Callable[[int], bytes] = make_item,
 ) -> WriterResult:
     """Fill the scratch spider's buffer with ``items`` items (page-state entries
     with ``pages``) and time the drain; ``filled`` is called between the two
@@ -171,7 +184,7 @@ def run_writer_bench(
     try:
         clear_buffer(client, keys)
         clear_database(db_url)
-        fill_buffer(client, keys.items, make_page if pages else make_item, items)
+        fill_buffer(client, keys.items, make_page if pages else make, items)
         if filled is not None:
             filled()
 
@@ -230,7 +243,12 @@ def _children_cpu() -> float:
 
 
 def measured_drain(
-    database: str, redis_url: str, db_url: str, items: int, server: Callable[[], float]
+    database: str,
+    redis_url: str,
+    db_url: str,
+    items: int,
+    server: Callable[[], float],
+    make: Callable[[int], bytes] = make_item,
 ) -> WriterResult:
     """A drain of ``items`` with its :class:`Budget`, after one of none for the
     writer's start-up. ``server``: the database server's CPU seconds so far."""
@@ -243,7 +261,7 @@ def measured_drain(
     try:
         run_writer_bench(database, redis_url, db_url, 0, filled=filled)
         start_up = _children_cpu() - marks["writer"]
-        result = run_writer_bench(database, redis_url, db_url, items, filled=filled)
+        result = run_writer_bench(database, redis_url, db_url, items, filled=filled, make=make)
         writer = _children_cpu() - marks["writer"] - start_up
         redis_used = redis_cpu(client) - marks["redis"]
         server_cpu = server() - marks["server"]

@@ -1,6 +1,6 @@
 """Where the db_writer's CPU goes per item, in every process, against issue 42's targets.
 
-    python -m tests.bench.writer_budget [--items 200000] [--rounds 2]
+    python -m tests.bench.writer_budget [--items 200000] [--rounds 2] [--entries json|raw]
 
 Issue 42, item 6: at most 16 µs of CPU per item into PostgreSQL and 9 µs into
 SQLite, the writer, Redis and the database server together, however the work
@@ -23,6 +23,9 @@ guarantees need the real one: JSONB ``data`` and the key that newer-wins upserts
 And the writer's own CPU per item, step by step (take, parse, dedupe, write,
 ack), its batch loop run in this process (``writer_stages``).
 
+``--entries raw`` fills the buffer with entries of the header-and-item format
+(``keys/item_entries.py``) instead of the JSON ones workers write.
+
 And what Redis spends per item on the writer's take and ack (``db_writer/lua``:
 take.lua copies each entry into the processing list, the writer reads them
 there with LRANGE) against reading a batch in place (a MULTI of the writer's
@@ -37,6 +40,7 @@ import logging
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -62,6 +66,7 @@ from tests.bench.db_writer import (
     distinct_chunks,
     fill_buffer,
     make_item,
+    make_raw_item,
     measured_drain,
     postgres_cpu,
 )
@@ -159,7 +164,9 @@ def take_paths(redis_url: str, items: int, batch: int = 4000) -> dict[str, float
     return out
 
 
-def writer_stages(redis_url: str, db_url: str, items: int) -> dict[str, float]:
+def writer_stages(
+    redis_url: str, db_url: str, items: int, make: Callable[[int], bytes] = make_item
+) -> dict[str, float]:
     """The writer's own CPU µs per item in each step of its batch loop, run in
     this process (the db_writer's garbage-collector settings applied): take
     (the script call and the LRANGE of its reply), parse, dedupe, the store's
@@ -167,7 +174,7 @@ def writer_stages(redis_url: str, db_url: str, items: int) -> dict[str, float]:
     client = redis.Redis.from_url(redis_url)
     keys = RedisKeys("writer_stages")
     clear_buffer(client, keys)
-    fill_buffer(client, keys.items, make_item, items)
+    fill_buffer(client, keys.items, make, items)
     state = RedisState(redis_url, 0.05, 0.2, logging.getLogger(__name__))
     queue = ItemQueue(SyncRedisCalls(client, state), keys, lease_ttl=60)
     queue.join()
@@ -183,7 +190,7 @@ def writer_stages(redis_url: str, db_url: str, items: int) -> dict[str, float]:
             spent["take"] += taken - start
             if not entries:
                 break
-            rows = parse_entries(entries)[0]
+            rows = parse_entries(entries, store_checks_json=store.CHECKS_JSON)[0]
             parsed = clock()
             rows = dedupe(rows)
             deduped = clock()
@@ -205,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--entries", choices=("json", "raw"), default="json")
     args = parser.parse_args(argv)
+    make = make_raw_item if args.entries == "raw" else make_item
     print(
         "Targets, CPU per item in every process together: "
         + "; ".join(f"{db} ≤ {us:g} µs" for db, us in TARGET_WRITER_US.items()),
@@ -218,10 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="writer_budget_") as tmp:
                 db = f"sqlite:///{Path(tmp) / 'items.db'}"
-                report(measured_drain("SQLite", server.url, db, args.items, lambda: 0.0))
+                report(measured_drain("SQLite", server.url, db, args.items, lambda: 0.0, make))
             clear_database(pg.url)
             server_cpu = lambda: postgres_cpu(pg)  # noqa: E731
-            report(measured_drain("PostgreSQL", server.url, pg.url, args.items, server_cpu))
+            report(measured_drain("PostgreSQL", server.url, pg.url, args.items, server_cpu, make))
             clear_database(pg.url)
             floor = postgres_floor(pg, args.items)
             print(
@@ -232,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="writer_stages_") as tmp:
                 sqlite_url = f"sqlite:///{Path(tmp) / 'items.db'}"
                 for name, db in (("SQLite", sqlite_url), ("PostgreSQL", pg.url)):
-                    steps = writer_stages(server.url, db, args.items // 2)
+                    steps = writer_stages(server.url, db, args.items // 2, make)
                     print(
                         f"  The writer's steps into {name}, CPU µs per item: "
                         + "; ".join(f"{step} {us:.2f}" for step, us in steps.items()),

@@ -51,6 +51,7 @@ CONTRACT = (
     "spiders_project.keys.jobs",
     "spiders_project.keys.cookies",
     "spiders_project.keys.db_writers",
+    "spiders_project.keys.item_entries",
 )
 
 
