@@ -26,7 +26,6 @@ keyspace notifications on and prints, per master, the writes per page by key
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from spiders_project.crawl.hosts import host_of
 from spiders_project.keys import RedisKeys
 from tests.bench.cluster_keys import watched_crawl
 from tests.bench.cluster_section import section
-from tests.bench.crawls import OWN_COMMANDS, Bench, CrawlResult
+from tests.bench.crawls import OWN_COMMANDS, Bench, CrawlResult, pin_apart
 from tests.bench.site_proc import Site
 from tests.support.services import RedisClusterGroup, RedisServer, pin
 
@@ -321,10 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(section(result)), flush=True)
 
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    pinned = (os.cpu_count() or 1) >= 2
-    crawl_cpus, service_cpus = ({0}, {1}) if pinned else (None, None)
-    if service_cpus:
-        pin(os.getpid(), service_cpus)
+    crawl_cpus, service_cpus = pin_apart()
     # The phase brings its own site and Redis: the Bench gives CPUs, logs and settings.
     bench = Bench(None, None, args.log_dir, crawl_cpus, service_cpus)  # type: ignore[arg-type]
     for n in range(args.rounds):

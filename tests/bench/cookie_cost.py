@@ -28,16 +28,15 @@ medians of each pair's ratio; commands per page hardly move with load.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bench.crawls import Bench, CrawlResult
+from tests.bench.crawls import Bench, CrawlResult, pin_apart
 from tests.bench.site_proc import Site
-from tests.support.services import RedisServer, pin
+from tests.support.services import RedisServer
 
 BASELINES = ("disabled", "jars")
 
@@ -160,10 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    pinned = (os.cpu_count() or 1) >= 2
-    crawl_cpus, service_cpus = ({0}, {1}) if pinned else (None, None)
-    if pinned:
-        pin(os.getpid(), service_cpus)
+    crawl_cpus, service_cpus = pin_apart()
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     try:
         site = Site(args.pages, args.log_dir, service_cpus)

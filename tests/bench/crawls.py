@@ -17,6 +17,7 @@ in between.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import time
@@ -37,6 +38,16 @@ SAMPLE_INTERVAL = 0.2
 OWN_COMMANDS = {"info", "config|resetstat", "flushall", "ping", "memory|usage", "scard", "scan"}
 OURS = RedisKeys("distributed")
 STOCK = RedisKeys("stock")
+
+
+def pin_apart() -> tuple[set[int] | None, set[int] | None]:
+    """``make bench``'s pinning on two cores or more: crawlers on CPU 0; the site,
+    Redis and this process on CPU 1 (this process pinned here). Returns (the
+    crawlers' CPUs, the services' CPUs), both None on one core."""
+    if (os.cpu_count() or 1) < 2:
+        return None, None
+    pin(os.getpid(), {1})
+    return {0}, {1}
 
 
 @dataclass

@@ -37,11 +37,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bench.crawls import Bench
+from tests.bench.crawls import Bench, pin_apart
 from tests.bench.jobs import _checkouts
 from tests.bench.site_proc import Site
 from tests.support.processes import ROOT
-from tests.support.services import RedisServer, pin
+from tests.support.services import RedisServer
 
 SLOWLOG_ENTRIES = 2_000_000
 # Each script of a tree, by name, as its own loader sends it.
@@ -116,10 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/bench-profile"))
     args = parser.parse_args(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    pinned = (os.cpu_count() or 1) >= 2
-    crawl_cpus, service_cpus = ({0}, {1}) if pinned else (None, None)
-    if pinned:
-        pin(os.getpid(), service_cpus)
+    crawl_cpus, service_cpus = pin_apart()
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     commits = [c for c in args.against.split(",") if c]
     # (side, row) -> per-round µs/page and calls/page

@@ -33,7 +33,6 @@ more than ``make bench``'s; a figure near its target is worth a second run.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -41,10 +40,10 @@ from pathlib import Path
 from statistics import median
 
 from tests.bench.cookie_cost import BASELINES, CookieCost, cookie_pairs
-from tests.bench.crawls import Bench, CrawlResult
+from tests.bench.crawls import Bench, CrawlResult, pin_apart
 from tests.bench.db_writer import TARGET_WRITER_US, WriterResult, pages_phase, writer_phase
 from tests.bench.site_proc import Site
-from tests.support.services import RedisServer, pin
+from tests.support.services import RedisServer
 
 
 @dataclass(frozen=True)
@@ -223,10 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--window must not exceed --pages")
     args.log_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    pinned = (os.cpu_count() or 1) >= 2
-    crawl_cpus, service_cpus = ({0}, {1}) if pinned else (None, None)
-    if pinned:
-        pin(os.getpid(), service_cpus)
+    crawl_cpus, service_cpus = pin_apart()
     redis = RedisServer(datadir=args.log_dir / "redis", cpus=service_cpus)
     plain = worker = two = two_figure = cookies = None
     plains: list[CrawlResult] = []
