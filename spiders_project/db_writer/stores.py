@@ -212,15 +212,11 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
                 self.close()
 
 
-class _JsonText:
-    """The class :class:`_JsonbText` is registered for: the binary COPY looks its
-    dumpers up by column type (``set_types``), so no value is ever of this class."""
-
-
 class _JsonbText(Dumper):
     """A row's ``data``, JSON text already (orjson wrote it), in JSONB's binary form:
     a version byte, then the text. psycopg's own ``jsonb`` dumper would encode
-    the ``str`` as a JSON string."""
+    the ``str`` as a JSON string. Registered for no Python class, by its oid
+    alone: the binary COPY looks its dumpers up by column type (``set_types``)."""
 
     format = Format.BINARY
     oid = postgres.types["jsonb"].oid
@@ -281,6 +277,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
             raise StoreUnavailable(one_line(exc)) from exc
 
     def _start_session(self, conn: psycopg.Connection) -> None:
+        conn.adapters.register_dumper(None, _JsonbText)
         conn.execute(self.CREATE_BATCH)
 
     def _is_open(self, conn: psycopg.Connection) -> bool:
@@ -370,7 +367,6 @@ class PostgresStore(SqlStore[psycopg.Connection]):
         batches are tried.
         """
         cursor = conn.cursor()
-        cursor.adapters.register_dumper(_JsonText, _JsonbText)
         spider = self.spider
         parse = datetime.fromisoformat
         try:
